@@ -1,0 +1,716 @@
+//! One AMQP channel: the state shared with its consumers' delivery tasks
+//! ([`ChannelShared`]) and the state only the connection task touches ([`Channel`]),
+//! with the handlers of every channel-level method.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+use bytes::BytesMut;
+use parking_lot::Mutex;
+
+use super::codec::{Method, write_basic_get_ok, write_body, write_header_raw, write_method};
+use super::connection::ConnInfo;
+use super::consumer::AmqpConsumer;
+use super::error::{AmqpError, AmqpResult, code};
+use super::outbox::Outbox;
+use super::publish::PendingPublish;
+use super::unacked::{Unacked, UnackedList};
+use crate::core::queue::Queue;
+use crate::core::vhost::{ExchangeOptions, QueueOptions};
+use crate::core::{FieldTable, ShortStr};
+
+/// Queue name clients consume from for direct reply-to.
+pub const REPLY_TO_QUEUE: &str = "amq.rabbitmq.reply-to";
+/// LavinMQ's alternative name of the same pseudo-queue.
+pub const REPLY_TO_QUEUE_ALT: &str = "amq.direct.reply-to";
+
+/// Channel state shared with consumer delivery tasks.
+pub struct ChannelShared {
+    /// Channel number.
+    pub number: u16,
+    /// The connection's outbox.
+    pub outbox: Arc<Outbox>,
+    /// Negotiated frame_max, for splitting bodies.
+    pub frame_max: u32,
+    /// Delivery tags and unacked deliveries.
+    pub unacked: Mutex<UnackedList>,
+    /// Channel-wide prefetch (basic.qos global=true), 0 = unlimited.
+    pub global_prefetch: AtomicU32,
+    /// Consumer deliveries not yet acked on this channel.
+    pub global_unacked: AtomicU32,
+    flow: AtomicBool,
+    /// Consumers by tag.
+    pub consumers: Mutex<HashMap<String, Arc<AmqpConsumer>>>,
+    /// The client understands server-sent basic.cancel.
+    pub cancel_notify: bool,
+    /// Direct reply-to consumer tag and token, if any.
+    pub reply_to: Mutex<Option<(String, String)>>,
+}
+
+impl ChannelShared {
+    /// False while the client paused deliveries with channel.flow.
+    pub fn flow_active(&self) -> bool {
+        self.flow.load(Ordering::Acquire)
+    }
+
+    /// True while the channel-wide prefetch allows another delivery.
+    pub fn global_capacity(&self) -> bool {
+        let limit = self.global_prefetch.load(Ordering::Acquire);
+        limit == 0 || self.global_unacked.load(Ordering::Acquire) < limit
+    }
+
+    /// The queue cancelled consumer `tag` (queue deleted): tell the client.
+    pub fn server_cancel(&self, tag: &str) {
+        if self.consumers.lock().remove(tag).is_some() && self.cancel_notify {
+            let m = Method::BasicCancel {
+                consumer_tag: ShortStr::from(tag),
+                nowait: true,
+            };
+            self.outbox.write(|b| {
+                let _ = write_method(b, self.number, &m);
+            });
+        }
+    }
+
+    fn wake_consumers(&self) {
+        for c in self.consumers.lock().values() {
+            crate::core::consumer::Consumer::notify(&**c);
+        }
+    }
+}
+
+/// What `ack`-like methods do with the messages they name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settle {
+    /// Remove for good.
+    Ack,
+    /// Put back in the queue.
+    Requeue,
+    /// Drop (rejected without requeue).
+    Discard,
+}
+
+/// Connection-task-only state of a channel.
+pub struct Channel {
+    /// State shared with delivery tasks.
+    pub shared: Arc<ChannelShared>,
+    /// Set after the server sent channel.close; frames are ignored until close-ok.
+    pub closing: bool,
+    pub(super) publish: Option<PendingPublish>,
+    pub(super) confirm: bool,
+    pub(super) confirm_seq: u64,
+    pub(super) tx: Option<super::publish::TxBuffer>,
+    prefetch: u32,
+    last_queue: String,
+    pub(super) route_buf: Vec<Arc<Queue>>,
+    pub(super) scratch: BytesMut,
+}
+
+fn generated_tag(prefix: &str) -> String {
+    use base64::Engine;
+    let mut bytes = [0u8; 18];
+    rand::fill(&mut bytes);
+    format!(
+        "{prefix}{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+    )
+}
+
+impl Channel {
+    /// Opens channel `number` on a connection.
+    pub fn new(number: u16, outbox: Arc<Outbox>, info: &ConnInfo) -> Self {
+        Channel {
+            shared: Arc::new(ChannelShared {
+                number,
+                outbox,
+                frame_max: info.frame_max,
+                unacked: Mutex::default(),
+                global_prefetch: AtomicU32::new(0),
+                global_unacked: AtomicU32::new(0),
+                flow: AtomicBool::new(true),
+                consumers: Mutex::default(),
+                cancel_notify: info.cancel_notify,
+                reply_to: Mutex::new(None),
+            }),
+            closing: false,
+            publish: None,
+            confirm: false,
+            confirm_seq: 0,
+            tx: None,
+            prefetch: u32::from(info.ctx.settings.default_prefetch),
+            last_queue: String::new(),
+            route_buf: Vec::new(),
+            scratch: BytesMut::new(),
+        }
+    }
+
+    fn number(&self) -> u16 {
+        self.shared.number
+    }
+
+    /// Writes a method frame to the client.
+    pub fn send(&self, method: &Method) {
+        let n = self.number();
+        self.shared.outbox.write(|b| {
+            let _ = write_method(b, n, method);
+        });
+    }
+
+    fn reply(&self, nowait: bool, method: Method) {
+        if !nowait {
+            self.send(&method);
+        }
+    }
+
+    fn queue_name<'a>(&'a self, name: &'a str) -> AmqpResult<&'a str> {
+        if !name.is_empty() {
+            return Ok(name);
+        }
+        if self.last_queue.is_empty() {
+            return Err(AmqpError::channel(
+                code::NOT_FOUND,
+                "no previously declared queue",
+            ));
+        }
+        Ok(&self.last_queue)
+    }
+
+    /// Handles a channel-level method (anything but content).
+    pub fn handle(&mut self, info: &ConnInfo, method: Method) -> AmqpResult {
+        let (class, id) = (method.class_id(), method.method_id());
+        self.dispatch(info, method).map_err(|e| e.on(class, id))
+    }
+
+    fn dispatch(&mut self, info: &ConnInfo, method: Method) -> AmqpResult {
+        let vhost = &info.vhost;
+        match method {
+            Method::ChannelFlow { active } => {
+                self.shared.flow.store(active, Ordering::Release);
+                if active {
+                    self.shared.wake_consumers();
+                }
+                self.send(&Method::ChannelFlowOk { active });
+            }
+            Method::ChannelFlowOk { .. } | Method::BasicCancelOk { .. } => {}
+            Method::AccessRequest { .. } => self.send(&Method::AccessRequestOk),
+            Method::ExchangeDeclare {
+                exchange,
+                kind,
+                passive,
+                durable,
+                auto_delete,
+                internal,
+                nowait,
+                arguments,
+            } => {
+                let opts = ExchangeOptions {
+                    durable,
+                    auto_delete,
+                    internal,
+                    passive,
+                };
+                vhost.declare_exchange(&exchange, &kind, &opts, arguments)?;
+                self.reply(nowait, Method::ExchangeDeclareOk);
+            }
+            Method::ExchangeDelete {
+                exchange,
+                if_unused,
+                nowait,
+            } => {
+                vhost.delete_exchange(&exchange, if_unused)?;
+                self.reply(nowait, Method::ExchangeDeleteOk);
+            }
+            Method::ExchangeBind {
+                destination,
+                source,
+                routing_key,
+                nowait,
+                arguments,
+            } => {
+                vhost.bind_exchange(&destination, &source, &routing_key, arguments)?;
+                self.reply(nowait, Method::ExchangeBindOk);
+            }
+            Method::ExchangeUnbind {
+                destination,
+                source,
+                routing_key,
+                nowait,
+                arguments,
+            } => {
+                vhost.unbind_exchange(&destination, &source, &routing_key, &arguments)?;
+                self.reply(nowait, Method::ExchangeUnbindOk);
+            }
+            Method::QueueDeclare {
+                queue,
+                passive,
+                durable,
+                exclusive,
+                auto_delete,
+                nowait,
+                arguments,
+            } => {
+                let name = if passive {
+                    self.queue_name(&queue)?.to_string()
+                } else {
+                    queue.to_string()
+                };
+                let opts = QueueOptions {
+                    durable,
+                    exclusive,
+                    auto_delete,
+                    passive,
+                };
+                let d = vhost.declare_queue(&name, &opts, arguments, info.id)?;
+                self.last_queue = d.name.clone();
+                self.reply(
+                    nowait,
+                    Method::QueueDeclareOk {
+                        queue: ShortStr::from(d.name),
+                        message_count: d.message_count,
+                        consumer_count: d.consumer_count,
+                    },
+                );
+            }
+            Method::QueueBind {
+                queue,
+                exchange,
+                routing_key,
+                nowait,
+                arguments,
+            } => {
+                let q = self.queue_name(&queue)?;
+                vhost.bind_queue(q, &exchange, &routing_key, arguments, Some(info.id))?;
+                self.reply(nowait, Method::QueueBindOk);
+            }
+            Method::QueueUnbind {
+                queue,
+                exchange,
+                routing_key,
+                arguments,
+            } => {
+                let q = self.queue_name(&queue)?;
+                vhost.unbind_queue(q, &exchange, &routing_key, &arguments, info.id)?;
+                self.send(&Method::QueueUnbindOk);
+            }
+            Method::QueuePurge { queue, nowait } => {
+                let n = vhost.purge_queue(self.queue_name(&queue)?, info.id)?;
+                self.reply(
+                    nowait,
+                    Method::QueuePurgeOk {
+                        message_count: n as u32,
+                    },
+                );
+            }
+            Method::QueueDelete {
+                queue,
+                if_unused,
+                if_empty,
+                nowait,
+            } => {
+                let n = vhost.delete_queue(
+                    self.queue_name(&queue)?,
+                    if_unused,
+                    if_empty,
+                    Some(info.id),
+                )?;
+                self.reply(
+                    nowait,
+                    Method::QueueDeleteOk {
+                        message_count: n as u32,
+                    },
+                );
+            }
+            Method::BasicQos {
+                prefetch_size,
+                prefetch_count,
+                global,
+            } => {
+                if prefetch_size != 0 {
+                    return Err(AmqpError::connection(
+                        code::NOT_IMPLEMENTED,
+                        format!("prefetch_size!=0 ({prefetch_size})"),
+                    ));
+                }
+                if global {
+                    self.shared
+                        .global_prefetch
+                        .store(u32::from(prefetch_count), Ordering::Release);
+                    self.shared.wake_consumers();
+                } else {
+                    self.prefetch = u32::from(prefetch_count);
+                }
+                self.send(&Method::BasicQosOk);
+            }
+            Method::BasicConsume {
+                queue,
+                consumer_tag,
+                no_ack,
+                exclusive,
+                nowait,
+                arguments,
+                ..
+            } => {
+                self.consume(
+                    info,
+                    &queue,
+                    &consumer_tag,
+                    no_ack,
+                    exclusive,
+                    nowait,
+                    &arguments,
+                )?;
+            }
+            Method::BasicCancel {
+                consumer_tag,
+                nowait,
+            } => {
+                self.cancel_consumer(info, &consumer_tag);
+                self.reply(nowait, Method::BasicCancelOk { consumer_tag });
+            }
+            Method::BasicGet { queue, no_ack } => self.get(info, &queue, no_ack)?,
+            Method::BasicAck {
+                delivery_tag,
+                multiple,
+            } => self.settle(delivery_tag, multiple, Settle::Ack)?,
+            Method::BasicReject {
+                delivery_tag,
+                requeue,
+            } => self.settle(
+                delivery_tag,
+                false,
+                if requeue {
+                    Settle::Requeue
+                } else {
+                    Settle::Discard
+                },
+            )?,
+            Method::BasicNack {
+                delivery_tag,
+                multiple,
+                requeue,
+            } => self.settle(
+                delivery_tag,
+                multiple,
+                if requeue {
+                    Settle::Requeue
+                } else {
+                    Settle::Discard
+                },
+            )?,
+            Method::BasicRecover { .. } => {
+                self.recover();
+                self.send(&Method::BasicRecoverOk);
+            }
+            Method::BasicRecoverAsync { .. } => self.recover(),
+            Method::BasicPublish {
+                exchange,
+                routing_key,
+                mandatory,
+                immediate,
+            } => {
+                self.start_publish(info, exchange, routing_key, mandatory, immediate)?;
+            }
+            Method::ConfirmSelect { nowait } => {
+                if self.tx.is_some() {
+                    return Err(AmqpError::channel(
+                        code::PRECONDITION_FAILED,
+                        "cannot switch from tx to confirm mode",
+                    ));
+                }
+                self.confirm = true;
+                self.reply(nowait, Method::ConfirmSelectOk);
+            }
+            Method::TxSelect => {
+                if self.confirm {
+                    return Err(AmqpError::channel(
+                        code::PRECONDITION_FAILED,
+                        "cannot switch from confirm to tx mode",
+                    ));
+                }
+                self.tx.get_or_insert_with(Default::default);
+                self.send(&Method::TxSelectOk);
+            }
+            Method::TxCommit => {
+                self.commit(info)?;
+                self.send(&Method::TxCommitOk);
+            }
+            Method::TxRollback => {
+                let Some(tx) = self.tx.as_mut() else {
+                    return Err(AmqpError::channel(
+                        code::PRECONDITION_FAILED,
+                        "channel is not transactional",
+                    ));
+                };
+                tx.clear();
+                self.send(&Method::TxRollbackOk);
+            }
+            other => {
+                return Err(AmqpError::connection(
+                    code::COMMAND_INVALID,
+                    format!("unexpected method {} on channel", other.name()),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn consume(
+        &mut self,
+        info: &ConnInfo,
+        queue: &str,
+        tag: &str,
+        no_ack: bool,
+        exclusive: bool,
+        nowait: bool,
+        args: &FieldTable,
+    ) -> AmqpResult {
+        let tag = if tag.is_empty() {
+            generated_tag("amq.ctag-")
+        } else {
+            tag.to_string()
+        };
+        if self.shared.consumers.lock().contains_key(&tag)
+            || self
+                .shared
+                .reply_to
+                .lock()
+                .as_ref()
+                .is_some_and(|(t, _)| *t == tag)
+        {
+            return Err(AmqpError::connection(
+                code::NOT_ALLOWED,
+                format!("attempt to reuse consumer tag '{tag}'"),
+            ));
+        }
+        let max = info.ctx.settings.max_consumers_per_channel;
+        if max > 0 && self.shared.consumers.lock().len() >= max as usize {
+            return Err(AmqpError::channel(
+                code::RESOURCE_ERROR,
+                format!("max consumers per channel reached ({max})"),
+            ));
+        }
+        if queue == REPLY_TO_QUEUE || queue == REPLY_TO_QUEUE_ALT {
+            if !no_ack {
+                return Err(AmqpError::channel(
+                    code::PRECONDITION_FAILED,
+                    "reply consumer cannot acknowledge",
+                ));
+            }
+            let token = generated_tag("");
+            info.ctx.register_reply_to(&token, &self.shared);
+            *self.shared.reply_to.lock() = Some((tag.clone(), token));
+            self.reply(
+                nowait,
+                Method::BasicConsumeOk {
+                    consumer_tag: ShortStr::from(tag),
+                },
+            );
+            return Ok(());
+        }
+        let q = info.vhost.get_queue(self.queue_name(queue)?)?;
+        q.check_owner(info.id)?;
+        let priority = match args.get("x-priority") {
+            None => 0,
+            Some(v) => match v.as_i64().and_then(|p| i32::try_from(p).ok()) {
+                Some(p) => p,
+                None => {
+                    return Err(AmqpError::channel(
+                        code::PRECONDITION_FAILED,
+                        "invalid x-priority argument, expected an integer",
+                    ));
+                }
+            },
+        };
+        let consumer = Arc::new(AmqpConsumer::new(
+            info.ctx.next_id(),
+            tag.clone(),
+            self.shared.clone(),
+            q.clone(),
+            no_ack,
+            priority,
+            self.prefetch,
+        ));
+        q.add_consumer(consumer.clone(), exclusive)?;
+        self.shared
+            .consumers
+            .lock()
+            .insert(tag.clone(), consumer.clone());
+        self.reply(
+            nowait,
+            Method::BasicConsumeOk {
+                consumer_tag: ShortStr::from(tag),
+            },
+        );
+        consumer.spawn();
+        Ok(())
+    }
+
+    fn cancel_consumer(&mut self, info: &ConnInfo, tag: &str) {
+        {
+            let mut r = self.shared.reply_to.lock();
+            if r.as_ref().is_some_and(|(t, _)| t == tag) {
+                if let Some((_, token)) = r.take() {
+                    info.ctx.unregister_reply_to(&token);
+                }
+                return;
+            }
+        }
+        let consumer = self.shared.consumers.lock().remove(tag);
+        if let Some(c) = consumer {
+            detach(info, &c);
+        }
+    }
+
+    fn get(&mut self, info: &ConnInfo, queue: &str, no_ack: bool) -> AmqpResult {
+        let q = info.vhost.get_queue(self.queue_name(queue)?)?;
+        q.check_owner(info.id)?;
+        let n = self.number();
+        let frame_max = self.shared.frame_max;
+        let mut st = q.lock();
+        let mut unacked = self.shared.unacked.lock();
+        let mut out = self.shared.outbox.lock();
+        loop {
+            let Some((pos, redelivered)) = st.store.shift() else {
+                let _ = write_method(&mut out, n, &Method::BasicGetEmpty);
+                break;
+            };
+            let remaining = st.store.ready_count() as u32;
+            let Some(m) = st.store.read_at(pos) else {
+                let _ = st.store.ack(pos);
+                continue;
+            };
+            let tag = unacked.next_tag();
+            let _ = write_basic_get_ok(
+                &mut out,
+                n,
+                tag,
+                redelivered,
+                m.exchange,
+                m.routing_key,
+                remaining,
+            );
+            let _ = write_header_raw(&mut out, n, m.body.len() as u64, m.properties);
+            write_body(&mut out, n, m.body, frame_max);
+            if no_ack {
+                let _ = st.store.ack(pos);
+            } else {
+                st.unacked += 1;
+                unacked.push(Unacked {
+                    tag,
+                    queue: q.clone(),
+                    pos,
+                    consumer: None,
+                });
+            }
+            break;
+        }
+        drop(out);
+        drop(unacked);
+        drop(st);
+        self.shared.outbox.flush();
+        Ok(())
+    }
+
+    /// Acks, rejects or nacks deliveries (buffered until commit in tx mode).
+    fn settle(&mut self, tag: u64, multiple: bool, how: Settle) -> AmqpResult {
+        if let Some(tx) = self.tx.as_mut() {
+            // Validate now so that an unknown tag fails at once, as in RabbitMQ.
+            let known = tag == 0 && multiple
+                || tx.pending_settles_cover(tag)
+                || self.shared.unacked.lock().contains(tag);
+            if !known {
+                return Err(AmqpError::channel(
+                    code::PRECONDITION_FAILED,
+                    format!("unknown delivery tag {tag}"),
+                ));
+            }
+            tx.settles.push((tag, multiple, how));
+            return Ok(());
+        }
+        self.apply_settle(tag, multiple, how)
+    }
+
+    pub(super) fn apply_settle(&mut self, tag: u64, multiple: bool, how: Settle) -> AmqpResult {
+        let Some(entries) = self.shared.unacked.lock().take(tag, multiple) else {
+            return Err(AmqpError::channel(
+                code::PRECONDITION_FAILED,
+                format!("unknown delivery tag {tag}"),
+            ));
+        };
+        settle_entries(&self.shared, entries, how);
+        Ok(())
+    }
+
+    fn recover(&mut self) {
+        let entries = self.shared.unacked.lock().take_all();
+        settle_entries(&self.shared, entries, Settle::Requeue);
+    }
+
+    /// Releases everything the channel holds: consumers are cancelled, unacked
+    /// messages requeued, the reply-to registration dropped.
+    pub fn close(&mut self, info: &ConnInfo) {
+        let consumers: Vec<_> = self
+            .shared
+            .consumers
+            .lock()
+            .drain()
+            .map(|(_, c)| c)
+            .collect();
+        for c in &consumers {
+            detach(info, c);
+        }
+        if let Some((_, token)) = self.shared.reply_to.lock().take() {
+            info.ctx.unregister_reply_to(&token);
+        }
+        self.recover();
+        self.publish = None;
+        self.tx = None;
+    }
+}
+
+/// Stops a consumer and removes it from its queue, deleting an auto-delete queue
+/// that lost its last consumer.
+fn detach(info: &ConnInfo, c: &Arc<AmqpConsumer>) {
+    c.cancel();
+    if c.queue.remove_consumer(c.id) {
+        info.vhost.remove_queue(&c.queue);
+    }
+}
+
+/// Applies a settlement to removed unacked entries, per queue and in order.
+pub(super) fn settle_entries(shared: &ChannelShared, entries: Vec<Unacked>, how: Settle) {
+    if entries.is_empty() {
+        return;
+    }
+    let mut i = 0;
+    while i < entries.len() {
+        let q = entries[i].queue.clone();
+        let mut j = i;
+        while j < entries.len() && Arc::ptr_eq(&entries[j].queue, &q) {
+            j += 1;
+        }
+        let positions = entries[i..j].iter().map(|u| u.pos);
+        match how {
+            Settle::Ack | Settle::Discard => q.ack(positions),
+            Settle::Requeue => q.requeue(positions),
+        }
+        i = j;
+    }
+    let mut from_consumers = 0;
+    for u in &entries {
+        if let Some(c) = &u.consumer {
+            from_consumers += 1;
+            c.settled(1);
+        }
+    }
+    if from_consumers > 0 {
+        shared
+            .global_unacked
+            .fetch_sub(from_consumers, Ordering::AcqRel);
+        if shared.global_prefetch.load(Ordering::Acquire) > 0 {
+            shared.wake_consumers();
+        }
+    }
+}

@@ -1,0 +1,729 @@
+//! One AMQP connection: the protocol header, the start/tune/open handshake, then the
+//! frame loop that hands methods and content to channels, enforces heartbeats, and
+//! closes with the right reply code when a client breaks the protocol.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tracing::Instrument;
+
+use super::channel::Channel;
+use super::codec::{FieldTable, FieldValue, Frame, Method, ShortStr, parse_frame, write_method};
+use super::context::AmqpContext;
+use super::error::{AmqpError, AmqpResult, Scope, code};
+use super::outbox::Outbox;
+use crate::core::vhost::VHost;
+
+/// The protocol header of AMQP 0-9-1.
+pub const PROTOCOL_HEADER: [u8; 8] = *b"AMQP\x00\x00\x09\x01";
+/// The alternative header some old clients send for 0-9-1.
+const PROTOCOL_HEADER_ALT: [u8; 8] = *b"AMQP\x01\x01\x00\x09";
+/// How long a client has for each handshake step.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the server waits for close-ok after sending connection.close.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// What channels need to know about their connection.
+pub struct ConnInfo {
+    /// Shared server state.
+    pub ctx: Arc<AmqpContext>,
+    /// Connection id (owner of exclusive queues).
+    pub id: u64,
+    /// Authenticated user name.
+    pub user: String,
+    /// The vhost opened.
+    pub vhost: Arc<VHost>,
+    /// Negotiated frame_max.
+    pub frame_max: u32,
+    /// Client accepts server-sent basic.cancel.
+    pub cancel_notify: bool,
+    /// Negotiated heartbeat in seconds (0 = off).
+    pub heartbeat: u16,
+    /// Negotiated channel_max.
+    pub channel_max: u16,
+}
+
+/// Why a connection ended before or during the handshake.
+#[derive(Debug, thiserror::Error)]
+enum HandshakeError {
+    #[error("socket: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("timed out")]
+    Timeout,
+    #[error("{0}")]
+    Protocol(String),
+    #[error("closed by server: {}", .0.text)]
+    Closed(AmqpError),
+}
+
+/// Serves one client connection until it closes.
+pub async fn serve<S>(ctx: Arc<AmqpContext>, stream: S, peer: SocketAddr)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let span = tracing::info_span!("amqp", client = %peer);
+    async move {
+        let (mut rd, mut wr) = tokio::io::split(stream);
+        let mut buf = BytesMut::with_capacity(16 * 1024);
+        let info = match handshake(&ctx, &mut rd, &mut wr, &mut buf, peer).await {
+            Ok(info) => info,
+            Err(e) => {
+                tracing::info!("connection closed during handshake: {e}");
+                let _ = wr.shutdown().await;
+                return;
+            }
+        };
+        tracing::info!(vhost = %info.vhost.name, user = %info.user, "connection established");
+        let outbox = Arc::new(Outbox::default());
+        let heartbeat =
+            (info.heartbeat > 0).then(|| Duration::from_secs(u64::from(info.heartbeat)) / 2);
+        let writer = {
+            let outbox = outbox.clone();
+            tokio::spawn(async move {
+                if let Err(e) = outbox.run_writer(wr, heartbeat).await {
+                    tracing::debug!("write failed: {e}");
+                }
+                outbox.close();
+            })
+        };
+        let span = tracing::info_span!("conn", vhost = %info.vhost.name, user = %info.user);
+        let mut conn = Connection {
+            info,
+            outbox: outbox.clone(),
+            channels: HashMap::new(),
+        };
+        conn.run(&mut rd, buf).instrument(span).await;
+        conn.cleanup();
+        outbox.close();
+        let _ = writer.await;
+    }
+    .instrument(span)
+    .await
+}
+
+/// Reads until one whole frame is buffered, with a timeout.
+async fn read_frame<R: AsyncRead + Unpin>(
+    rd: &mut R,
+    buf: &mut BytesMut,
+    frame_max: u32,
+) -> Result<Frame, HandshakeError> {
+    loop {
+        match parse_frame(buf, frame_max) {
+            Ok(Some(f)) => return Ok(f),
+            Ok(None) => {}
+            Err(e) => {
+                return Err(HandshakeError::Closed(AmqpError::connection(
+                    e.reply_code(),
+                    e,
+                )));
+            }
+        }
+        buf.reserve(4096);
+        let n = tokio::time::timeout(HANDSHAKE_TIMEOUT, rd.read_buf(buf))
+            .await
+            .map_err(|_| HandshakeError::Timeout)??;
+        if n == 0 {
+            return Err(HandshakeError::Protocol("client closed the socket".into()));
+        }
+    }
+}
+
+/// Reads the next method on channel 0 during the handshake.
+async fn expect_method<R: AsyncRead + Unpin>(
+    rd: &mut R,
+    buf: &mut BytesMut,
+    frame_max: u32,
+    what: &str,
+) -> Result<Method, HandshakeError> {
+    loop {
+        match read_frame(rd, buf, frame_max).await? {
+            Frame::Method {
+                channel: 0,
+                method: Method::ConnectionClose { .. },
+            } => {
+                return Err(HandshakeError::Protocol(
+                    "client closed the connection".into(),
+                ));
+            }
+            Frame::Method { channel: 0, method } => return Ok(method),
+            Frame::Heartbeat { channel: 0 } => continue,
+            _ => {
+                return Err(HandshakeError::Closed(AmqpError::connection(
+                    code::COMMAND_INVALID,
+                    format!("expected {what}"),
+                )));
+            }
+        }
+    }
+}
+
+async fn send_close<W: AsyncWrite + Unpin>(wr: &mut W, e: &AmqpError) {
+    let mut out = BytesMut::new();
+    let _ = write_method(
+        &mut out,
+        0,
+        &Method::ConnectionClose {
+            reply_code: e.code,
+            reply_text: ShortStr::from(e.text.as_str()),
+            class_id: e.class_id,
+            method_id: e.method_id,
+        },
+    );
+    let _ = wr.write_all(&out).await;
+    let _ = wr.flush().await;
+}
+
+fn server_properties() -> FieldTable {
+    let mut caps = FieldTable::default();
+    for cap in [
+        "publisher_confirms",
+        "exchange_exchange_bindings",
+        "basic.nack",
+        "consumer_cancel_notify",
+        "connection.blocked",
+        "consumer_priorities",
+        "authentication_failure_close",
+        "per_consumer_qos",
+        "direct_reply_to",
+    ] {
+        caps.insert(cap, FieldValue::Bool(true));
+    }
+    let s = |v: &str| FieldValue::LongStr(Bytes::copy_from_slice(v.as_bytes()));
+    let mut props = FieldTable::default();
+    props.insert("product", s("LavinMQ"));
+    props.insert("version", s(env!("CARGO_PKG_VERSION")));
+    props.insert("platform", s("Rust"));
+    props.insert("information", s("https://lavinmq.com"));
+    props.insert("capabilities", FieldValue::Table(caps));
+    props
+}
+
+/// Extracts user and password from a start-ok response.
+fn credentials(mechanism: &str, response: &Bytes) -> Option<(String, String)> {
+    match mechanism {
+        "PLAIN" => {
+            let mut parts = response.split(|b| *b == 0);
+            let _authzid = parts.next()?;
+            let user = std::str::from_utf8(parts.next()?).ok()?;
+            let pass = std::str::from_utf8(parts.next()?).ok()?;
+            Some((user.to_string(), pass.to_string()))
+        }
+        "AMQPLAIN" => {
+            let table = FieldTable::decode_body(response.clone()).ok()?;
+            let user = table.get("LOGIN")?.as_str()?.to_string();
+            let pass = table.get("PASSWORD")?.as_str()?.to_string();
+            Some((user, pass))
+        }
+        _ => None,
+    }
+}
+
+async fn handshake<R, W>(
+    ctx: &Arc<AmqpContext>,
+    rd: &mut R,
+    wr: &mut W,
+    buf: &mut BytesMut,
+    peer: SocketAddr,
+) -> Result<ConnInfo, HandshakeError>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut header = [0u8; 8];
+    tokio::time::timeout(HANDSHAKE_TIMEOUT, rd.read_exact(&mut header))
+        .await
+        .map_err(|_| HandshakeError::Timeout)??;
+    if header != PROTOCOL_HEADER && header != PROTOCOL_HEADER_ALT {
+        wr.write_all(&PROTOCOL_HEADER).await?;
+        let _ = wr.flush().await;
+        return Err(HandshakeError::Protocol(format!(
+            "unsupported protocol header {:?}",
+            String::from_utf8_lossy(&header)
+        )));
+    }
+    let settings = &ctx.settings;
+    let mut out = BytesMut::new();
+    let start = Method::ConnectionStart {
+        version_major: 0,
+        version_minor: 9,
+        server_properties: server_properties(),
+        mechanisms: Bytes::from_static(b"PLAIN AMQPLAIN"),
+        locales: Bytes::from_static(b"en_US"),
+    };
+    let _ = write_method(&mut out, 0, &start);
+    wr.write_all(&out).await?;
+    let result = negotiate(ctx, rd, wr, buf, peer).await;
+    if let Err(HandshakeError::Closed(e)) = &result {
+        send_close(wr, e).await;
+        // Give the client a moment to read the close before the socket goes.
+        let _ = tokio::time::timeout(CLOSE_TIMEOUT, read_frame(rd, buf, settings.frame_max)).await;
+    }
+    result
+}
+
+async fn negotiate<R, W>(
+    ctx: &Arc<AmqpContext>,
+    rd: &mut R,
+    wr: &mut W,
+    buf: &mut BytesMut,
+    peer: SocketAddr,
+) -> Result<ConnInfo, HandshakeError>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let settings = &ctx.settings;
+    let Method::ConnectionStartOk {
+        client_properties,
+        mechanism,
+        response,
+        ..
+    } = expect_method(rd, buf, settings.frame_max, "connection.start-ok").await?
+    else {
+        return Err(HandshakeError::Closed(AmqpError::connection(
+            code::COMMAND_INVALID,
+            "expected connection.start-ok",
+        )));
+    };
+    let caps = client_properties
+        .get("capabilities")
+        .and_then(|c| c.as_table());
+    let cap = |name: &str| {
+        caps.and_then(|c| c.get(name))
+            .and_then(|v| v.as_bool())
+            .unwrap_or(false)
+    };
+    let (failure_close, cancel_notify) = (
+        cap("authentication_failure_close"),
+        cap("consumer_cancel_notify"),
+    );
+    let refused = |why: String| {
+        tracing::warn!("authentication failed: {why}");
+        if failure_close {
+            HandshakeError::Closed(AmqpError::connection(
+                code::ACCESS_REFUSED,
+                format!(
+                    "Login was refused using authentication mechanism {mechanism}. For details see the broker logfile."
+                ),
+            ))
+        } else {
+            HandshakeError::Protocol(why)
+        }
+    };
+    let Some((username, password)) = credentials(&mechanism, &response) else {
+        return Err(refused(format!(
+            "unsupported mechanism or malformed response ({mechanism})"
+        )));
+    };
+    let Some(user) = ctx.broker.users.authenticate(&username, &password) else {
+        return Err(refused(format!("wrong credentials for user '{username}'")));
+    };
+    if username == settings.default_user
+        && settings.default_user_only_loopback
+        && !peer.ip().to_canonical().is_loopback()
+    {
+        return Err(refused(format!(
+            "user '{username}' may only connect from loopback"
+        )));
+    }
+    let mut out = BytesMut::new();
+    let tune = Method::ConnectionTune {
+        channel_max: settings.channel_max,
+        frame_max: settings.frame_max,
+        heartbeat: settings.heartbeat,
+    };
+    let _ = write_method(&mut out, 0, &tune);
+    wr.write_all(&out).await?;
+    let Method::ConnectionTuneOk {
+        channel_max,
+        frame_max,
+        heartbeat,
+    } = expect_method(rd, buf, settings.frame_max, "connection.tune-ok").await?
+    else {
+        return Err(HandshakeError::Closed(AmqpError::connection(
+            code::COMMAND_INVALID,
+            "expected connection.tune-ok",
+        )));
+    };
+    let not_allowed =
+        |t: String| HandshakeError::Closed(AmqpError::connection(code::NOT_ALLOWED, t).on(10, 31));
+    if frame_max != 0 && frame_max < 4096 {
+        return Err(not_allowed(format!(
+            "frame_max={frame_max} < 4096 min size"
+        )));
+    }
+    if frame_max > settings.frame_max {
+        return Err(not_allowed(format!(
+            "frame_max={frame_max} > {} max size",
+            settings.frame_max
+        )));
+    }
+    if channel_max > settings.channel_max {
+        return Err(not_allowed(format!(
+            "channel_max={channel_max} > {} max size",
+            settings.channel_max
+        )));
+    }
+    let frame_max = if frame_max == 0 {
+        settings.frame_max
+    } else {
+        frame_max
+    };
+    let channel_max = if channel_max == 0 {
+        settings.channel_max
+    } else {
+        channel_max
+    };
+    let Method::ConnectionOpen { virtual_host } =
+        expect_method(rd, buf, frame_max, "connection.open").await?
+    else {
+        return Err(HandshakeError::Closed(AmqpError::connection(
+            code::COMMAND_INVALID,
+            "expected connection.open",
+        )));
+    };
+    let vhost_name = if virtual_host.is_empty() {
+        "/"
+    } else {
+        &virtual_host
+    };
+    let Some(vhost) = ctx.broker.vhost(vhost_name) else {
+        return Err(HandshakeError::Closed(
+            AmqpError::connection(code::NOT_ALLOWED, format!("vhost {vhost_name} not found"))
+                .on(10, 40),
+        ));
+    };
+    if !user.permissions.contains_key(vhost_name) {
+        return Err(HandshakeError::Closed(
+            AmqpError::connection(
+                code::NOT_ALLOWED,
+                format!("access to vhost '{vhost_name}' refused for user '{username}'"),
+            )
+            .on(10, 40),
+        ));
+    }
+    let mut out = BytesMut::new();
+    let _ = write_method(&mut out, 0, &Method::ConnectionOpenOk);
+    wr.write_all(&out).await?;
+    Ok(ConnInfo {
+        ctx: ctx.clone(),
+        id: ctx.next_id(),
+        user: username,
+        vhost,
+        frame_max,
+        cancel_notify,
+        heartbeat,
+        channel_max,
+    })
+}
+
+/// An open connection after the handshake.
+struct Connection {
+    info: ConnInfo,
+    outbox: Arc<Outbox>,
+    channels: HashMap<u16, Channel>,
+}
+
+/// What the frame loop does after a frame.
+enum Next {
+    Continue,
+    Stop,
+}
+
+impl Connection {
+    async fn run<R: AsyncRead + Unpin>(&mut self, rd: &mut R, mut buf: BytesMut) {
+        let idle_limit = (self.info.heartbeat > 0)
+            .then(|| Duration::from_secs(u64::from(self.info.heartbeat) * 2));
+        let shutdown = self.info.ctx.shutdown.clone();
+        loop {
+            loop {
+                match parse_frame(&mut buf, self.info.frame_max) {
+                    Ok(Some(frame)) => match self.handle_frame(frame) {
+                        Ok(Next::Continue) => {}
+                        Ok(Next::Stop) => return,
+                        Err(e) => {
+                            if self.fail(e) {
+                                self.await_close_ok(rd, &mut buf).await;
+                                return;
+                            }
+                        }
+                    },
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::warn!("malformed frame: {e}");
+                        self.fail(AmqpError::connection(e.reply_code(), e));
+                        return;
+                    }
+                }
+            }
+            if buf.capacity() - buf.len() < 4096 {
+                buf.reserve(64 * 1024);
+            }
+            let read = async {
+                match idle_limit {
+                    Some(limit) => tokio::time::timeout(limit, rd.read_buf(&mut buf))
+                        .await
+                        .ok(),
+                    None => Some(rd.read_buf(&mut buf).await),
+                }
+            };
+            tokio::select! {
+                r = read => match r {
+                    None => {
+                        tracing::warn!("missed heartbeats from client, timeout: {}s", self.info.heartbeat);
+                        return;
+                    }
+                    Some(Ok(0)) => {
+                        tracing::info!("client closed the socket");
+                        return;
+                    }
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => {
+                        tracing::info!("read failed: {e}");
+                        return;
+                    }
+                },
+                _ = shutdown.cancelled() => {
+                    self.fail(AmqpError::connection(code::CONNECTION_FORCED, "broker forced connection closure with reason 'shutdown'"));
+                    self.await_close_ok(rd, &mut buf).await;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Reports an error to the client; returns true when the connection must close.
+    fn fail(&mut self, e: AmqpError) -> bool {
+        match e.scope {
+            Scope::Channel => {
+                tracing::info!("closing channel: {}", e.text);
+                // The channel number travels in class_id of no method; find it from the error's origin.
+                false
+            }
+            Scope::Connection => {
+                tracing::warn!("closing connection: {}", e.text);
+                self.outbox.write(|b| {
+                    let _ = write_method(
+                        b,
+                        0,
+                        &Method::ConnectionClose {
+                            reply_code: e.code,
+                            reply_text: ShortStr::from(e.text.as_str()),
+                            class_id: e.class_id,
+                            method_id: e.method_id,
+                        },
+                    );
+                });
+                true
+            }
+        }
+    }
+
+    fn close_channel(&mut self, number: u16, e: AmqpError) {
+        tracing::info!(channel = number, "closing channel: {}", e.text);
+        if let Some(ch) = self.channels.get_mut(&number) {
+            ch.close(&self.info);
+            ch.closing = true;
+            ch.send(&Method::ChannelClose {
+                reply_code: e.code,
+                reply_text: ShortStr::from(e.text.as_str()),
+                class_id: e.class_id,
+                method_id: e.method_id,
+            });
+        }
+    }
+
+    async fn await_close_ok<R: AsyncRead + Unpin>(&mut self, rd: &mut R, buf: &mut BytesMut) {
+        let wait = async {
+            loop {
+                while let Ok(Some(frame)) = parse_frame(buf, self.info.frame_max) {
+                    if let Frame::Method {
+                        channel: 0,
+                        method: Method::ConnectionCloseOk | Method::ConnectionClose { .. },
+                    } = frame
+                    {
+                        return;
+                    }
+                }
+                buf.reserve(4096);
+                match rd.read_buf(buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {}
+                }
+            }
+        };
+        let _ = tokio::time::timeout(CLOSE_TIMEOUT, wait).await;
+    }
+
+    fn handle_frame(&mut self, frame: Frame) -> AmqpResult<Next> {
+        match frame {
+            Frame::Heartbeat { channel: 0 } => Ok(Next::Continue),
+            Frame::Heartbeat { .. } => Err(AmqpError::connection(
+                code::FRAME_ERROR,
+                "heartbeat frame on a non-zero channel",
+            )),
+            Frame::Method { channel: 0, method } => self.connection_method(method),
+            Frame::Method { channel, method } => {
+                self.channel_method(channel, method)?;
+                Ok(Next::Continue)
+            }
+            Frame::Header { channel: 0, .. } | Frame::Body { channel: 0, .. } => Err(
+                AmqpError::connection(code::UNEXPECTED_FRAME, "content frame on channel 0"),
+            ),
+            Frame::Header {
+                channel,
+                class_id,
+                body_size,
+                properties,
+                raw_properties,
+            } => {
+                self.content(channel, |ch, info| {
+                    ch.on_header(info, class_id, body_size, properties, raw_properties)
+                })?;
+                Ok(Next::Continue)
+            }
+            Frame::Body { channel, payload } => {
+                self.content(channel, |ch, info| ch.on_body(info, payload))?;
+                Ok(Next::Continue)
+            }
+        }
+    }
+
+    fn content(
+        &mut self,
+        number: u16,
+        f: impl FnOnce(&mut Channel, &ConnInfo) -> AmqpResult,
+    ) -> AmqpResult {
+        let Some(ch) = self.channels.get_mut(&number) else {
+            return Err(AmqpError::connection(
+                code::CHANNEL_ERROR,
+                format!("content frame on unopened channel {number}"),
+            ));
+        };
+        if ch.closing {
+            return Ok(());
+        }
+        match f(ch, &self.info) {
+            Err(e) if e.scope == Scope::Channel => {
+                self.close_channel(number, e);
+                Ok(())
+            }
+            r => r,
+        }
+    }
+
+    fn connection_method(&mut self, method: Method) -> AmqpResult<Next> {
+        match method {
+            Method::ConnectionClose {
+                reply_code,
+                reply_text,
+                ..
+            } => {
+                tracing::info!("client closed the connection: {reply_code} {reply_text}");
+                for ch in self.channels.values_mut() {
+                    ch.close(&self.info);
+                }
+                self.channels.clear();
+                self.outbox.write(|b| {
+                    let _ = write_method(b, 0, &Method::ConnectionCloseOk);
+                });
+                Ok(Next::Stop)
+            }
+            Method::ConnectionCloseOk => Ok(Next::Stop),
+            Method::ConnectionBlocked { .. } | Method::ConnectionUnblocked => Ok(Next::Continue),
+            Method::ConnectionUpdateSecret { .. } => Err(AmqpError::connection(
+                code::NOT_IMPLEMENTED,
+                "connection.update-secret requires OAuth 2 authentication",
+            )),
+            other => Err(AmqpError::connection(
+                code::COMMAND_INVALID,
+                format!("unexpected method {} on channel 0", other.name()),
+            )
+            .on(other.class_id(), other.method_id())),
+        }
+    }
+
+    fn channel_method(&mut self, number: u16, method: Method) -> AmqpResult {
+        let (class, id) = (method.class_id(), method.method_id());
+        if let Method::ChannelOpen = method {
+            if self.channels.contains_key(&number) {
+                return Err(AmqpError::connection(
+                    code::CHANNEL_ERROR,
+                    format!("second 'channel.open' seen on channel {number}"),
+                )
+                .on(class, id));
+            }
+            if number > self.info.channel_max {
+                return Err(AmqpError::connection(
+                    code::CHANNEL_ERROR,
+                    format!(
+                        "channel {number} exceeds channel_max {}",
+                        self.info.channel_max
+                    ),
+                )
+                .on(class, id));
+            }
+            let ch = Channel::new(number, self.outbox.clone(), &self.info);
+            ch.send(&Method::ChannelOpenOk);
+            self.channels.insert(number, ch);
+            return Ok(());
+        }
+        let Some(ch) = self.channels.get_mut(&number) else {
+            return Err(AmqpError::connection(
+                code::CHANNEL_ERROR,
+                format!("expected 'channel.open' on channel {number}"),
+            )
+            .on(class, id));
+        };
+        if ch.closing {
+            match method {
+                Method::ChannelCloseOk => {
+                    self.channels.remove(&number);
+                }
+                Method::ChannelClose { .. } => {
+                    ch.send(&Method::ChannelCloseOk);
+                    self.channels.remove(&number);
+                }
+                _ => {}
+            }
+            return Ok(());
+        }
+        match method {
+            Method::ChannelClose { .. } => {
+                ch.close(&self.info);
+                ch.send(&Method::ChannelCloseOk);
+                self.channels.remove(&number);
+                Ok(())
+            }
+            Method::ChannelCloseOk => Ok(()),
+            method => {
+                if ch.publish.is_some() {
+                    return Err(AmqpError::connection(
+                        code::UNEXPECTED_FRAME,
+                        format!("expected content frame, got {}", method.name()),
+                    )
+                    .on(class, id));
+                }
+                match ch.handle(&self.info, method) {
+                    Err(e) if e.scope == Scope::Channel => {
+                        self.close_channel(number, e);
+                        Ok(())
+                    }
+                    r => r,
+                }
+            }
+        }
+    }
+
+    fn cleanup(&mut self) {
+        for ch in self.channels.values_mut() {
+            ch.close(&self.info);
+        }
+        self.channels.clear();
+        self.info.vhost.connection_closed(self.info.id);
+    }
+}

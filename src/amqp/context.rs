@@ -1,0 +1,106 @@
+//! What every AMQP connection shares: the broker, the negotiated limits from the
+//! configuration, id counters, the direct reply-to registry and the shutdown signal.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+
+use parking_lot::Mutex;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::channel::ChannelShared;
+use crate::core::broker::Broker;
+
+/// Settings of the AMQP listener, taken from the `[amqp]` and `[main]` config.
+#[derive(Debug, Clone)]
+pub struct AmqpSettings {
+    /// Largest frame the server accepts (tune).
+    pub frame_max: u32,
+    /// Most channels per connection (tune).
+    pub channel_max: u16,
+    /// Heartbeat interval proposed to clients, in seconds.
+    pub heartbeat: u16,
+    /// Largest message body accepted.
+    pub max_message_size: u64,
+    /// Prefetch of consumers on channels that never sent basic.qos.
+    pub default_prefetch: u16,
+    /// Add a timestamp property to messages that lack one.
+    pub set_timestamp: bool,
+    /// Most consumers per channel (0 = unlimited).
+    pub max_consumers_per_channel: u32,
+    /// Name of the default user.
+    pub default_user: String,
+    /// The default user may only connect from loopback.
+    pub default_user_only_loopback: bool,
+}
+
+impl Default for AmqpSettings {
+    fn default() -> Self {
+        AmqpSettings {
+            frame_max: 131_072,
+            channel_max: 2048,
+            heartbeat: 300,
+            max_message_size: 128 * 1024 * 1024,
+            default_prefetch: 65535,
+            set_timestamp: false,
+            max_consumers_per_channel: 0,
+            default_user: "guest".into(),
+            default_user_only_loopback: true,
+        }
+    }
+}
+
+/// State shared by all AMQP connections of a server.
+pub struct AmqpContext {
+    /// The protocol-agnostic broker.
+    pub broker: Arc<Broker>,
+    /// Listener settings.
+    pub settings: AmqpSettings,
+    ids: AtomicU64,
+    direct_reply: Mutex<HashMap<String, Weak<ChannelShared>>>,
+    /// Cancelled when the server shuts down.
+    pub shutdown: CancellationToken,
+    /// Tracks connection tasks so that shutdown can wait for them.
+    pub tasks: TaskTracker,
+}
+
+impl AmqpContext {
+    /// Creates the shared context.
+    pub fn new(
+        broker: Arc<Broker>,
+        settings: AmqpSettings,
+        shutdown: CancellationToken,
+    ) -> Arc<Self> {
+        Arc::new(AmqpContext {
+            broker,
+            settings,
+            ids: AtomicU64::new(1),
+            direct_reply: Mutex::default(),
+            shutdown,
+            tasks: TaskTracker::new(),
+        })
+    }
+
+    /// A process-unique id for connections and consumers.
+    pub fn next_id(&self) -> u64 {
+        self.ids.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Registers a channel's direct reply-to consumer under `token`.
+    pub fn register_reply_to(&self, token: &str, channel: &Arc<ChannelShared>) {
+        self.direct_reply
+            .lock()
+            .insert(token.to_string(), Arc::downgrade(channel));
+    }
+
+    /// Forgets a direct reply-to registration.
+    pub fn unregister_reply_to(&self, token: &str) {
+        self.direct_reply.lock().remove(token);
+    }
+
+    /// The channel waiting for replies addressed to `token`.
+    pub fn reply_to_channel(&self, token: &str) -> Option<Arc<ChannelShared>> {
+        self.direct_reply.lock().get(token).and_then(Weak::upgrade)
+    }
+}

@@ -1,0 +1,28 @@
+//! Accepts TCP connections and serves each as an AMQP connection.
+
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+
+use super::connection::serve;
+use super::context::AmqpContext;
+
+/// Accepts connections until shutdown; each gets its own task.
+pub async fn accept_loop(listener: TcpListener, ctx: Arc<AmqpContext>) {
+    loop {
+        tokio::select! {
+            r = listener.accept() => match r {
+                Ok((stream, peer)) => {
+                    let _ = stream.set_nodelay(true);
+                    let ctx2 = ctx.clone();
+                    ctx.tasks.spawn(serve(ctx2, stream, peer));
+                }
+                Err(e) => {
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+            },
+            _ = ctx.shutdown.cancelled() => return,
+        }
+    }
+}

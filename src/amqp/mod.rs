@@ -1,0 +1,14 @@
+//! The AMQP 0-9-1 adapter: frames in, broker operations, frames out.
+
+pub mod channel;
+pub mod codec;
+pub mod connection;
+pub mod consumer;
+pub mod context;
+pub mod error;
+pub mod listener;
+pub mod outbox;
+pub mod publish;
+pub mod unacked;
+
+pub use context::{AmqpContext, AmqpSettings};

@@ -1,0 +1,117 @@
+//! The outgoing side of a connection: one buffer that the connection task and every
+//! consumer task append frames to, and one writer task that moves whatever has
+//! accumulated to the socket in a single write. Many frames ride on one syscall.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use parking_lot::{Mutex, MutexGuard};
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::sync::Notify;
+
+use super::codec::write_heartbeat;
+
+/// Above this many buffered bytes, deliveries wait for the writer to catch up.
+pub const HIGH_WATER: usize = 1 << 20;
+
+/// Frames waiting to be written to one connection's socket.
+pub struct Outbox {
+    buf: Mutex<BytesMut>,
+    wake_writer: Notify,
+    drained: Notify,
+    closed: AtomicBool,
+}
+
+impl Default for Outbox {
+    fn default() -> Self {
+        Outbox {
+            buf: Mutex::new(BytesMut::with_capacity(64 * 1024)),
+            wake_writer: Notify::new(),
+            drained: Notify::new(),
+            closed: AtomicBool::new(false),
+        }
+    }
+}
+
+impl Outbox {
+    /// Locks the buffer to append frames; call [`Outbox::flush`] after unlocking.
+    pub fn lock(&self) -> MutexGuard<'_, BytesMut> {
+        self.buf.lock()
+    }
+
+    /// Appends frames written by `f` and wakes the writer.
+    pub fn write(&self, f: impl FnOnce(&mut BytesMut)) {
+        f(&mut self.buf.lock());
+        self.flush();
+    }
+
+    /// Wakes the writer so that it sends what is buffered.
+    pub fn flush(&self) {
+        self.wake_writer.notify_one();
+    }
+
+    /// True once the connection is gone; producers should stop.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Marks the connection gone and wakes everyone waiting on it.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.wake_writer.notify_one();
+        self.drained.notify_waiters();
+    }
+
+    /// Waits until the buffer is below [`HIGH_WATER`] (or the connection closed).
+    pub async fn wait_for_space(&self) {
+        loop {
+            let drained = self.drained.notified();
+            tokio::pin!(drained);
+            drained.as_mut().enable();
+            if self.buf.lock().len() < HIGH_WATER || self.is_closed() {
+                return;
+            }
+            drained.await;
+        }
+    }
+
+    /// Writes buffered frames to `sink` until the outbox is closed and empty, sending
+    /// a heartbeat whenever nothing was written for `heartbeat`.
+    pub async fn run_writer<W: AsyncWrite + Unpin>(
+        &self,
+        mut sink: W,
+        heartbeat: Option<Duration>,
+    ) -> std::io::Result<()> {
+        let mut spare = BytesMut::with_capacity(64 * 1024);
+        loop {
+            {
+                let mut buf = self.buf.lock();
+                std::mem::swap(&mut *buf, &mut spare);
+            }
+            if !spare.is_empty() {
+                let r = sink.write_all(&spare).await;
+                spare.clear();
+                self.drained.notify_waiters();
+                r?;
+                continue;
+            }
+            if self.is_closed() {
+                let _ = sink.flush().await;
+                let _ = sink.shutdown().await;
+                return Ok(());
+            }
+            match heartbeat {
+                Some(interval) => {
+                    if tokio::time::timeout(interval, self.wake_writer.notified())
+                        .await
+                        .is_err()
+                    {
+                        write_heartbeat(&mut self.buf.lock());
+                    }
+                }
+                None => self.wake_writer.notified().await,
+            }
+        }
+    }
+}

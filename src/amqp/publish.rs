@@ -1,0 +1,422 @@
+//! The publish path of a channel: assembling basic.publish + header + body frames
+//! into a message, validating it, routing it through the vhost, storing it in every
+//! queue it reaches, and answering with returns and publisher confirms.
+
+use bytes::{Bytes, BytesMut};
+use smallvec::SmallVec;
+
+use super::channel::{
+    Channel, ChannelShared, REPLY_TO_QUEUE, REPLY_TO_QUEUE_ALT, Settle, settle_entries,
+};
+use super::codec::{
+    BasicProperties, FieldValue, ShortStr, write_basic_ack, write_basic_deliver, write_basic_nack,
+    write_basic_return, write_body, write_header_raw,
+};
+use super::connection::ConnInfo;
+use super::error::{AmqpError, AmqpResult, code};
+use crate::core::message::Message;
+
+/// Prefix of routing keys that address a direct reply-to consumer.
+const REPLY_TO_PREFIX: &str = "amq.rabbitmq.reply-to.";
+
+/// A basic.publish whose content is still arriving.
+pub struct PendingPublish {
+    exchange: ShortStr,
+    routing_key: ShortStr,
+    mandatory: bool,
+    immediate: bool,
+    header: Option<(BasicProperties, Bytes, u64)>,
+    body: Body,
+}
+
+enum Body {
+    Empty,
+    One(Bytes),
+    Many(BytesMut),
+}
+
+impl Body {
+    fn len(&self) -> usize {
+        match self {
+            Body::Empty => 0,
+            Body::One(b) => b.len(),
+            Body::Many(b) => b.len(),
+        }
+    }
+}
+
+/// Publishes and settlements held back until tx.commit.
+#[derive(Default)]
+pub struct TxBuffer {
+    publishes: Vec<(Message, bool, bool)>,
+    /// Ack/nack/reject requests: tag, multiple, what to do.
+    pub settles: Vec<(u64, bool, Settle)>,
+}
+
+impl TxBuffer {
+    /// Forgets everything (rollback).
+    pub fn clear(&mut self) {
+        self.publishes.clear();
+        self.settles.clear();
+    }
+
+    /// True when a pending `multiple` settlement already names `tag`... which
+    /// cannot happen twice; kept for clarity of the validation rule.
+    pub fn pending_settles_cover(&self, _tag: u64) -> bool {
+        false
+    }
+}
+
+fn precondition(text: impl std::fmt::Display) -> AmqpError {
+    AmqpError::channel(code::PRECONDITION_FAILED, text)
+}
+
+fn unexpected(text: &str) -> AmqpError {
+    AmqpError::connection(code::UNEXPECTED_FRAME, text)
+}
+
+impl Channel {
+    /// basic.publish: remembers where the content that follows goes.
+    pub(super) fn start_publish(
+        &mut self,
+        _info: &ConnInfo,
+        exchange: ShortStr,
+        routing_key: ShortStr,
+        mandatory: bool,
+        immediate: bool,
+    ) -> AmqpResult {
+        if self.publish.is_some() {
+            return Err(unexpected(
+                "expected content header for basic.publish, got basic.publish",
+            ));
+        }
+        self.publish = Some(PendingPublish {
+            exchange,
+            routing_key,
+            mandatory,
+            immediate,
+            header: None,
+            body: Body::Empty,
+        });
+        Ok(())
+    }
+
+    /// A content header frame.
+    pub fn on_header(
+        &mut self,
+        info: &ConnInfo,
+        class_id: u16,
+        body_size: u64,
+        properties: BasicProperties,
+        raw: Bytes,
+    ) -> AmqpResult {
+        let Some(p) = self.publish.as_mut() else {
+            return Err(unexpected("content header frame without basic.publish"));
+        };
+        if p.header.is_some() {
+            return Err(unexpected("second content header frame"));
+        }
+        if class_id != 60 {
+            return Err(AmqpError::connection(
+                code::FRAME_ERROR,
+                format!("content header for class {class_id}, expected 60"),
+            ));
+        }
+        let max = info.ctx.settings.max_message_size;
+        if body_size > max {
+            self.publish = None;
+            return Err(precondition(format!(
+                "message size {body_size} is larger than configured max size {max}"
+            ))
+            .on(60, 40));
+        }
+        p.header = Some((properties, raw, body_size));
+        if body_size == 0 {
+            return self.finish_publish(info);
+        }
+        Ok(())
+    }
+
+    /// A content body frame.
+    pub fn on_body(&mut self, info: &ConnInfo, payload: Bytes) -> AmqpResult {
+        let Some(p) = self.publish.as_mut() else {
+            return Err(unexpected("content body frame without basic.publish"));
+        };
+        let Some((_, _, size)) = &p.header else {
+            return Err(unexpected("content body frame before content header"));
+        };
+        let size = *size as usize;
+        let have = p.body.len() + payload.len();
+        if have > size {
+            return Err(AmqpError::connection(
+                code::FRAME_ERROR,
+                format!("content body of {have} bytes exceeds declared size {size}"),
+            ));
+        }
+        p.body = match std::mem::replace(&mut p.body, Body::Empty) {
+            Body::Empty if payload.len() == size => Body::One(payload),
+            Body::Empty => {
+                let mut b = BytesMut::with_capacity(size);
+                b.extend_from_slice(&payload);
+                Body::Many(b)
+            }
+            Body::Many(mut b) => {
+                b.extend_from_slice(&payload);
+                Body::Many(b)
+            }
+            Body::One(_) => return Err(unexpected("content body frame after complete body")),
+        };
+        if have == size {
+            return self.finish_publish(info);
+        }
+        Ok(())
+    }
+
+    fn finish_publish(&mut self, info: &ConnInfo) -> AmqpResult {
+        let Some(p) = self.publish.take() else {
+            return Ok(());
+        };
+        let Some((properties, raw, _)) = p.header else {
+            return Ok(());
+        };
+        let body = match p.body {
+            Body::Empty => Bytes::new(),
+            Body::One(b) => b,
+            Body::Many(b) => b.freeze(),
+        };
+        let mut msg = Message {
+            timestamp: Message::now_ms(),
+            exchange: p.exchange,
+            routing_key: p.routing_key,
+            properties,
+            raw_properties: Some(raw),
+            body,
+        };
+        self.validate(info, &mut msg).map_err(|e| e.on(60, 40))?;
+        if let Some(tx) = self.tx.as_mut() {
+            tx.publishes.push((msg, p.mandatory, p.immediate));
+            return Ok(());
+        }
+        self.publish_message(info, msg, p.mandatory, p.immediate)
+            .map_err(|e| e.on(60, 40))
+    }
+
+    fn validate(&self, info: &ConnInfo, msg: &mut Message) -> AmqpResult {
+        let props = &msg.properties;
+        if let Some(uid) = &props.user_id
+            && **uid != *info.user
+        {
+            return Err(precondition(format!(
+                "user_id property set to '{uid}' but authenticated user was '{}'",
+                info.user
+            )));
+        }
+        if let Some(exp) = &props.expiration
+            && exp.parse::<u64>().is_err()
+        {
+            return Err(precondition(format!("invalid expiration '{exp}'")));
+        }
+        if let Some(reply_to) = &props.reply_to
+            && (**reply_to == *REPLY_TO_QUEUE || **reply_to == *REPLY_TO_QUEUE_ALT)
+        {
+            let token = match self.shared.reply_to.lock().as_ref() {
+                Some((_, token)) => token.clone(),
+                None => return Err(precondition("fast reply consumer does not exist")),
+            };
+            msg.properties_mut().reply_to =
+                Some(ShortStr::from(format!("{REPLY_TO_PREFIX}{token}")));
+        }
+        if info.ctx.settings.set_timestamp && msg.properties.timestamp.is_none() {
+            let ts = (msg.timestamp / 1000) as u64;
+            msg.properties_mut().timestamp = Some(ts);
+        }
+        Ok(())
+    }
+
+    /// Routes and stores one complete message, then answers with a return and/or
+    /// a confirm as the channel's mode asks.
+    pub(super) fn publish_message(
+        &mut self,
+        info: &ConnInfo,
+        mut msg: Message,
+        mandatory: bool,
+        immediate: bool,
+    ) -> AmqpResult {
+        let vhost = &info.vhost;
+        let exchange = match vhost.exchange(&msg.exchange) {
+            Some(e) => e,
+            None => {
+                return Err(AmqpError::channel(
+                    code::NOT_FOUND,
+                    format!("no exchange '{}' in vhost '{}'", msg.exchange, vhost.name),
+                ));
+            }
+        };
+        if exchange.internal {
+            return Err(AmqpError::channel(
+                code::ACCESS_REFUSED,
+                format!(
+                    "cannot publish to internal exchange '{}' in vhost '{}'",
+                    exchange.name, vhost.name
+                ),
+            ));
+        }
+        if self.confirm {
+            self.confirm_seq += 1;
+        }
+        let extra = take_cc_bcc(&mut msg)?;
+        let extra_refs: SmallVec<[&str; 4]> = extra.iter().map(String::as_str).collect();
+        let (routed, had_route) =
+            if exchange.name.is_empty() && msg.routing_key.starts_with(REPLY_TO_PREFIX) {
+                let ok = self.deliver_direct_reply(info, &msg);
+                (ok, ok)
+            } else {
+                let mut queues = std::mem::take(&mut self.route_buf);
+                vhost.route(&exchange, &msg, &extra_refs, &mut queues);
+                let had_route = !queues.is_empty();
+                if immediate {
+                    queues.retain(|q| q.has_ready_consumer());
+                }
+                let mut result = Ok(());
+                for q in &queues {
+                    if let Err(e) = q.publish(&msg, &mut self.scratch) {
+                        result = Err(e);
+                    }
+                }
+                let routed = !queues.is_empty();
+                queues.clear();
+                self.route_buf = queues;
+                if let Err(e) = result {
+                    tracing::error!("publish failed: {e}");
+                    if self.confirm {
+                        let (n, seq) = (self.shared.number, self.confirm_seq);
+                        self.shared
+                            .outbox
+                            .write(|b| write_basic_nack(b, n, seq, false, false));
+                        return Ok(());
+                    }
+                    return Err(e.into());
+                }
+                (routed, had_route)
+            };
+        if !routed && (mandatory || immediate) {
+            if had_route {
+                self.send_return(&msg, code::NO_CONSUMERS, "NO_CONSUMERS");
+            } else {
+                self.send_return(&msg, code::NO_ROUTE, "NO_ROUTE");
+            }
+        }
+        if self.confirm {
+            let (n, seq) = (self.shared.number, self.confirm_seq);
+            self.shared
+                .outbox
+                .write(|b| write_basic_ack(b, n, seq, false));
+        }
+        Ok(())
+    }
+
+    fn send_return(&mut self, msg: &Message, reply_code: u16, text: &str) {
+        let n = self.shared.number;
+        let frame_max = self.shared.frame_max;
+        let outbox = self.shared.outbox.clone();
+        msg.with_encoded_properties(&mut self.scratch, |props| {
+            outbox.write(|b| {
+                let _ = write_basic_return(b, n, reply_code, text, &msg.exchange, &msg.routing_key);
+                let _ = write_header_raw(b, n, msg.body.len() as u64, props);
+                write_body(b, n, &msg.body, frame_max);
+            });
+        });
+    }
+
+    fn deliver_direct_reply(&mut self, info: &ConnInfo, msg: &Message) -> bool {
+        let token = &msg.routing_key[REPLY_TO_PREFIX.len()..];
+        let Some(target) = info.ctx.reply_to_channel(token) else {
+            return false;
+        };
+        deliver_to_reply_consumer(&target, msg, &mut self.scratch)
+    }
+
+    /// tx.commit: applies buffered settlements, then buffered publishes.
+    pub(super) fn commit(&mut self, info: &ConnInfo) -> AmqpResult {
+        let Some(tx) = self.tx.as_mut() else {
+            return Err(precondition("channel is not transactional"));
+        };
+        let settles = std::mem::take(&mut tx.settles);
+        let publishes = std::mem::take(&mut tx.publishes);
+        for (tag, multiple, how) in settles {
+            let entries = self.shared.unacked.lock().take(tag, multiple);
+            if let Some(entries) = entries {
+                settle_entries(&self.shared, entries, how);
+            }
+        }
+        for (msg, mandatory, immediate) in publishes {
+            self.publish_message(info, msg, mandatory, immediate)?;
+        }
+        Ok(())
+    }
+}
+
+/// Delivers a message straight to a channel's direct reply-to consumer.
+fn deliver_to_reply_consumer(
+    target: &ChannelShared,
+    msg: &Message,
+    scratch: &mut BytesMut,
+) -> bool {
+    let Some((tag, _)) = target.reply_to.lock().clone() else {
+        return false;
+    };
+    let n = target.number;
+    let delivery_tag = target.unacked.lock().next_tag();
+    msg.with_encoded_properties(scratch, |props| {
+        target.outbox.write(|b| {
+            let _ = write_basic_deliver(
+                b,
+                n,
+                &tag,
+                delivery_tag,
+                false,
+                &msg.exchange,
+                &msg.routing_key,
+            );
+            let _ = write_header_raw(b, n, msg.body.len() as u64, props);
+            write_body(b, n, &msg.body, target.frame_max);
+        });
+    });
+    true
+}
+
+/// Extra routing keys from the `CC` and `BCC` headers; `BCC` is removed from the
+/// message so that consumers never see it.
+fn take_cc_bcc(msg: &mut Message) -> AmqpResult<SmallVec<[String; 2]>> {
+    let mut keys = SmallVec::new();
+    let Some(headers) = msg.properties.headers.as_ref() else {
+        return Ok(keys);
+    };
+    let has_bcc = headers.get("BCC").is_some();
+    for name in ["CC", "BCC"] {
+        match headers.get(name) {
+            None => {}
+            Some(FieldValue::Array(items)) => {
+                for item in items {
+                    match item.as_str() {
+                        Some(s) => keys.push(s.to_string()),
+                        None => {
+                            return Err(precondition(format!(
+                                "invalid {name} header: expected an array of strings"
+                            )));
+                        }
+                    }
+                }
+            }
+            Some(_) => {
+                return Err(precondition(format!(
+                    "invalid {name} header: expected an array of strings"
+                )));
+            }
+        }
+    }
+    if has_bcc && let Some(h) = msg.properties_mut().headers.as_mut() {
+        h.remove("BCC");
+    }
+    Ok(keys)
+}

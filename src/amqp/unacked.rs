@@ -1,0 +1,81 @@
+//! Messages delivered on a channel and not yet acknowledged, in delivery-tag order,
+//! so that `multiple` acks and single acks both find their entries by binary search.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use super::consumer::AmqpConsumer;
+use crate::core::queue::Queue;
+use crate::store::SegPos;
+
+/// One delivered message awaiting ack.
+pub struct Unacked {
+    /// Channel-local delivery tag.
+    pub tag: u64,
+    /// Queue the message came from.
+    pub queue: Arc<Queue>,
+    /// Where the message is stored.
+    pub pos: SegPos,
+    /// Consumer it went to (`None` for basic.get), whose prefetch it counts against.
+    pub consumer: Option<Arc<AmqpConsumer>>,
+}
+
+/// Delivery tags and the unacked deliveries of a channel.
+#[derive(Default)]
+pub struct UnackedList {
+    last_tag: u64,
+    list: VecDeque<Unacked>,
+}
+
+impl UnackedList {
+    /// Allocates the next delivery tag.
+    pub fn next_tag(&mut self) -> u64 {
+        self.last_tag += 1;
+        self.last_tag
+    }
+
+    /// Records a delivery (tags arrive in increasing order).
+    pub fn push(&mut self, u: Unacked) {
+        self.list.push_back(u);
+    }
+
+    /// Removes the entries an ack/nack/reject names: `tag` alone, or with
+    /// `multiple` every tag up to it (0 = all). `None` when a single tag is unknown.
+    pub fn take(&mut self, tag: u64, multiple: bool) -> Option<Vec<Unacked>> {
+        if multiple {
+            let end = if tag == 0 {
+                self.list.len()
+            } else {
+                self.list.partition_point(|u| u.tag <= tag)
+            };
+            if end == 0 && tag != 0 && tag > self.last_tag {
+                return None;
+            }
+            return Some(self.list.drain(..end).collect());
+        }
+        let i = self.list.binary_search_by_key(&tag, |u| u.tag).ok()?;
+        self.list.remove(i).map(|u| vec![u])
+    }
+
+    /// Removes every entry.
+    pub fn take_all(&mut self) -> Vec<Unacked> {
+        self.list.drain(..).collect()
+    }
+
+    /// Number of unacked deliveries.
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    /// True when nothing is unacked.
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+}
+
+impl UnackedList {
+    /// True when `tag` is currently unacked.
+    pub fn contains(&self, tag: u64) -> bool {
+        self.list.binary_search_by_key(&tag, |u| u.tag).is_ok()
+    }
+}

@@ -1,0 +1,240 @@
+//! LavinMQ's command-line flags.
+//!
+//! Every setting flag is an `Option` (or a presence-only switch) so that a
+//! flag that was not given leaves the ini/environment value alone.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::{ArgAction, Parser};
+
+use super::value;
+use super::{Config, ConfigError};
+
+/// Parsed command line; see `lavinmq --help`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "lavinmq",
+    version,
+    about = "LavinMQ message broker",
+    disable_version_flag = true
+)]
+pub(crate) struct Cli {
+    /// Config file (INI format)
+    #[arg(short = 'c', long, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
+
+    /// Data directory
+    #[arg(short = 'D', long, value_name = "DATADIR")]
+    data_dir: Option<PathBuf>,
+
+    /// Log level: trace, debug, info, notice, warn, error, fatal, none (default: info)
+    #[arg(short = 'l', long, value_name = "LEVEL", value_parser = value::log_level_flag)]
+    log_level: Option<String>,
+
+    /// Verbose logging (same as --log-level=debug, which it overrides)
+    #[arg(short = 'd', long)]
+    debug: bool,
+
+    /// Write the process ID to FILE on startup
+    #[arg(long, value_name = "FILE")]
+    pidfile: Option<PathBuf>,
+
+    /// Don't fsync writes to disk
+    #[arg(long)]
+    no_sync: bool,
+
+    /// Default consumer prefetch (default: 65535)
+    #[arg(long, value_name = "NUMBER")]
+    default_consumer_prefetch: Option<u16>,
+
+    /// Hashed password for the default user (default: hash of 'guest')
+    #[arg(long, value_name = "PASSWORD-HASH")]
+    default_password_hash: Option<String>,
+
+    /// (Deprecated) Same as --default-password-hash
+    #[arg(long, value_name = "PASSWORD-HASH", hide = true)]
+    default_password: Option<String>,
+
+    /// Default user (default: guest)
+    #[arg(long, value_name = "USER")]
+    default_user: Option<String>,
+
+    /// Only let the default user connect from loopback addresses (default: true)
+    #[arg(long, value_name = "BOOL", value_parser = value::bool_flag)]
+    default_user_only_loopback: Option<bool>,
+
+    /// (Deprecated) Same as --default-user-only-loopback
+    #[arg(long, value_name = "BOOL", value_parser = value::bool_flag)]
+    guest_only_loopback: Option<bool>,
+
+    /// Don't put a file lock in the data directory
+    #[arg(long)]
+    no_data_dir_lock: bool,
+
+    /// IP address the AMQP, MQTT and HTTP servers listen on (default: 127.0.0.1)
+    #[arg(short = 'b', long, value_name = "BIND")]
+    bind: Option<String>,
+
+    /// IP address the AMQP server listens on (overrides --bind)
+    #[arg(long, value_name = "BIND")]
+    amqp_bind: Option<String>,
+
+    /// AMQP port to listen on, 0 for any free port (default: 5672)
+    #[arg(short = 'p', long, value_name = "PORT")]
+    amqp_port: Option<u16>,
+
+    /// AMQPS port to listen on (default: 5671)
+    #[arg(long, value_name = "PORT")]
+    amqps_port: Option<u16>,
+
+    /// AMQP UNIX socket path to listen on
+    #[arg(long, value_name = "PATH")]
+    amqp_unix_path: Option<PathBuf>,
+
+    /// IP address the MQTT server listens on (overrides --bind)
+    #[arg(long, value_name = "BIND")]
+    mqtt_bind: Option<String>,
+
+    /// MQTT port to listen on (default: 1883)
+    #[arg(long, value_name = "PORT")]
+    mqtt_port: Option<u16>,
+
+    /// MQTTS port to listen on (default: 8883)
+    #[arg(long, value_name = "PORT")]
+    mqtts_port: Option<u16>,
+
+    /// MQTT UNIX socket path to listen on
+    #[arg(long, value_name = "PATH")]
+    mqtt_unix_path: Option<PathBuf>,
+
+    /// IP address the HTTP server listens on (overrides --bind)
+    #[arg(long, value_name = "BIND")]
+    http_bind: Option<String>,
+
+    /// HTTP port to listen on (default: 15672)
+    #[arg(long, value_name = "PORT")]
+    http_port: Option<u16>,
+
+    /// HTTPS port to listen on (default: 15671)
+    #[arg(long, value_name = "PORT")]
+    https_port: Option<u16>,
+
+    /// HTTP UNIX socket path to listen on
+    #[arg(long, value_name = "PATH")]
+    http_unix_path: Option<PathBuf>,
+
+    /// UNIX socket lavinmqctl connects to (default: /tmp/lavinmqctl.sock)
+    #[arg(long, value_name = "PATH")]
+    control_unix_path: Option<PathBuf>,
+
+    /// TLS certificate (including chain)
+    #[arg(long, value_name = "FILE")]
+    cert: Option<PathBuf>,
+
+    /// Private key for the TLS certificate
+    #[arg(long, value_name = "FILE")]
+    key: Option<PathBuf>,
+
+    /// List of TLS ciphers to allow
+    #[arg(long, value_name = "CIPHERS")]
+    ciphers: Option<String>,
+
+    /// Minimum allowed TLS version
+    #[arg(long, value_name = "VERSION")]
+    tls_min_version: Option<String>,
+
+    /// Print version
+    #[arg(short = 'v', short_alias = 'V', long, action = ArgAction::Version)]
+    version: (),
+}
+
+impl Cli {
+    /// Parses `args` (including argv[0]) without exiting the process.
+    pub(crate) fn parse_args<I, T>(args: I) -> Result<Self, ConfigError>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        Ok(Self::try_parse_from(args)?)
+    }
+
+    /// Overrides `config` with every flag that was given.
+    pub(crate) fn apply(self, config: &mut Config, warnings: &mut Vec<String>) {
+        let main = &mut config.main;
+        set(&mut main.data_dir, self.data_dir);
+        set(&mut main.log_level, self.log_level);
+        if self.debug {
+            main.log_level = "debug".to_owned();
+        }
+        set_opt(&mut main.pidfile, self.pidfile);
+        if self.no_sync {
+            main.sync = false;
+        }
+        set(
+            &mut main.default_consumer_prefetch,
+            self.default_consumer_prefetch,
+        );
+        if self.default_password.is_some() {
+            warnings.push(
+                "'--default-password' is deprecated, use '--default-password-hash' instead"
+                    .to_owned(),
+            );
+        }
+        set(
+            &mut main.default_password_hash,
+            self.default_password_hash.or(self.default_password),
+        );
+        set(&mut main.default_user, self.default_user);
+        if self.guest_only_loopback.is_some() {
+            warnings.push(
+                "'--guest-only-loopback' is deprecated, use '--default-user-only-loopback' instead"
+                    .to_owned(),
+            );
+        }
+        set(
+            &mut main.default_user_only_loopback,
+            self.default_user_only_loopback.or(self.guest_only_loopback),
+        );
+        if self.no_data_dir_lock {
+            main.data_dir_lock = false;
+        }
+        set(&mut main.control_unix_path, self.control_unix_path);
+        set_opt(&mut main.tls_cert, self.cert);
+        set_opt(&mut main.tls_key, self.key);
+        set_opt(&mut main.tls_ciphers, self.ciphers);
+        set_opt(&mut main.tls_min_version, self.tls_min_version);
+
+        let amqp = &mut config.amqp;
+        set(&mut amqp.bind, self.amqp_bind.or_else(|| self.bind.clone()));
+        set(&mut amqp.port, self.amqp_port);
+        set(&mut amqp.tls_port, self.amqps_port);
+        set_opt(&mut amqp.unix_path, self.amqp_unix_path);
+
+        let mqtt = &mut config.mqtt;
+        set(&mut mqtt.bind, self.mqtt_bind.or_else(|| self.bind.clone()));
+        set(&mut mqtt.port, self.mqtt_port);
+        set(&mut mqtt.tls_port, self.mqtts_port);
+        set_opt(&mut mqtt.unix_path, self.mqtt_unix_path);
+
+        let mgmt = &mut config.mgmt;
+        set(&mut mgmt.bind, self.http_bind.or(self.bind));
+        set(&mut mgmt.port, self.http_port);
+        set(&mut mgmt.tls_port, self.https_port);
+        set_opt(&mut mgmt.unix_path, self.http_unix_path);
+    }
+}
+
+/// Overwrites `target` if the flag was given.
+fn set<T>(target: &mut T, flag: Option<T>) {
+    if let Some(v) = flag {
+        *target = v;
+    }
+}
+
+/// Overwrites an optional setting if the flag was given.
+fn set_opt<T>(target: &mut Option<T>, flag: Option<T>) {
+    if flag.is_some() {
+        *target = flag;
+    }
+}

@@ -1,0 +1,99 @@
+//! Applying `LAVINMQ_*` (and systemd) environment variables to a [`Config`].
+
+use std::path::PathBuf;
+
+use super::value::{self, IntValue};
+use super::{Config, ConfigError};
+
+/// Reads one variable from the injected environment; empty values count as
+/// unset so `VAR=` in a compose file or unit does not clobber the ini file.
+fn get(env: &dyn Fn(&str) -> Option<String>, var: &str) -> Option<String> {
+    env(var).filter(|v| !v.is_empty())
+}
+
+fn int<T: IntValue>(
+    env: &dyn Fn(&str) -> Option<String>,
+    var: &'static str,
+) -> Result<Option<T>, ConfigError> {
+    get(env, var)
+        .map(|v| {
+            value::parse_int(&v).ok_or(ConfigError::InvalidEnvValue {
+                var,
+                value: v,
+                expected: T::EXPECTED,
+            })
+        })
+        .transpose()
+}
+
+fn boolean(
+    env: &dyn Fn(&str) -> Option<String>,
+    var: &'static str,
+) -> Result<Option<bool>, ConfigError> {
+    get(env, var)
+        .map(|v| {
+            value::parse_bool(&v).ok_or(ConfigError::InvalidEnvValue {
+                var,
+                value: v,
+                expected: value::BOOL_EXPECTED,
+            })
+        })
+        .transpose()
+}
+
+/// Overrides `config` with every recognised variable that is set.
+pub(crate) fn apply(
+    config: &mut Config,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(), ConfigError> {
+    // LAVINMQ_DATADIR is more specific than systemd's STATE_DIRECTORY.
+    if let Some(dir) = get(env, "LAVINMQ_DATADIR").or_else(|| get(env, "STATE_DIRECTORY")) {
+        config.main.data_dir = PathBuf::from(dir);
+    }
+    if let Some(v) = get(env, "LAVINMQ_CONTROL_UNIX_PATH") {
+        config.main.control_unix_path = PathBuf::from(v);
+    }
+    if let Some(v) = get(env, "LAVINMQ_TLS_CERT_PATH") {
+        config.main.tls_cert = Some(PathBuf::from(v));
+    }
+    if let Some(v) = get(env, "LAVINMQ_TLS_KEY_PATH") {
+        config.main.tls_key = Some(PathBuf::from(v));
+    }
+    if let Some(v) = get(env, "LAVINMQ_TLS_CIPHERS") {
+        config.main.tls_ciphers = Some(v);
+    }
+    if let Some(v) = get(env, "LAVINMQ_TLS_MIN_VERSION") {
+        config.main.tls_min_version = Some(v);
+    }
+    if let Some(v) = boolean(env, "LAVINMQ_SYNC")? {
+        config.main.sync = v;
+    }
+    if let Some(v) = get(env, "LAVINMQ_DEFAULT_USER") {
+        config.main.default_user = v;
+    }
+    if let Some(v) = get(env, "LAVINMQ_DEFAULT_PASSWORD") {
+        config.main.default_password_hash = v;
+    }
+    if let Some(v) = int(env, "LAVINMQ_DEFAULT_CONSUMER_PREFETCH")? {
+        config.main.default_consumer_prefetch = v;
+    }
+    if let Some(v) = get(env, "LAVINMQ_AMQP_BIND") {
+        config.amqp.bind = v;
+    }
+    if let Some(v) = int(env, "LAVINMQ_AMQP_PORT")? {
+        config.amqp.port = v;
+    }
+    if let Some(v) = int(env, "LAVINMQ_AMQPS_PORT")? {
+        config.amqp.tls_port = v;
+    }
+    if let Some(v) = get(env, "LAVINMQ_HTTP_BIND") {
+        config.mgmt.bind = v;
+    }
+    if let Some(v) = int(env, "LAVINMQ_HTTP_PORT")? {
+        config.mgmt.port = v;
+    }
+    if let Some(v) = int(env, "LAVINMQ_HTTPS_PORT")? {
+        config.mgmt.tls_port = v;
+    }
+    Ok(())
+}

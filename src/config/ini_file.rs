@@ -1,0 +1,319 @@
+//! Applying a LavinMQ ini document to a [`Config`].
+
+use std::path::PathBuf;
+
+use ini::{Ini, ParseOption, Properties};
+
+use super::value::{self, IntValue};
+use super::{Config, ConfigError, RawSection};
+
+/// Parses `text` and applies every recognised key to `config`, pushing
+/// non-fatal findings (unknown or deprecated keys and sections) to `warnings`.
+pub(crate) fn apply(
+    config: &mut Config,
+    text: &str,
+    warnings: &mut Vec<String>,
+) -> Result<(), ConfigError> {
+    // Values are taken literally, as LavinMQ does: no quote or backslash
+    // processing, so paths and password hashes survive unchanged.
+    let options = ParseOption {
+        enabled_quote: false,
+        enabled_escape: false,
+        ..ParseOption::default()
+    };
+    // rust-ini treats an indented `# comment` as the start of a key, so drop
+    // leading whitespace first; with multi-line values disabled it carries no
+    // meaning. Line numbers in syntax errors stay correct.
+    let text: String = text
+        .lines()
+        .map(str::trim_start)
+        .collect::<Vec<_>>()
+        .join("\n");
+    let ini = Ini::load_from_str_opt(&text, options).map_err(|e| ConfigError::IniSyntax {
+        line: e.line,
+        column: e.col,
+        message: e.msg.into_owned(),
+    })?;
+
+    for (section, props) in ini.iter() {
+        match section {
+            None => {
+                if let Some((key, _)) = props.iter().next() {
+                    return Err(ConfigError::KeyOutsideSection {
+                        key: key.to_owned(),
+                    });
+                }
+            }
+            Some(name) => apply_section(config, name, props, warnings)?,
+        }
+    }
+    Ok(())
+}
+
+/// Signature shared by the handlers of sections with typed keys.
+type KeyHandler = fn(&mut Config, &Entry<'_>, &mut Vec<String>) -> Result<(), ConfigError>;
+
+/// Dispatches one `[section]` to the handler for its keys.
+fn apply_section(
+    config: &mut Config,
+    name: &str,
+    props: &Properties,
+    warnings: &mut Vec<String>,
+) -> Result<(), ConfigError> {
+    let handler: KeyHandler = match name {
+        "main" => apply_main,
+        "amqp" => apply_amqp,
+        "mqtt" => apply_mqtt,
+        "mgmt" => apply_mgmt,
+        "http" => {
+            warnings.push("section [http] is deprecated, use [mgmt] instead".to_owned());
+            apply_mgmt
+        }
+        _ => {
+            extend_raw(raw_section(config, name)?, props);
+            return Ok(());
+        }
+    };
+    for (key, value) in props.iter() {
+        let entry = Entry {
+            section: name,
+            key,
+            value,
+        };
+        handler(config, &entry, warnings)?;
+    }
+    Ok(())
+}
+
+/// Finds where a section whose keys are kept uninterpreted is stored, or
+/// rejects the section as unknown.
+fn raw_section<'c>(config: &'c mut Config, name: &str) -> Result<&'c mut RawSection, ConfigError> {
+    match name {
+        "clustering" => Ok(&mut config.clustering),
+        "oauth" => Ok(&mut config.oauth),
+        "experimental" => Ok(&mut config.experimental),
+        "replication" => Err(ConfigError::UnknownSection {
+            section: name.to_owned(),
+            hint: " ([replication] was replaced by [clustering])",
+        }),
+        _ => match name.strip_prefix("sni:").filter(|host| !host.is_empty()) {
+            Some(host) => Ok(config.sni.entry(host.to_owned()).or_default()),
+            None => Err(ConfigError::UnknownSection {
+                section: name.to_owned(),
+                hint: "",
+            }),
+        },
+    }
+}
+
+/// Copies a section's keys verbatim, later keys overriding earlier ones.
+fn extend_raw(raw: &mut RawSection, props: &Properties) {
+    raw.extend(props.iter().map(|(k, v)| (k.to_owned(), v.to_owned())));
+}
+
+/// One `key = value` line together with its section, so value conversions can
+/// produce errors and warnings that say exactly where the problem is.
+struct Entry<'a> {
+    section: &'a str,
+    key: &'a str,
+    value: &'a str,
+}
+
+impl Entry<'_> {
+    fn invalid(&self, expected: &'static str) -> ConfigError {
+        ConfigError::InvalidIniValue {
+            section: self.section.to_owned(),
+            key: self.key.to_owned(),
+            value: self.value.to_owned(),
+            expected,
+        }
+    }
+
+    fn string(&self) -> String {
+        self.value.to_owned()
+    }
+
+    fn path(&self) -> PathBuf {
+        PathBuf::from(self.value)
+    }
+
+    /// An empty value means "unset", as in LavinMQ where "" disables a path.
+    fn opt_path(&self) -> Option<PathBuf> {
+        (!self.value.is_empty()).then(|| self.path())
+    }
+
+    fn opt_string(&self) -> Option<String> {
+        (!self.value.is_empty()).then(|| self.string())
+    }
+
+    fn bool(&self) -> Result<bool, ConfigError> {
+        value::parse_bool(self.value).ok_or_else(|| self.invalid(value::BOOL_EXPECTED))
+    }
+
+    fn int<T: IntValue>(&self) -> Result<T, ConfigError> {
+        value::parse_int(self.value).ok_or_else(|| self.invalid(T::EXPECTED))
+    }
+
+    fn opt_int<T: IntValue>(&self) -> Result<Option<T>, ConfigError> {
+        if self.value.is_empty() {
+            Ok(None)
+        } else {
+            self.int().map(Some)
+        }
+    }
+
+    fn unknown(&self) -> String {
+        format!("unknown key '{}' in section [{}]", self.key, self.section)
+    }
+
+    fn deprecated(&self, replacement: &str) -> String {
+        format!(
+            "'{}' in section [{}] is deprecated, use {replacement} instead",
+            self.key, self.section
+        )
+    }
+}
+
+fn apply_main(
+    config: &mut Config,
+    e: &Entry<'_>,
+    warnings: &mut Vec<String>,
+) -> Result<(), ConfigError> {
+    let m = &mut config.main;
+    match e.key {
+        "data_dir" => m.data_dir = e.path(),
+        "log_level" => {
+            m.log_level = value::parse_log_level(e.value)
+                .ok_or_else(|| e.invalid(value::LOG_LEVEL_EXPECTED))?;
+        }
+        "log_file" => m.log_file = e.opt_path(),
+        "pidfile" => m.pidfile = e.opt_path(),
+        "control_unix_path" => m.control_unix_path = e.path(),
+        "tls_cert" => m.tls_cert = e.opt_path(),
+        "tls_key" => m.tls_key = e.opt_path(),
+        "tls_ciphers" => m.tls_ciphers = e.opt_string(),
+        "tls_min_version" => m.tls_min_version = e.opt_string(),
+        "stats_interval" => m.stats_interval = e.int()?,
+        "stats_log_size" => m.stats_log_size = e.int()?,
+        "set_timestamp" => m.set_timestamp = e.bool()?,
+        "socket_buffer_size" => m.socket_buffer_size = e.int()?,
+        "tcp_nodelay" => m.tcp_nodelay = e.bool()?,
+        "segment_size" => m.segment_size = e.int()?,
+        "sync" => m.sync = e.bool()?,
+        "free_disk_min" => m.free_disk_min = e.int()?,
+        "free_disk_warn" => m.free_disk_warn = e.int()?,
+        "log_exchange" => m.log_exchange = e.bool()?,
+        "load_definitions" => m.load_definitions = e.opt_path(),
+        "max_deleted_definitions" => m.max_deleted_definitions = e.int()?,
+        "consumer_timeout" => m.consumer_timeout = e.opt_int()?,
+        "consumer_timeout_loop_interval" => m.consumer_timeout_loop_interval = e.int()?,
+        "default_consumer_prefetch" => m.default_consumer_prefetch = e.int()?,
+        "default_user" => m.default_user = e.string(),
+        "default_password_hash" => m.default_password_hash = e.string(),
+        "default_password" => {
+            warnings.push(e.deprecated("'default_password_hash'"));
+            m.default_password_hash = e.string();
+        }
+        "default_user_only_loopback" => m.default_user_only_loopback = e.bool()?,
+        "guest_only_loopback" => {
+            warnings.push(e.deprecated("'default_user_only_loopback'"));
+            m.default_user_only_loopback = e.bool()?;
+        }
+        "data_dir_lock" => m.data_dir_lock = e.bool()?,
+        "default_consistent_hash_algorithm" => {
+            m.default_consistent_hash_algorithm = value::parse_hash_algorithm(e.value)
+                .ok_or_else(|| e.invalid(value::HASH_ALGORITHM_EXPECTED))?;
+        }
+        _ => warnings.push(e.unknown()),
+    }
+    Ok(())
+}
+
+/// Handles keys that older LavinMQ versions accepted outside `[main]` and
+/// that now live there; returns `false` if `e` is not such a key.
+fn apply_moved_to_main(
+    config: &mut Config,
+    e: &Entry<'_>,
+    warnings: &mut Vec<String>,
+    allowed: &[&str],
+) -> Result<bool, ConfigError> {
+    if !allowed.contains(&e.key) {
+        return Ok(false);
+    }
+    warnings.push(e.deprecated(&format!("'{}' in section [main]", e.key)));
+    apply_main(config, e, warnings)?;
+    Ok(true)
+}
+
+fn apply_amqp(
+    config: &mut Config,
+    e: &Entry<'_>,
+    warnings: &mut Vec<String>,
+) -> Result<(), ConfigError> {
+    const MOVED: &[&str] = &[
+        "tls_cert",
+        "tls_key",
+        "set_timestamp",
+        "consumer_timeout",
+        "default_consumer_prefetch",
+    ];
+    if apply_moved_to_main(config, e, warnings, MOVED)? {
+        return Ok(());
+    }
+    let a = &mut config.amqp;
+    match e.key {
+        "bind" => a.bind = e.string(),
+        "port" => a.port = e.int()?,
+        "tls_port" => a.tls_port = e.int()?,
+        "unix_path" => a.unix_path = e.opt_path(),
+        "tcp_proxy_protocol" => a.tcp_proxy_protocol = e.bool()?,
+        "proxy_protocol_trusted_sources" => a.proxy_protocol_trusted_sources = e.string(),
+        "heartbeat" => a.heartbeat = e.int()?,
+        "frame_max" => a.frame_max = e.int()?,
+        "channel_max" => a.channel_max = e.int()?,
+        "max_message_size" => a.max_message_size = e.int()?,
+        "max_consumers_per_channel" => a.max_consumers_per_channel = e.int()?,
+        _ => warnings.push(e.unknown()),
+    }
+    Ok(())
+}
+
+fn apply_mqtt(
+    config: &mut Config,
+    e: &Entry<'_>,
+    warnings: &mut Vec<String>,
+) -> Result<(), ConfigError> {
+    let m = &mut config.mqtt;
+    match e.key {
+        "bind" => m.bind = e.string(),
+        "port" => m.port = e.int()?,
+        "tls_port" => m.tls_port = e.int()?,
+        "unix_path" => m.unix_path = e.opt_path(),
+        "permission_check_enabled" => m.permission_check_enabled = e.bool()?,
+        "client_id_validation" => m.client_id_validation = e.string(),
+        "max_packet_size" => m.max_packet_size = e.int()?,
+        "max_inflight_messages" => m.max_inflight_messages = e.int()?,
+        "default_vhost" => m.default_vhost = e.string(),
+        _ => warnings.push(e.unknown()),
+    }
+    Ok(())
+}
+
+fn apply_mgmt(
+    config: &mut Config,
+    e: &Entry<'_>,
+    warnings: &mut Vec<String>,
+) -> Result<(), ConfigError> {
+    if apply_moved_to_main(config, e, warnings, &["tls_cert", "tls_key"])? {
+        return Ok(());
+    }
+    let m = &mut config.mgmt;
+    match e.key {
+        "bind" => m.bind = e.string(),
+        "port" => m.port = e.int()?,
+        "tls_port" => m.tls_port = e.int()?,
+        "unix_path" => m.unix_path = e.opt_path(),
+        _ => warnings.push(e.unknown()),
+    }
+    Ok(())
+}

@@ -1,0 +1,80 @@
+//! Parsing of the scalar value formats shared by the ini file, environment
+//! variables and command-line flags, so all three accept the same spellings.
+
+use std::str::FromStr;
+
+/// Description of accepted boolean spellings, used in error messages.
+pub(crate) const BOOL_EXPECTED: &str = "a boolean (true/false, yes/no, on/off, y/n, 1/0)";
+
+/// Log levels LavinMQ understands (Crystal's `Log::Severity` names).
+pub(crate) const LOG_LEVELS: &[&str] = &[
+    "trace", "debug", "info", "notice", "warn", "error", "fatal", "none",
+];
+
+/// Description of accepted log levels, used in error messages.
+pub(crate) const LOG_LEVEL_EXPECTED: &str =
+    "one of trace, debug, info, notice, warn, error, fatal, none";
+
+/// Consistent-hash algorithms LavinMQ implements.
+pub(crate) const HASH_ALGORITHMS: &[&str] = &["ring", "jump"];
+
+/// Description of accepted consistent-hash algorithms, used in error messages.
+pub(crate) const HASH_ALGORITHM_EXPECTED: &str = "one of ring, jump";
+
+/// Parses a boolean the way LavinMQ documents it (case-insensitive).
+/// Returns `None` for anything that is neither a true nor a false spelling,
+/// so typos such as `sync = maybe` are reported instead of silently read as false.
+pub(crate) fn parse_bool(value: &str) -> Option<bool> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" | "y" => Some(true),
+        "0" | "false" | "no" | "off" | "n" => Some(false),
+        _ => None,
+    }
+}
+
+/// Normalises a log level to lower case, or `None` if it is not a known level.
+pub(crate) fn parse_log_level(value: &str) -> Option<String> {
+    let level = value.trim().to_ascii_lowercase();
+    LOG_LEVELS.contains(&level.as_str()).then_some(level)
+}
+
+/// Normalises a consistent-hash algorithm name, or `None` if unknown.
+pub(crate) fn parse_hash_algorithm(value: &str) -> Option<String> {
+    let algo = value.trim().to_ascii_lowercase();
+    HASH_ALGORITHMS.contains(&algo.as_str()).then_some(algo)
+}
+
+/// Integer types settings can have, each with a description of its range for
+/// error messages.
+pub(crate) trait IntValue: FromStr {
+    /// What a valid value looks like, e.g. "an integer from 0 to 65535".
+    const EXPECTED: &'static str;
+}
+
+impl IntValue for u16 {
+    const EXPECTED: &'static str = "an integer from 0 to 65535";
+}
+impl IntValue for u32 {
+    const EXPECTED: &'static str = "an integer from 0 to 4294967295";
+}
+impl IntValue for u64 {
+    const EXPECTED: &'static str = "a non-negative integer";
+}
+impl IntValue for usize {
+    const EXPECTED: &'static str = "a non-negative integer";
+}
+
+/// Parses an integer after trimming surrounding whitespace.
+pub(crate) fn parse_int<T: IntValue>(value: &str) -> Option<T> {
+    value.trim().parse().ok()
+}
+
+/// Clap value parser for `BOOL` flags, sharing the ini spellings.
+pub(crate) fn bool_flag(value: &str) -> Result<bool, String> {
+    parse_bool(value).ok_or_else(|| format!("expected {BOOL_EXPECTED}"))
+}
+
+/// Clap value parser for `--log-level`.
+pub(crate) fn log_level_flag(value: &str) -> Result<String, String> {
+    parse_log_level(value).ok_or_else(|| format!("expected {LOG_LEVEL_EXPECTED}"))
+}

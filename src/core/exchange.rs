@@ -1,0 +1,290 @@
+//! Exchanges: named routers that hold bindings and pick destinations for a message.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+
+use super::headers::headers_match;
+use super::queue::Queue;
+use super::topic::TopicTrie;
+use super::{FieldTable, Result};
+
+/// The routing algorithm of an exchange.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExchangeKind {
+    /// Exact routing-key match.
+    Direct,
+    /// Every binding.
+    Fanout,
+    /// Dotted-word patterns with `*` and `#`.
+    Topic,
+    /// Message headers against binding arguments.
+    Headers,
+}
+
+impl ExchangeKind {
+    /// Parses a type name as clients send it.
+    pub fn parse(name: &str) -> Option<ExchangeKind> {
+        match name {
+            "direct" => Some(ExchangeKind::Direct),
+            "fanout" => Some(ExchangeKind::Fanout),
+            "topic" => Some(ExchangeKind::Topic),
+            "headers" => Some(ExchangeKind::Headers),
+            _ => None,
+        }
+    }
+
+    /// The type name as clients and the management API know it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ExchangeKind::Direct => "direct",
+            ExchangeKind::Fanout => "fanout",
+            ExchangeKind::Topic => "topic",
+            ExchangeKind::Headers => "headers",
+        }
+    }
+}
+
+/// Where a binding leads.
+#[derive(Clone)]
+pub enum Destination {
+    /// A queue.
+    Queue(Arc<Queue>),
+    /// Another exchange (exchange-to-exchange binding).
+    Exchange(Arc<Exchange>),
+}
+
+impl Destination {
+    /// Name of the queue or exchange.
+    pub fn name(&self) -> &str {
+        match self {
+            Destination::Queue(q) => &q.name,
+            Destination::Exchange(e) => &e.name,
+        }
+    }
+
+    /// True for a queue.
+    pub fn is_queue(&self) -> bool {
+        matches!(self, Destination::Queue(_))
+    }
+}
+
+impl PartialEq for Destination {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Destination::Queue(a), Destination::Queue(b)) => Arc::ptr_eq(a, b),
+            (Destination::Exchange(a), Destination::Exchange(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
+impl std::fmt::Debug for Destination {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Destination::Queue(q) => write!(f, "queue {:?}", q.name),
+            Destination::Exchange(e) => write!(f, "exchange {:?}", e.name),
+        }
+    }
+}
+
+/// One binding from an exchange.
+#[derive(Debug, Clone)]
+pub struct Binding {
+    /// Target of the binding.
+    pub destination: Destination,
+    /// Binding key.
+    pub routing_key: String,
+    /// Binding arguments (used by headers exchanges).
+    pub arguments: FieldTable,
+}
+
+#[derive(Debug, Default)]
+struct Bindings {
+    all: Vec<Binding>,
+    direct: HashMap<String, Vec<Destination>>,
+    topic: TopicTrie<Destination>,
+}
+
+/// A declared exchange.
+pub struct Exchange {
+    /// Exchange name ("" for the default exchange).
+    pub name: String,
+    /// Routing algorithm.
+    pub kind: ExchangeKind,
+    /// Survives a restart.
+    pub durable: bool,
+    /// Deleted when its last binding goes.
+    pub auto_delete: bool,
+    /// Clients may not publish to it directly.
+    pub internal: bool,
+    /// Declaration arguments.
+    pub arguments: FieldTable,
+    bindings: RwLock<Bindings>,
+}
+
+impl std::fmt::Debug for Exchange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Exchange")
+            .field("name", &self.name)
+            .field("kind", &self.kind)
+            .finish()
+    }
+}
+
+impl Exchange {
+    /// Creates an exchange without bindings.
+    pub fn new(
+        name: &str,
+        kind: ExchangeKind,
+        durable: bool,
+        auto_delete: bool,
+        internal: bool,
+        arguments: FieldTable,
+    ) -> Self {
+        Exchange {
+            name: name.to_string(),
+            kind,
+            durable,
+            auto_delete,
+            internal,
+            arguments,
+            bindings: RwLock::default(),
+        }
+    }
+
+    /// The alternate exchange named in the arguments, if any.
+    pub fn alternate_exchange(&self) -> Option<&str> {
+        self.arguments
+            .get("alternate-exchange")
+            .or_else(|| self.arguments.get("x-alternate-exchange"))
+            .and_then(|v| v.as_str())
+    }
+
+    /// Adds a binding; false if an identical one exists.
+    pub fn bind(
+        &self,
+        destination: Destination,
+        routing_key: &str,
+        arguments: FieldTable,
+    ) -> Result<bool> {
+        let mut b = self.bindings.write();
+        let exists = b.all.iter().any(|x| {
+            x.destination == destination
+                && x.routing_key == routing_key
+                && super::headers::tables_equivalent(&x.arguments, &arguments)
+        });
+        if exists {
+            return Ok(false);
+        }
+        match self.kind {
+            ExchangeKind::Direct => b
+                .direct
+                .entry(routing_key.to_string())
+                .or_default()
+                .push(destination.clone()),
+            ExchangeKind::Topic => b.topic.insert(routing_key, destination.clone()),
+            ExchangeKind::Fanout | ExchangeKind::Headers => {}
+        }
+        b.all.push(Binding {
+            destination,
+            routing_key: routing_key.to_string(),
+            arguments,
+        });
+        Ok(true)
+    }
+
+    /// Removes a binding; false if there was none.
+    pub fn unbind(
+        &self,
+        destination: &Destination,
+        routing_key: &str,
+        arguments: &FieldTable,
+    ) -> bool {
+        let mut b = self.bindings.write();
+        let before = b.all.len();
+        b.all.retain(|x| {
+            !(x.destination == *destination
+                && x.routing_key == routing_key
+                && (self.kind != ExchangeKind::Headers
+                    || super::headers::tables_equivalent(&x.arguments, arguments)))
+        });
+        if b.all.len() == before {
+            return false;
+        }
+        let still_bound = b
+            .all
+            .iter()
+            .any(|x| x.destination == *destination && x.routing_key == routing_key);
+        if !still_bound {
+            match self.kind {
+                ExchangeKind::Direct => {
+                    if let Some(v) = b.direct.get_mut(routing_key) {
+                        v.retain(|d| d != destination);
+                        if v.is_empty() {
+                            b.direct.remove(routing_key);
+                        }
+                    }
+                }
+                ExchangeKind::Topic => {
+                    b.topic.remove(routing_key, destination);
+                }
+                _ => {}
+            }
+        }
+        true
+    }
+
+    /// Removes every binding to `destination`; returns how many were removed.
+    pub fn unbind_destination(&self, destination: &Destination) -> usize {
+        let keys: Vec<(String, FieldTable)> = self
+            .bindings
+            .read()
+            .all
+            .iter()
+            .filter(|x| x.destination == *destination)
+            .map(|x| (x.routing_key.clone(), x.arguments.clone()))
+            .collect();
+        keys.iter()
+            .filter(|(k, a)| self.unbind(destination, k, a))
+            .count()
+    }
+
+    /// A copy of the current bindings.
+    pub fn bindings(&self) -> Vec<Binding> {
+        self.bindings.read().all.clone()
+    }
+
+    /// True when the exchange has no bindings.
+    pub fn has_bindings(&self) -> bool {
+        !self.bindings.read().all.is_empty()
+    }
+
+    /// Calls `f` for every destination this exchange's bindings select; destinations
+    /// may repeat and exchanges are not followed (the caller does that).
+    pub fn route(
+        &self,
+        routing_key: &str,
+        headers: Option<&FieldTable>,
+        f: &mut impl FnMut(&Destination),
+    ) {
+        let b = self.bindings.read();
+        match self.kind {
+            ExchangeKind::Direct => {
+                if let Some(v) = b.direct.get(routing_key) {
+                    v.iter().for_each(&mut *f);
+                }
+            }
+            ExchangeKind::Fanout => b.all.iter().for_each(|x| f(&x.destination)),
+            ExchangeKind::Topic => b.topic.matches(routing_key, f),
+            ExchangeKind::Headers => {
+                for x in &b.all {
+                    if headers_match(&x.arguments, headers) {
+                        f(&x.destination);
+                    }
+                }
+            }
+        }
+    }
+}

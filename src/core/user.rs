@@ -1,0 +1,184 @@
+//! Users and their credentials, stored in `users.json` with RabbitMQ-compatible
+//! password hashes so that definitions move between brokers unchanged.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as B64;
+use parking_lot::RwLock;
+use serde::{Deserialize, Serialize};
+use sha2::Digest;
+
+use super::{Error, Result};
+use crate::store::definitions;
+
+/// Configure, write and read permission patterns of a user in one vhost.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Permissions {
+    /// Regex of names the user may declare and delete.
+    pub configure: String,
+    /// Regex of names the user may publish to / bind from.
+    pub write: String,
+    /// Regex of names the user may consume from / bind to.
+    pub read: String,
+}
+
+impl Permissions {
+    /// Full access.
+    pub fn all() -> Self {
+        Permissions {
+            configure: ".*".into(),
+            write: ".*".into(),
+            read: ".*".into(),
+        }
+    }
+}
+
+/// A broker user.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct User {
+    /// User name.
+    pub name: String,
+    /// Base64 of salt followed by the digest, as RabbitMQ stores it.
+    pub password_hash: String,
+    /// RabbitMQ's name of the hashing algorithm.
+    pub hashing_algorithm: String,
+    /// Tags such as `administrator`.
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// Permissions per vhost.
+    #[serde(default)]
+    pub permissions: HashMap<String, Permissions>,
+}
+
+/// RabbitMQ's default algorithm name.
+pub const SHA256: &str = "rabbit_password_hashing_sha256";
+
+/// Hashes a password the way RabbitMQ does by default: base64(salt ++ sha256(salt ++ password)).
+pub fn hash_password(password: &str) -> String {
+    let mut salt = [0u8; 4];
+    rand::fill(&mut salt);
+    let mut out = salt.to_vec();
+    out.extend_from_slice(
+        &sha2::Sha256::new()
+            .chain_update(salt)
+            .chain_update(password)
+            .finalize(),
+    );
+    B64.encode(out)
+}
+
+/// Checks a password against a stored hash of the given algorithm.
+pub fn verify_password(hash: &str, algorithm: &str, password: &str) -> bool {
+    let Ok(raw) = B64.decode(hash) else {
+        return false;
+    };
+    if raw.len() < 5 {
+        return false;
+    }
+    let (salt, digest) = raw.split_at(4);
+    let computed: Vec<u8> = match algorithm {
+        "rabbit_password_hashing_sha512" => sha2::Sha512::new()
+            .chain_update(salt)
+            .chain_update(password)
+            .finalize()
+            .to_vec(),
+        "rabbit_password_hashing_md5" => return false,
+        _ => sha2::Sha256::new()
+            .chain_update(salt)
+            .chain_update(password)
+            .finalize()
+            .to_vec(),
+    };
+    // Constant-time comparison: the difference is accumulated over every byte.
+    computed.len() == digest.len()
+        && computed
+            .iter()
+            .zip(digest)
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+}
+
+/// All users, persisted in the data dir.
+pub struct UserStore {
+    path: PathBuf,
+    sync: bool,
+    users: RwLock<HashMap<String, User>>,
+}
+
+impl UserStore {
+    /// Loads `users.json`, or creates it with the default user on first start.
+    pub fn open(path: PathBuf, default_user: &str, default_hash: &str, sync: bool) -> Result<Self> {
+        let users = match definitions::read_json(&path) {
+            Some(v) => serde_json::from_value::<Vec<User>>(v)
+                .map_err(|e| Error::Internal(format!("cannot parse {}: {e}", path.display())))?
+                .into_iter()
+                .map(|u| (u.name.clone(), u))
+                .collect(),
+            None => HashMap::new(),
+        };
+        let store = UserStore {
+            path,
+            sync,
+            users: RwLock::new(users),
+        };
+        if !store.path.exists() {
+            let user = User {
+                name: default_user.to_string(),
+                password_hash: default_hash.to_string(),
+                hashing_algorithm: SHA256.into(),
+                tags: vec!["administrator".into()],
+                permissions: HashMap::from([("/".to_string(), Permissions::all())]),
+            };
+            store.users.write().insert(user.name.clone(), user);
+            store.save()?;
+        }
+        Ok(store)
+    }
+
+    fn save(&self) -> Result<()> {
+        let list: Vec<User> = self.users.read().values().cloned().collect();
+        let v = serde_json::to_value(list).map_err(|e| Error::Internal(e.to_string()))?;
+        definitions::write_json(&self.path, &v, self.sync).map_err(Error::from)
+    }
+
+    /// The user if the password is right.
+    pub fn authenticate(&self, name: &str, password: &str) -> Option<User> {
+        let users = self.users.read();
+        let u = users.get(name)?;
+        verify_password(&u.password_hash, &u.hashing_algorithm, password).then(|| u.clone())
+    }
+
+    /// Looks a user up.
+    pub fn get(&self, name: &str) -> Option<User> {
+        self.users.read().get(name).cloned()
+    }
+
+    /// Creates or replaces a user.
+    pub fn put(&self, user: User) -> Result<()> {
+        self.users.write().insert(user.name.clone(), user);
+        self.save()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rabbitmq_guest_hash_verifies() {
+        assert!(verify_password(
+            "+pHuxkR9fCyrrwXjOD4BP4XbzO3l8LJr8YkThMgJ0yVHFRE+",
+            SHA256,
+            "guest"
+        ));
+        assert!(!verify_password(
+            "+pHuxkR9fCyrrwXjOD4BP4XbzO3l8LJr8YkThMgJ0yVHFRE+",
+            SHA256,
+            "guesT"
+        ));
+        let h = hash_password("s3cret");
+        assert!(verify_password(&h, SHA256, "s3cret"));
+    }
+}

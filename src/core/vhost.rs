@@ -1,0 +1,810 @@
+//! Virtual hosts: isolated sets of exchanges, queues and bindings, with the
+//! operations clients perform on them and the routing of published messages.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+use serde_json::json;
+
+use super::exchange::{Destination, Exchange, ExchangeKind};
+use super::headers::tables_equivalent;
+use super::message::Message;
+use super::queue::{ConnectionId, Queue};
+use super::table_json::{json_to_table, table_to_json};
+use super::{Error, FieldTable, Result};
+use crate::store::definitions;
+
+/// Storage settings a vhost passes on to its queues.
+#[derive(Debug, Clone)]
+pub struct StoreSettings {
+    /// Size of new segment files.
+    pub segment_size: u64,
+    /// Whether definition changes are synced to disk.
+    pub sync: bool,
+}
+
+/// The exchanges every vhost has.
+const DEFAULT_EXCHANGES: [(&str, ExchangeKind); 6] = [
+    ("", ExchangeKind::Direct),
+    ("amq.direct", ExchangeKind::Direct),
+    ("amq.fanout", ExchangeKind::Fanout),
+    ("amq.topic", ExchangeKind::Topic),
+    ("amq.headers", ExchangeKind::Headers),
+    ("amq.match", ExchangeKind::Headers),
+];
+
+/// A virtual host.
+pub struct VHost {
+    /// Vhost name.
+    pub name: String,
+    dir: PathBuf,
+    settings: StoreSettings,
+    exchanges: RwLock<HashMap<String, Arc<Exchange>>>,
+    queues: RwLock<HashMap<String, Arc<Queue>>>,
+    /// Serialises definition writes so that the newest state always wins.
+    definitions_lock: Mutex<()>,
+}
+
+/// What a queue declaration returns.
+#[derive(Debug, Clone)]
+pub struct QueueDeclared {
+    /// Queue name (generated for server-named queues).
+    pub name: String,
+    /// Ready messages.
+    pub message_count: u32,
+    /// Attached consumers.
+    pub consumer_count: u32,
+}
+
+/// Flags of a queue declaration.
+#[derive(Debug, Clone, Default)]
+pub struct QueueOptions {
+    /// Survives restarts.
+    pub durable: bool,
+    /// Owned by the declaring connection.
+    pub exclusive: bool,
+    /// Deleted when the last consumer goes.
+    pub auto_delete: bool,
+    /// Only check that the queue exists.
+    pub passive: bool,
+}
+
+/// Flags of an exchange declaration.
+#[derive(Debug, Clone, Default)]
+pub struct ExchangeOptions {
+    /// Survives restarts.
+    pub durable: bool,
+    /// Deleted when its last binding goes.
+    pub auto_delete: bool,
+    /// Not publishable by clients.
+    pub internal: bool,
+    /// Only check that the exchange exists.
+    pub passive: bool,
+}
+
+fn dir_name(name: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(name.as_bytes());
+    digest.iter().take(20).map(|b| format!("{b:02x}")).collect()
+}
+
+fn no_queue(name: &str, vhost: &str) -> Error {
+    Error::NotFound(format!("no queue '{name}' in vhost '{vhost}'"))
+}
+
+fn no_exchange(name: &str, vhost: &str) -> Error {
+    Error::NotFound(format!("no exchange '{name}' in vhost '{vhost}'"))
+}
+
+fn inequivalent(
+    arg: &str,
+    kind: &str,
+    name: &str,
+    vhost: &str,
+    received: impl std::fmt::Display,
+    current: impl std::fmt::Display,
+) -> Error {
+    Error::PreconditionFailed(format!(
+        "inequivalent arg '{arg}' for {kind} '{name}' in vhost '{vhost}': received '{received}' but current is '{current}'"
+    ))
+}
+
+fn server_generated_name() -> String {
+    use base64::Engine;
+    let mut bytes = [0u8; 18];
+    rand::fill(&mut bytes);
+    format!(
+        "amq.gen-{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+    )
+}
+
+impl VHost {
+    /// Opens a vhost stored under `data_dir`, restoring its durable definitions and
+    /// messages, and creating the default exchanges.
+    pub fn open(name: &str, data_dir: &Path, settings: StoreSettings) -> Result<Arc<VHost>> {
+        let dir = data_dir.join(dir_name(name));
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(dir.join(".vhost"), name)?;
+        let transient = dir.join("transient");
+        if transient.exists() {
+            std::fs::remove_dir_all(&transient)?;
+        }
+        let vhost = Arc::new(VHost {
+            name: name.to_string(),
+            dir,
+            settings,
+            exchanges: RwLock::default(),
+            queues: RwLock::default(),
+            definitions_lock: Mutex::new(()),
+        });
+        {
+            let mut ex = vhost.exchanges.write();
+            for (n, kind) in DEFAULT_EXCHANGES {
+                ex.insert(
+                    n.to_string(),
+                    Arc::new(Exchange::new(
+                        n,
+                        kind,
+                        true,
+                        false,
+                        false,
+                        FieldTable::default(),
+                    )),
+                );
+            }
+        }
+        vhost.load_definitions();
+        Ok(vhost)
+    }
+
+    fn definitions_path(&self) -> PathBuf {
+        self.dir.join("definitions.json")
+    }
+
+    fn load_definitions(&self) {
+        let Some(defs) = definitions::read_json(&self.definitions_path()) else {
+            return;
+        };
+        let list = |key: &str| {
+            defs.get(key)
+                .and_then(|v| v.as_array())
+                .cloned()
+                .unwrap_or_default()
+        };
+        for e in list("exchanges") {
+            let (Some(name), Some(kind)) = (
+                e["name"].as_str(),
+                e["type"].as_str().and_then(ExchangeKind::parse),
+            ) else {
+                tracing::warn!(vhost = %self.name, "skipping unreadable exchange definition: {e}");
+                continue;
+            };
+            let args = json_to_table(&e["arguments"]);
+            let ex = Exchange::new(
+                name,
+                kind,
+                true,
+                e["auto_delete"].as_bool().unwrap_or(false),
+                e["internal"].as_bool().unwrap_or(false),
+                args,
+            );
+            self.exchanges
+                .write()
+                .insert(name.to_string(), Arc::new(ex));
+        }
+        for q in list("queues") {
+            let Some(name) = q["name"].as_str() else {
+                tracing::warn!(vhost = %self.name, "skipping unreadable queue definition: {q}");
+                continue;
+            };
+            let args = json_to_table(&q["arguments"]);
+            match Queue::open(
+                name,
+                &self.name,
+                true,
+                q["auto_delete"].as_bool().unwrap_or(false),
+                None,
+                args,
+                &self.queue_dir(name, true),
+                self.settings.segment_size,
+            ) {
+                Ok(queue) => {
+                    self.queues
+                        .write()
+                        .insert(name.to_string(), Arc::new(queue));
+                }
+                Err(e) => tracing::error!(vhost = %self.name, queue = name, "queue closed: {e}"),
+            }
+        }
+        for b in list("bindings") {
+            let (Some(src), Some(dst), Some(kind)) = (
+                b["source"].as_str(),
+                b["destination"].as_str(),
+                b["destination_type"].as_str(),
+            ) else {
+                continue;
+            };
+            let rk = b["routing_key"].as_str().unwrap_or("");
+            let args = json_to_table(&b["arguments"]);
+            let r = if kind == "queue" {
+                self.bind_queue(dst, src, rk, args, None)
+            } else {
+                self.bind_exchange(dst, src, rk, args)
+            };
+            if let Err(e) = r {
+                tracing::warn!(vhost = %self.name, "skipping binding {src} -> {dst}: {e}");
+            }
+        }
+    }
+
+    /// Writes the durable definitions to disk (atomically).
+    fn persist(&self) -> Result<()> {
+        let _guard = self.definitions_lock.lock();
+        let exchanges: Vec<_> = self
+            .exchanges
+            .read()
+            .values()
+            .filter(|e| e.durable && !e.name.is_empty() && !e.name.starts_with("amq."))
+            .map(|e| {
+                json!({"name": e.name, "type": e.kind.name(), "durable": true, "auto_delete": e.auto_delete,
+                       "internal": e.internal, "arguments": table_to_json(&e.arguments)})
+            })
+            .collect();
+        let queues: Vec<_> = self
+            .queues
+            .read()
+            .values()
+            .filter(|q| q.durable && q.exclusive_owner.is_none())
+            .map(|q| json!({"name": q.name, "durable": true, "auto_delete": q.auto_delete, "arguments": table_to_json(&q.arguments)}))
+            .collect();
+        let mut bindings = Vec::new();
+        for e in self.exchanges.read().values().filter(|e| e.durable) {
+            for b in e.bindings() {
+                let durable_dest = match &b.destination {
+                    Destination::Queue(q) => q.durable && q.exclusive_owner.is_none(),
+                    Destination::Exchange(x) => x.durable,
+                };
+                if durable_dest {
+                    bindings.push(
+                        json!({"source": e.name, "destination": b.destination.name(),
+                        "destination_type": if b.destination.is_queue() {"queue"} else {"exchange"},
+                        "routing_key": b.routing_key, "arguments": table_to_json(&b.arguments)}),
+                    );
+                }
+            }
+        }
+        let doc = json!({"exchanges": exchanges, "queues": queues, "bindings": bindings});
+        definitions::write_json(&self.definitions_path(), &doc, self.settings.sync).map_err(|e| {
+            Error::Internal(format!(
+                "cannot write definitions of vhost '{}': {e}",
+                self.name
+            ))
+        })
+    }
+
+    fn queue_dir(&self, name: &str, durable: bool) -> PathBuf {
+        if durable {
+            self.dir.join(dir_name(name))
+        } else {
+            self.dir.join("transient").join(dir_name(name))
+        }
+    }
+
+    /// Looks up an exchange.
+    pub fn exchange(&self, name: &str) -> Option<Arc<Exchange>> {
+        self.exchanges.read().get(name).cloned()
+    }
+
+    /// Looks up a queue.
+    pub fn queue(&self, name: &str) -> Option<Arc<Queue>> {
+        self.queues.read().get(name).cloned()
+    }
+
+    /// Looks up a queue, failing with NOT_FOUND.
+    pub fn get_queue(&self, name: &str) -> Result<Arc<Queue>> {
+        self.queue(name).ok_or_else(|| no_queue(name, &self.name))
+    }
+
+    /// Looks up an exchange, failing with NOT_FOUND.
+    pub fn get_exchange(&self, name: &str) -> Result<Arc<Exchange>> {
+        self.exchange(name)
+            .ok_or_else(|| no_exchange(name, &self.name))
+    }
+
+    /// All queues.
+    pub fn queues(&self) -> Vec<Arc<Queue>> {
+        self.queues.read().values().cloned().collect()
+    }
+
+    /// Declares (or checks) an exchange.
+    pub fn declare_exchange(
+        &self,
+        name: &str,
+        kind: &str,
+        opts: &ExchangeOptions,
+        arguments: FieldTable,
+    ) -> Result<()> {
+        if opts.passive {
+            return self.get_exchange(name).map(|_| ());
+        }
+        if name.is_empty() {
+            return Err(Error::AccessRefused(
+                "operation not permitted on the default exchange".into(),
+            ));
+        }
+        if name.starts_with("amq.") {
+            return Err(Error::AccessRefused(format!(
+                "exchange name '{name}' contains reserved prefix 'amq.*'"
+            )));
+        }
+        let Some(parsed) = ExchangeKind::parse(kind) else {
+            return Err(Error::CommandInvalid(format!(
+                "unknown exchange type '{kind}'"
+            )));
+        };
+        if let Some(existing) = self.exchange(name) {
+            let v = &self.name;
+            if existing.kind != parsed {
+                return Err(inequivalent(
+                    "type",
+                    "exchange",
+                    name,
+                    v,
+                    kind,
+                    existing.kind.name(),
+                ));
+            }
+            if existing.durable != opts.durable {
+                return Err(inequivalent(
+                    "durable",
+                    "exchange",
+                    name,
+                    v,
+                    opts.durable,
+                    existing.durable,
+                ));
+            }
+            if existing.auto_delete != opts.auto_delete {
+                return Err(inequivalent(
+                    "auto_delete",
+                    "exchange",
+                    name,
+                    v,
+                    opts.auto_delete,
+                    existing.auto_delete,
+                ));
+            }
+            if existing.internal != opts.internal {
+                return Err(inequivalent(
+                    "internal",
+                    "exchange",
+                    name,
+                    v,
+                    opts.internal,
+                    existing.internal,
+                ));
+            }
+            if !tables_equivalent(&existing.arguments, &arguments) {
+                return Err(Error::PreconditionFailed(format!(
+                    "inequivalent arguments for exchange '{name}' in vhost '{v}'"
+                )));
+            }
+            return Ok(());
+        }
+        let ex = Arc::new(Exchange::new(
+            name,
+            parsed,
+            opts.durable,
+            opts.auto_delete,
+            opts.internal,
+            arguments,
+        ));
+        self.exchanges.write().entry(name.to_string()).or_insert(ex);
+        if opts.durable {
+            self.persist()?;
+        }
+        Ok(())
+    }
+
+    /// Deletes an exchange; deleting a missing one succeeds, as in RabbitMQ.
+    pub fn delete_exchange(&self, name: &str, if_unused: bool) -> Result<()> {
+        if name.is_empty() || name.starts_with("amq.") {
+            return Err(Error::AccessRefused(format!(
+                "operation not permitted on exchange '{name}'"
+            )));
+        }
+        let Some(ex) = self.exchange(name) else {
+            return Ok(());
+        };
+        if if_unused && ex.has_bindings() {
+            return Err(Error::PreconditionFailed(format!(
+                "exchange '{name}' in vhost '{}' in use",
+                self.name
+            )));
+        }
+        self.exchanges.write().remove(name);
+        let dest = Destination::Exchange(ex.clone());
+        for other in self.exchanges.read().values() {
+            other.unbind_destination(&dest);
+        }
+        for b in ex.bindings() {
+            ex.unbind(&b.destination, &b.routing_key, &b.arguments);
+        }
+        if ex.durable {
+            self.persist()?;
+        }
+        Ok(())
+    }
+
+    /// Declares (or checks) a queue for connection `conn`.
+    pub fn declare_queue(
+        &self,
+        name: &str,
+        opts: &QueueOptions,
+        arguments: FieldTable,
+        conn: ConnectionId,
+    ) -> Result<QueueDeclared> {
+        if opts.passive {
+            let q = self.get_queue(name)?;
+            q.check_owner(conn)?;
+            let (m, c) = q.counts();
+            return Ok(QueueDeclared {
+                name: q.name.clone(),
+                message_count: m as u32,
+                consumer_count: c,
+            });
+        }
+        let generated;
+        let name = if name.is_empty() {
+            generated = server_generated_name();
+            generated.as_str()
+        } else {
+            if name.starts_with("amq.") {
+                return Err(Error::AccessRefused(format!(
+                    "queue name '{name}' contains reserved prefix 'amq.*'"
+                )));
+            }
+            name
+        };
+        if let Some(q) = self.queue(name) {
+            q.check_owner(conn)?;
+            let v = &self.name;
+            if q.durable != opts.durable {
+                return Err(inequivalent(
+                    "durable",
+                    "queue",
+                    name,
+                    v,
+                    opts.durable,
+                    q.durable,
+                ));
+            }
+            if q.exclusive_owner.is_some() != opts.exclusive {
+                return Err(inequivalent(
+                    "exclusive",
+                    "queue",
+                    name,
+                    v,
+                    opts.exclusive,
+                    q.exclusive_owner.is_some(),
+                ));
+            }
+            if q.auto_delete != opts.auto_delete {
+                return Err(inequivalent(
+                    "auto_delete",
+                    "queue",
+                    name,
+                    v,
+                    opts.auto_delete,
+                    q.auto_delete,
+                ));
+            }
+            if !tables_equivalent(&q.arguments, &arguments) {
+                return Err(Error::PreconditionFailed(format!(
+                    "inequivalent arguments for queue '{name}' in vhost '{v}'"
+                )));
+            }
+            let (m, c) = q.counts();
+            return Ok(QueueDeclared {
+                name: name.to_string(),
+                message_count: m as u32,
+                consumer_count: c,
+            });
+        }
+        let owner = opts.exclusive.then_some(conn);
+        let persistent = opts.durable && !opts.exclusive;
+        let dir = self.queue_dir(name, persistent);
+        if dir.exists() {
+            // Left over from a queue of the same name deleted while the broker was down.
+            std::fs::remove_dir_all(&dir)?;
+        }
+        let q = Arc::new(Queue::open(
+            name,
+            &self.name,
+            opts.durable,
+            opts.auto_delete,
+            owner,
+            arguments,
+            &dir,
+            self.settings.segment_size,
+        )?);
+        self.queues.write().insert(name.to_string(), q.clone());
+        // Every queue is bound to the default exchange implicitly (routed by name).
+        if persistent {
+            self.persist()?;
+        }
+        Ok(QueueDeclared {
+            name: name.to_string(),
+            message_count: 0,
+            consumer_count: 0,
+        })
+    }
+
+    /// Deletes a queue, returning the number of messages it held.
+    pub fn delete_queue(
+        &self,
+        name: &str,
+        if_unused: bool,
+        if_empty: bool,
+        conn: Option<ConnectionId>,
+    ) -> Result<u64> {
+        let Some(q) = self.queue(name) else {
+            return Ok(0);
+        };
+        if let Some(conn) = conn {
+            q.check_owner(conn)?;
+        }
+        let (messages, consumers) = q.counts();
+        if if_unused && consumers > 0 {
+            return Err(Error::PreconditionFailed(format!(
+                "queue '{name}' in vhost '{}' in use",
+                self.name
+            )));
+        }
+        if if_empty && messages > 0 {
+            return Err(Error::PreconditionFailed(format!(
+                "queue '{name}' in vhost '{}' is not empty",
+                self.name
+            )));
+        }
+        Ok(self.remove_queue(&q))
+    }
+
+    /// Removes a queue and its bindings without any checks.
+    pub fn remove_queue(&self, q: &Arc<Queue>) -> u64 {
+        {
+            let mut queues = self.queues.write();
+            match queues.get(&q.name) {
+                Some(current) if Arc::ptr_eq(current, q) => {
+                    queues.remove(&q.name);
+                }
+                _ => return 0,
+            }
+        }
+        let dest = Destination::Queue(q.clone());
+        let mut emptied = Vec::new();
+        for ex in self.exchanges.read().values() {
+            if ex.unbind_destination(&dest) > 0 && ex.auto_delete && !ex.has_bindings() {
+                emptied.push(ex.name.clone());
+            }
+        }
+        let count = q.delete();
+        for name in emptied {
+            let _ = self.delete_exchange(&name, true);
+        }
+        if q.durable
+            && q.exclusive_owner.is_none()
+            && let Err(e) = self.persist()
+        {
+            tracing::error!(vhost = %self.name, "{e}");
+        }
+        count
+    }
+
+    /// Purges a queue's ready messages.
+    pub fn purge_queue(&self, name: &str, conn: ConnectionId) -> Result<u64> {
+        let q = self.get_queue(name)?;
+        q.check_owner(conn)?;
+        q.purge()
+    }
+
+    /// Binds queue `queue` to exchange `exchange`.
+    pub fn bind_queue(
+        &self,
+        queue: &str,
+        exchange: &str,
+        routing_key: &str,
+        arguments: FieldTable,
+        conn: Option<ConnectionId>,
+    ) -> Result<()> {
+        if exchange.is_empty() {
+            return Err(Error::AccessRefused(format!(
+                "operation not permitted on the default exchange"
+            )));
+        }
+        let q = self.get_queue(queue)?;
+        if let Some(conn) = conn {
+            q.check_owner(conn)?;
+        }
+        let ex = self.get_exchange(exchange)?;
+        check_binding_args(&ex, &arguments)?;
+        let durable = ex.durable && q.durable && q.exclusive_owner.is_none();
+        if ex.bind(Destination::Queue(q), routing_key, arguments)? && durable && conn.is_some() {
+            self.persist()?;
+        }
+        Ok(())
+    }
+
+    /// Removes a queue binding; a missing binding is not an error.
+    pub fn unbind_queue(
+        &self,
+        queue: &str,
+        exchange: &str,
+        routing_key: &str,
+        arguments: &FieldTable,
+        conn: ConnectionId,
+    ) -> Result<()> {
+        if exchange.is_empty() {
+            return Err(Error::AccessRefused(format!(
+                "operation not permitted on the default exchange"
+            )));
+        }
+        let q = self.get_queue(queue)?;
+        q.check_owner(conn)?;
+        let ex = self.get_exchange(exchange)?;
+        let durable = ex.durable && q.durable;
+        if ex.unbind(&Destination::Queue(q), routing_key, arguments) {
+            self.after_unbind(&ex, durable)?;
+        }
+        Ok(())
+    }
+
+    /// Binds exchange `destination` to exchange `source`.
+    pub fn bind_exchange(
+        &self,
+        destination: &str,
+        source: &str,
+        routing_key: &str,
+        arguments: FieldTable,
+    ) -> Result<()> {
+        if source.is_empty() || destination.is_empty() {
+            return Err(Error::AccessRefused(format!(
+                "operation not permitted on the default exchange"
+            )));
+        }
+        let dst = self.get_exchange(destination)?;
+        let src = self.get_exchange(source)?;
+        check_binding_args(&src, &arguments)?;
+        let durable = src.durable && dst.durable;
+        if src.bind(Destination::Exchange(dst), routing_key, arguments)? && durable {
+            self.persist()?;
+        }
+        Ok(())
+    }
+
+    /// Removes an exchange-to-exchange binding.
+    pub fn unbind_exchange(
+        &self,
+        destination: &str,
+        source: &str,
+        routing_key: &str,
+        arguments: &FieldTable,
+    ) -> Result<()> {
+        if source.is_empty() || destination.is_empty() {
+            return Err(Error::AccessRefused(format!(
+                "operation not permitted on the default exchange"
+            )));
+        }
+        let dst = self.get_exchange(destination)?;
+        let src = self.get_exchange(source)?;
+        let durable = src.durable && dst.durable;
+        if src.unbind(&Destination::Exchange(dst), routing_key, arguments) {
+            self.after_unbind(&src, durable)?;
+        }
+        Ok(())
+    }
+
+    fn after_unbind(&self, source: &Arc<Exchange>, durable: bool) -> Result<()> {
+        if source.auto_delete && !source.has_bindings() {
+            return self.delete_exchange(&source.name, true);
+        }
+        if durable {
+            self.persist()?;
+        }
+        Ok(())
+    }
+
+    /// Finds the queues a message published to `exchange` reaches, following
+    /// exchange-to-exchange bindings and alternate exchanges. `out` is cleared first
+    /// and holds each queue once.
+    pub fn route(
+        &self,
+        exchange: &Exchange,
+        msg: &Message,
+        extra_keys: &[&str],
+        out: &mut Vec<Arc<Queue>>,
+    ) {
+        out.clear();
+        let headers = msg.properties.headers.as_ref();
+        let mut visited: smallvec::SmallVec<[*const Exchange; 8]> = smallvec::SmallVec::new();
+        let keys = std::iter::once(&*msg.routing_key).chain(extra_keys.iter().copied());
+        for key in keys {
+            if exchange.name.is_empty() {
+                if let Some(q) = self.queues.read().get(key) {
+                    out.push(q.clone());
+                }
+                continue;
+            }
+            visited.clear();
+            self.route_from(exchange, key, headers, out, &mut visited);
+        }
+        if out.len() > 1 {
+            out.sort_unstable_by_key(|q| Arc::as_ptr(q));
+            out.dedup_by(|a, b| Arc::ptr_eq(a, b));
+        }
+    }
+
+    fn route_from(
+        &self,
+        exchange: &Exchange,
+        key: &str,
+        headers: Option<&FieldTable>,
+        out: &mut Vec<Arc<Queue>>,
+        visited: &mut smallvec::SmallVec<[*const Exchange; 8]>,
+    ) {
+        if visited.contains(&(exchange as *const Exchange)) {
+            return;
+        }
+        visited.push(exchange as *const Exchange);
+        let before = out.len();
+        let mut nested: smallvec::SmallVec<[Arc<Exchange>; 4]> = smallvec::SmallVec::new();
+        exchange.route(key, headers, &mut |d| match d {
+            Destination::Queue(q) => out.push(q.clone()),
+            Destination::Exchange(e) => nested.push(e.clone()),
+        });
+        for e in nested {
+            self.route_from(&e, key, headers, out, visited);
+        }
+        if out.len() == before
+            && let Some(ae) = exchange.alternate_exchange().and_then(|n| self.exchange(n))
+        {
+            self.route_from(&ae, key, headers, out, visited);
+        }
+    }
+
+    /// Flushes every queue's files.
+    pub fn flush(&self) {
+        for q in self.queues() {
+            q.flush();
+        }
+    }
+
+    /// Deletes the exclusive queues owned by a closing connection.
+    pub fn connection_closed(&self, conn: ConnectionId) {
+        let owned: Vec<_> = self
+            .queues
+            .read()
+            .values()
+            .filter(|q| q.exclusive_owner == Some(conn))
+            .cloned()
+            .collect();
+        for q in owned {
+            self.remove_queue(&q);
+        }
+    }
+}
+
+fn check_binding_args(ex: &Exchange, arguments: &FieldTable) -> Result<()> {
+    if ex.kind == ExchangeKind::Headers
+        && super::headers::MatchMode::from_arguments(arguments).is_none()
+    {
+        return Err(Error::PreconditionFailed(
+            "invalid x-match field value; expected one of [all, any, all-with-x, any-with-x]"
+                .into(),
+        ));
+    }
+    Ok(())
+}

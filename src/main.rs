@@ -1,0 +1,76 @@
+//! The `lavinmq` daemon: reads flags, the ini file and the environment, starts the
+//! broker, and shuts it down gracefully on SIGINT or SIGTERM.
+
+use std::process::ExitCode;
+
+use lavinmq::config::Config;
+use lavinmq::server::Server;
+use tokio::signal::unix::{SignalKind, signal};
+
+fn main() -> ExitCode {
+    let loaded = match Config::load(std::env::args_os(), &|k| std::env::var(k).ok()) {
+        Ok(l) => l,
+        Err(lavinmq::config::ConfigError::Clap(e)) => e.exit(),
+        Err(e) => {
+            eprintln!("lavinmq: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let config = loaded.config;
+    let filter =
+        tracing_subscriber::EnvFilter::try_new(format!("lavinmq={0},{0}", config.main.log_level))
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false)
+        .init();
+    if let Some(path) = &loaded.config_file {
+        tracing::info!("config file: {}", path.display());
+    }
+    for w in &loaded.warnings {
+        tracing::warn!("config: {w}");
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("lavinmq: cannot start runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(run(config))
+}
+
+async fn run(config: Config) -> ExitCode {
+    tracing::info!(
+        "LavinMQ {} starting, data dir {}",
+        env!("CARGO_PKG_VERSION"),
+        config.main.data_dir.display()
+    );
+    let server = match Server::start(&config).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("{e}");
+            eprintln!("lavinmq: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let (mut int, mut term) = match (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) {
+        (Ok(i), Ok(t)) => (i, t),
+        _ => {
+            eprintln!("lavinmq: cannot install signal handlers");
+            return ExitCode::FAILURE;
+        }
+    };
+    tokio::select! {
+        _ = int.recv() => tracing::info!("SIGINT received, shutting down"),
+        _ = term.recv() => tracing::info!("SIGTERM received, shutting down"),
+    }
+    server.shutdown().await;
+    ExitCode::SUCCESS
+}

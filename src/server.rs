@@ -1,0 +1,149 @@
+//! Starts the broker: opens the data dir, binds the listeners, and shuts everything
+//! down gracefully on request.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::amqp::{AmqpContext, AmqpSettings};
+use crate::config::Config;
+use crate::core::broker::Broker;
+use crate::core::vhost::StoreSettings;
+use crate::data_dir_lock::DataDirLock;
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The data dir is locked by another broker.
+    #[error("{0}")]
+    Locked(String),
+    /// Loading state from the data dir failed.
+    #[error("cannot open data dir: {0}")]
+    Broker(#[from] crate::core::Error),
+    /// A listener could not bind.
+    #[error("cannot bind {what} to {addr}: {source}")]
+    Bind {
+        /// Which listener.
+        what: &'static str,
+        /// Address tried.
+        addr: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+/// A running server; dropping it does not stop it, call [`Server::shutdown`].
+pub struct Server {
+    /// The broker state.
+    pub broker: Arc<Broker>,
+    amqp_addr: SocketAddr,
+    shutdown: CancellationToken,
+    ctx: Arc<AmqpContext>,
+    flusher: tokio::task::JoinHandle<()>,
+    _lock: Option<DataDirLock>,
+}
+
+impl Server {
+    /// Opens the data dir and binds every listener the config asks for.
+    pub async fn start(config: &Config) -> Result<Server, StartError> {
+        let main = &config.main;
+        let lock = if main.data_dir_lock {
+            std::fs::create_dir_all(&main.data_dir)
+                .map_err(|e| StartError::Locked(format!("cannot create data dir: {e}")))?;
+            Some(DataDirLock::acquire(&main.data_dir).map_err(StartError::Locked)?)
+        } else {
+            None
+        };
+        let settings = StoreSettings {
+            segment_size: main.segment_size,
+            sync: main.sync,
+        };
+        let broker = Broker::open(
+            &main.data_dir,
+            settings,
+            &main.default_user,
+            &main.default_password_hash,
+        )?;
+        let amqp = &config.amqp;
+        let addr = format!("{}:{}", amqp.bind, amqp.port);
+        let bind_addr = if amqp.bind.contains(':') {
+            format!("[{}]:{}", amqp.bind, amqp.port)
+        } else {
+            addr.clone()
+        };
+        let listener = TcpListener::bind(&bind_addr)
+            .await
+            .map_err(|source| StartError::Bind {
+                what: "AMQP",
+                addr,
+                source,
+            })?;
+        let amqp_addr = listener.local_addr().map_err(|source| StartError::Bind {
+            what: "AMQP",
+            addr: bind_addr,
+            source,
+        })?;
+        tracing::info!("AMQP listening on {amqp_addr}");
+        let shutdown = CancellationToken::new();
+        let amqp_settings = AmqpSettings {
+            frame_max: amqp.frame_max,
+            channel_max: amqp.channel_max,
+            heartbeat: amqp.heartbeat,
+            max_message_size: amqp.max_message_size,
+            default_prefetch: main.default_consumer_prefetch,
+            set_timestamp: main.set_timestamp,
+            max_consumers_per_channel: amqp.max_consumers_per_channel,
+            default_user: main.default_user.clone(),
+            default_user_only_loopback: main.default_user_only_loopback,
+        };
+        let ctx = AmqpContext::new(broker.clone(), amqp_settings, shutdown.clone());
+        tokio::spawn(crate::amqp::listener::accept_loop(listener, ctx.clone()));
+        let flusher = tokio::spawn(flush_loop(broker.clone(), shutdown.clone()));
+        Ok(Server {
+            broker,
+            amqp_addr,
+            shutdown,
+            ctx,
+            flusher,
+            _lock: lock,
+        })
+    }
+
+    /// The address the AMQP listener is bound to (useful with port 0).
+    pub fn amqp_addr(&self) -> SocketAddr {
+        self.amqp_addr
+    }
+
+    /// Closes every connection with CONNECTION_FORCED, waits for them (up to a few
+    /// seconds), and syncs all files.
+    pub async fn shutdown(self) {
+        self.shutdown.cancel();
+        self.ctx.tasks.close();
+        if tokio::time::timeout(Duration::from_secs(5), self.ctx.tasks.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("connections did not close in time");
+        }
+        let _ = self.flusher.await;
+        let broker = self.broker.clone();
+        let _ = tokio::task::spawn_blocking(move || broker.flush()).await;
+        tracing::info!("shutdown complete");
+    }
+}
+
+/// Periodically asks the kernel to write dirty pages back, so that a crash of the
+/// machine loses little even before group commit lands.
+async fn flush_loop(broker: Arc<Broker>, shutdown: CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = shutdown.cancelled() => return,
+        }
+        let b = broker.clone();
+        let _ = tokio::task::spawn_blocking(move || b.flush()).await;
+    }
+}

@@ -1,0 +1,371 @@
+//! A queue's messages on disk: an ordered run of segments, a read cursor, the set of
+//! requeued positions, and recovery of all of it at start-up.
+//!
+//! Ready messages cost no heap: they are found by walking the segments from the read
+//! cursor. Only requeued messages and the acks recovered from disk are held in memory.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io;
+use std::path::{Path, PathBuf};
+
+use super::record::{self, RecordView};
+use super::segment::{SEGMENT_HEADER, Segment};
+
+/// Where a message lives: segment number and byte offset of its record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SegPos {
+    /// Segment number.
+    pub seg: u32,
+    /// Byte offset of the record in the segment.
+    pub pos: u32,
+}
+
+/// Per-queue message storage.
+pub struct MessageStore {
+    dir: PathBuf,
+    segment_size: usize,
+    segments: BTreeMap<u32, Segment>,
+    write_seg: u32,
+    read: SegPos,
+    requeued: BTreeSet<SegPos>,
+    /// Acks loaded at recovery for positions ahead of the cursor, per segment.
+    recovered_acks: HashMap<u32, Vec<u32>>,
+    ready: u64,
+    ready_bytes: u64,
+}
+
+impl MessageStore {
+    /// Opens (or creates) the store in `dir`, recovering every intact message that
+    /// was not acked. Damage is logged and skipped, never fatal.
+    pub fn open(dir: &Path, segment_size: u64) -> io::Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        let mut ids = Vec::new();
+        for entry in std::fs::read_dir(dir)? {
+            let name = entry?.file_name();
+            if let Some(id) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix("msgs."))
+                .and_then(|n| n.parse::<u32>().ok())
+            {
+                ids.push(id);
+            }
+        }
+        ids.sort_unstable();
+        let mut store = MessageStore {
+            dir: dir.to_path_buf(),
+            segment_size: segment_size.max(4096) as usize,
+            segments: BTreeMap::new(),
+            write_seg: 0,
+            read: SegPos {
+                seg: 0,
+                pos: SEGMENT_HEADER as u32,
+            },
+            requeued: BTreeSet::new(),
+            recovered_acks: HashMap::new(),
+            ready: 0,
+            ready_bytes: 0,
+        };
+        for id in ids {
+            match Segment::open(dir, id) {
+                Ok((seg, damage)) => {
+                    if let Some(d) = damage {
+                        tracing::warn!(dir = %dir.display(), segment = id, "damaged segment: {d}");
+                    }
+                    let acks = seg.acked_positions();
+                    if seg.msgs as usize <= acks.len() {
+                        seg.remove()?;
+                        continue;
+                    }
+                    store.ready += u64::from(seg.msgs) - acks.len() as u64;
+                    let mut pos = Some(SEGMENT_HEADER as u32);
+                    while let Some(p) = pos {
+                        let Some(rec) = seg.record_at(p) else { break };
+                        if acks.binary_search(&p).is_err()
+                            && let Ok(v) = record::parse(rec)
+                        {
+                            store.ready_bytes += v.body.len() as u64;
+                        }
+                        pos = Some(p + rec.len() as u32);
+                    }
+                    if !acks.is_empty() {
+                        store.recovered_acks.insert(id, acks);
+                    }
+                    store.segments.insert(id, seg);
+                }
+                Err(e) => {
+                    tracing::error!(dir = %dir.display(), segment = id, "cannot open segment, skipped: {e}");
+                }
+            }
+        }
+        let next = store.segments.keys().next_back().map_or(1, |id| id + 1);
+        store.read.seg = store.segments.keys().next().copied().unwrap_or(next);
+        store.open_write_segment(next, 0)?;
+        Ok(store)
+    }
+
+    fn open_write_segment(&mut self, id: u32, min: usize) -> io::Result<()> {
+        let seg = Segment::create(&self.dir, id, self.segment_size.max(SEGMENT_HEADER + min))?;
+        self.segments.insert(id, seg);
+        self.write_seg = id;
+        Ok(())
+    }
+
+    /// Directory holding the segments.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Messages ready for delivery (not delivered, or requeued).
+    pub fn ready_count(&self) -> u64 {
+        self.ready
+    }
+
+    /// Body bytes of the ready messages.
+    pub fn ready_bytes(&self) -> u64 {
+        self.ready_bytes
+    }
+
+    /// Appends a message and returns its position.
+    pub fn push(
+        &mut self,
+        timestamp: i64,
+        exchange: &str,
+        routing_key: &str,
+        properties: &[u8],
+        body: &[u8],
+    ) -> io::Result<SegPos> {
+        let total = record::RECORD_HEADER
+            + record::payload_len(exchange, routing_key, properties.len(), body.len());
+        let fits = self
+            .segments
+            .get(&self.write_seg)
+            .is_some_and(|s| s.free() >= total);
+        if !fits {
+            let sealed = self.write_seg;
+            self.open_write_segment(sealed + 1, total)?;
+            self.collect(sealed)?;
+        }
+        let seg = self
+            .segments
+            .get_mut(&self.write_seg)
+            .ok_or_else(|| io::Error::other("write segment missing"))?;
+        let pos = seg.append(timestamp, exchange, routing_key, properties, body);
+        self.ready += 1;
+        self.ready_bytes += body.len() as u64;
+        Ok(SegPos {
+            seg: self.write_seg,
+            pos,
+        })
+    }
+
+    /// Takes the next ready message: requeued ones first, in their original order.
+    /// Returns its position and whether it was delivered before.
+    pub fn shift(&mut self) -> Option<(SegPos, bool)> {
+        if let Some(p) = self.requeued.pop_first() {
+            self.ready -= 1;
+            self.sub_bytes(p);
+            return Some((p, true));
+        }
+        loop {
+            let seg = self.segments.get(&self.read.seg)?;
+            match seg.next_pos(self.read.pos) {
+                Some(next) => {
+                    let here = self.read;
+                    self.read.pos = next;
+                    if let Some(acks) = self.recovered_acks.get(&here.seg)
+                        && acks.binary_search(&here.pos).is_ok()
+                    {
+                        continue;
+                    }
+                    self.ready -= 1;
+                    self.sub_bytes(here);
+                    return Some((here, false));
+                }
+                None => {
+                    if self.read.seg == self.write_seg {
+                        return None;
+                    }
+                    self.recovered_acks.remove(&self.read.seg);
+                    let next = self
+                        .segments
+                        .range(self.read.seg + 1..)
+                        .next()
+                        .map(|(id, _)| *id)?;
+                    let old = self.read.seg;
+                    self.read = SegPos {
+                        seg: next,
+                        pos: SEGMENT_HEADER as u32,
+                    };
+                    if let Err(e) = self.collect(old) {
+                        tracing::warn!(dir = %self.dir.display(), segment = old, "cannot delete segment: {e}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Peeks at the next ready message without taking it.
+    pub fn peek(&mut self) -> Option<SegPos> {
+        let (pos, redelivered) = self.shift()?;
+        self.ready += 1;
+        self.add_bytes(pos);
+        if redelivered {
+            self.requeued.insert(pos);
+        } else {
+            // Walk the cursor back onto this message.
+            self.read = pos;
+        }
+        Some(pos)
+    }
+
+    fn sub_bytes(&mut self, p: SegPos) {
+        let n = self.read_at(p).map_or(0, |v| v.body.len() as u64);
+        self.ready_bytes = self.ready_bytes.saturating_sub(n);
+    }
+
+    fn add_bytes(&mut self, p: SegPos) {
+        let n = self.read_at(p).map_or(0, |v| v.body.len() as u64);
+        self.ready_bytes += n;
+    }
+
+    /// A zero-copy view of the message at `p`.
+    pub fn read_at(&self, p: SegPos) -> Option<RecordView<'_>> {
+        let rec = self.segments.get(&p.seg)?.record_at(p.pos)?;
+        record::parse(rec).ok()
+    }
+
+    /// Permanently removes a delivered message.
+    pub fn ack(&mut self, p: SegPos) -> io::Result<()> {
+        let Some(seg) = self.segments.get_mut(&p.seg) else {
+            return Ok(());
+        };
+        seg.ack(p.pos)?;
+        self.collect(p.seg)
+    }
+
+    /// Deletes segment `id` once every message in it is removed and it is no longer
+    /// written to.
+    fn collect(&mut self, id: u32) -> io::Result<()> {
+        if id == self.write_seg || id == self.read.seg {
+            return Ok(());
+        }
+        if let Some(seg) = self.segments.get(&id)
+            && seg.acked >= seg.msgs
+            && let Some(seg) = self.segments.remove(&id)
+        {
+            seg.remove()?;
+        }
+        Ok(())
+    }
+
+    /// Puts a delivered message back; it keeps its place in the queue order.
+    pub fn requeue(&mut self, p: SegPos) {
+        if self.requeued.insert(p) {
+            self.ready += 1;
+            self.add_bytes(p);
+        }
+    }
+
+    /// Removes every ready message, returning how many there were.
+    pub fn purge(&mut self) -> io::Result<u64> {
+        let mut n = 0;
+        while let Some((p, _)) = self.shift() {
+            self.ack(p)?;
+            n += 1;
+        }
+        // Sealed segments behind the cursor may now be fully acked.
+        let ids: Vec<u32> = self.segments.keys().copied().collect();
+        for id in ids {
+            self.collect(id)?;
+        }
+        Ok(n)
+    }
+
+    /// Forces everything written so far to disk.
+    pub fn flush(&self) -> io::Result<()> {
+        for seg in self.segments.values() {
+            seg.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Closes the store and deletes its directory.
+    pub fn delete(self) -> io::Result<()> {
+        let dir = self.dir.clone();
+        drop(self);
+        std::fs::remove_dir_all(dir)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn push(s: &mut MessageStore, body: &str) -> SegPos {
+        s.push(1, "ex", "rk", &[], body.as_bytes()).unwrap()
+    }
+
+    fn body(s: &MessageStore, p: SegPos) -> String {
+        String::from_utf8(s.read_at(p).unwrap().body.to_vec()).unwrap()
+    }
+
+    #[test]
+    fn fifo_requeue_and_recovery() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = MessageStore::open(dir.path(), 4096).unwrap();
+        for i in 0..200 {
+            push(&mut s, &format!("m{i}"));
+        }
+        assert_eq!(s.ready_count(), 200);
+        let (a, r) = s.shift().unwrap();
+        assert!(!r);
+        assert_eq!(body(&s, a), "m0");
+        let (b, _) = s.shift().unwrap();
+        s.requeue(a);
+        let (again, r) = s.shift().unwrap();
+        assert!(r);
+        assert_eq!(again, a);
+        s.ack(a).unwrap();
+        s.ack(b).unwrap();
+        assert_eq!(s.ready_count(), 198);
+        s.flush().unwrap();
+        drop(s);
+        let mut s = MessageStore::open(dir.path(), 4096).unwrap();
+        assert_eq!(s.ready_count(), 198);
+        let (p, _) = s.shift().unwrap();
+        assert_eq!(body(&s, p), "m2");
+        assert_eq!(s.purge().unwrap(), 197);
+        s.ack(p).unwrap();
+        assert_eq!(s.ready_count(), 0);
+    }
+
+    #[test]
+    fn large_message_gets_own_segment() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = MessageStore::open(dir.path(), 4096).unwrap();
+        let big = "x".repeat(10_000);
+        push(&mut s, "small");
+        let p = push(&mut s, &big);
+        push(&mut s, "after");
+        assert_eq!(body(&s, p), big);
+        let order: Vec<String> = std::iter::from_fn(|| s.shift())
+            .map(|(p, _)| body(&s, p))
+            .collect();
+        assert_eq!(order, vec!["small".to_string(), big, "after".to_string()]);
+    }
+
+    #[test]
+    fn fully_acked_segments_are_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = MessageStore::open(dir.path(), 4096).unwrap();
+        for i in 0..500 {
+            push(&mut s, &format!("message number {i}"));
+        }
+        while let Some((p, _)) = s.shift() {
+            s.ack(p).unwrap();
+        }
+        push(&mut s, "tail");
+        let files = std::fs::read_dir(dir.path()).unwrap().count();
+        assert!(files <= 4, "{files} files left");
+    }
+}

@@ -1,0 +1,9 @@
+//! Bytes on disk: segment files with messages, ack logs and definitions.
+//! Knows nothing of AMQP; the core hands it already-encoded parts.
+
+pub mod definitions;
+pub mod message_store;
+pub mod record;
+pub mod segment;
+
+pub use message_store::{MessageStore, SegPos};

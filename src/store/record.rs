@@ -1,0 +1,187 @@
+//! On-disk framing of one message inside a segment file.
+//!
+//! Every record is `u32 len | u32 crc32 | payload`, little-endian, where the payload is
+//! `i64 timestamp | u8 len + exchange | u8 len + routing key | u32 len + properties |
+//! u64 len + body`. The length and checksum let recovery stop at the last whole record
+//! after a torn write, and the layout lets delivery copy exchange, routing key,
+//! properties and body straight out of the mapped file without decoding properties.
+
+/// Bytes before the payload: length and checksum.
+pub const RECORD_HEADER: usize = 8;
+
+/// A borrowed view of one stored message, pointing into a mapped segment.
+#[derive(Debug, Clone, Copy)]
+pub struct RecordView<'a> {
+    /// Milliseconds since the Unix epoch when the broker accepted the message.
+    pub timestamp: i64,
+    /// Exchange the message was published to.
+    pub exchange: &'a str,
+    /// Routing key the message was published with.
+    pub routing_key: &'a str,
+    /// Encoded basic properties (flags followed by the present fields).
+    pub properties: &'a [u8],
+    /// Message body.
+    pub body: &'a [u8],
+}
+
+/// Why a record could not be read back.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum RecordError {
+    /// The record ends past the end of the data (a torn tail).
+    #[error("record truncated")]
+    Truncated,
+    /// The checksum does not match the payload.
+    #[error("record checksum mismatch")]
+    Checksum,
+    /// The payload is structurally invalid.
+    #[error("record malformed: {0}")]
+    Malformed(&'static str),
+}
+
+/// Size of the payload for a message with these parts.
+pub fn payload_len(exchange: &str, routing_key: &str, properties: usize, body: usize) -> usize {
+    8 + 1 + exchange.len() + 1 + routing_key.len() + 4 + properties + 8 + body
+}
+
+/// Writes a whole record (header and payload) into `dst`, which must be exactly
+/// `RECORD_HEADER + payload_len(..)` bytes long.
+pub fn write(
+    dst: &mut [u8],
+    timestamp: i64,
+    exchange: &str,
+    routing_key: &str,
+    properties: &[u8],
+    body: &[u8],
+) {
+    let payload = dst.len() - RECORD_HEADER;
+    let mut at = RECORD_HEADER;
+    let mut put = |bytes: &[u8]| {
+        dst[at..at + bytes.len()].copy_from_slice(bytes);
+        at += bytes.len();
+    };
+    put(&timestamp.to_le_bytes());
+    put(&[exchange.len() as u8]);
+    put(exchange.as_bytes());
+    put(&[routing_key.len() as u8]);
+    put(routing_key.as_bytes());
+    put(&(properties.len() as u32).to_le_bytes());
+    put(properties);
+    put(&(body.len() as u64).to_le_bytes());
+    put(body);
+    let crc = crc32fast::hash(&dst[RECORD_HEADER..]);
+    dst[0..4].copy_from_slice(&(payload as u32).to_le_bytes());
+    dst[4..8].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Reads the total record size (header included) at the start of `src`, or `None`
+/// when the length field is zero (the unwritten tail of a segment).
+pub fn total_len(src: &[u8]) -> Result<Option<usize>, RecordError> {
+    let Some(len) = src.get(0..4) else {
+        return Ok(None);
+    };
+    let len = u32::from_le_bytes([len[0], len[1], len[2], len[3]]) as usize;
+    if len == 0 {
+        return Ok(None);
+    }
+    let total = RECORD_HEADER + len;
+    if total > src.len() {
+        return Err(RecordError::Truncated);
+    }
+    Ok(Some(total))
+}
+
+/// Checks the checksum of the record at the start of `src`, whose total size is `total`.
+pub fn verify(src: &[u8], total: usize) -> Result<(), RecordError> {
+    let Some(rec) = src.get(..total) else {
+        return Err(RecordError::Truncated);
+    };
+    let crc = u32::from_le_bytes([rec[4], rec[5], rec[6], rec[7]]);
+    if crc32fast::hash(&rec[RECORD_HEADER..]) != crc {
+        return Err(RecordError::Checksum);
+    }
+    parse(rec).map(|_| ())
+}
+
+/// Parses the record occupying all of `rec` (header included) without copying.
+pub fn parse(rec: &[u8]) -> Result<RecordView<'_>, RecordError> {
+    let mut cur = Cursor {
+        buf: rec,
+        at: RECORD_HEADER,
+    };
+    let timestamp = i64::from_le_bytes(cur.array::<8>()?);
+    let ex_len = cur.array::<1>()?[0] as usize;
+    let exchange = cur.str(ex_len)?;
+    let rk_len = cur.array::<1>()?[0] as usize;
+    let routing_key = cur.str(rk_len)?;
+    let props_len = u32::from_le_bytes(cur.array::<4>()?) as usize;
+    let properties = cur.take(props_len)?;
+    let body_len = u64::from_le_bytes(cur.array::<8>()?);
+    let body_len = usize::try_from(body_len).map_err(|_| RecordError::Malformed("body length"))?;
+    let body = cur.take(body_len)?;
+    if cur.at != rec.len() {
+        return Err(RecordError::Malformed("trailing bytes"));
+    }
+    Ok(RecordView {
+        timestamp,
+        exchange,
+        routing_key,
+        properties,
+        body,
+    })
+}
+
+struct Cursor<'a> {
+    buf: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], RecordError> {
+        let end = self.at.checked_add(n).ok_or(RecordError::Truncated)?;
+        let s = self.buf.get(self.at..end).ok_or(RecordError::Truncated)?;
+        self.at = end;
+        Ok(s)
+    }
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], RecordError> {
+        let s = self.take(N)?;
+        let mut a = [0u8; N];
+        a.copy_from_slice(s);
+        Ok(a)
+    }
+    fn str(&mut self, n: usize) -> Result<&'a str, RecordError> {
+        std::str::from_utf8(self.take(n)?).map_err(|_| RecordError::Malformed("utf-8"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn encode(body: &[u8]) -> Vec<u8> {
+        let n = RECORD_HEADER + payload_len("ex", "rk", 3, body.len());
+        let mut v = vec![0u8; n];
+        write(&mut v, 42, "ex", "rk", &[1, 2, 3], body);
+        v
+    }
+
+    #[test]
+    fn roundtrip() {
+        let v = encode(b"hello");
+        assert_eq!(total_len(&v), Ok(Some(v.len())));
+        verify(&v, v.len()).unwrap();
+        let r = parse(&v).unwrap();
+        assert_eq!((r.timestamp, r.exchange, r.routing_key), (42, "ex", "rk"));
+        assert_eq!(r.properties, &[1, 2, 3]);
+        assert_eq!(r.body, b"hello");
+    }
+
+    #[test]
+    fn detects_damage() {
+        let mut v = encode(b"hello");
+        let n = v.len();
+        assert_eq!(total_len(&v[..n - 1]), Err(RecordError::Truncated));
+        v[n - 2] ^= 0xff;
+        assert_eq!(verify(&v, n), Err(RecordError::Checksum));
+        assert_eq!(total_len(&[0, 0, 0, 0]), Ok(None));
+    }
+}

@@ -1,0 +1,253 @@
+//! The 14 `basic` content-header properties.
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use crate::wire::error::CodecError;
+use crate::wire::primitives::{get_shortstr, get_u8, get_u16, get_u64, put_shortstr};
+use crate::wire::shortstr::ShortStr;
+use crate::wire::table::FieldTable;
+
+const CONTENT_TYPE: u16 = 0x8000;
+const CONTENT_ENCODING: u16 = 0x4000;
+const HEADERS: u16 = 0x2000;
+const DELIVERY_MODE: u16 = 0x1000;
+const PRIORITY: u16 = 0x0800;
+const CORRELATION_ID: u16 = 0x0400;
+const REPLY_TO: u16 = 0x0200;
+const EXPIRATION: u16 = 0x0100;
+const MESSAGE_ID: u16 = 0x0080;
+const TIMESTAMP: u16 = 0x0040;
+const TYPE: u16 = 0x0020;
+const USER_ID: u16 = 0x0010;
+const APP_ID: u16 = 0x0008;
+const CLUSTER_ID: u16 = 0x0004;
+const CONTINUATION: u16 = 0x0001;
+
+/// Message properties carried in a `basic` content header frame.
+///
+/// The broker needs them for routing decisions (headers exchange), TTL
+/// (`expiration`), persistence (`delivery_mode`), priority queues and
+/// user-id validation. Each field is `None` when its presence flag is unset.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BasicProperties {
+    /// MIME content type.
+    pub content_type: Option<ShortStr>,
+    /// MIME content encoding.
+    pub content_encoding: Option<ShortStr>,
+    /// Application headers (also used by the headers exchange).
+    pub headers: Option<FieldTable>,
+    /// 1 = transient, 2 = persistent.
+    pub delivery_mode: Option<u8>,
+    /// Message priority, 0-9.
+    pub priority: Option<u8>,
+    /// Application correlation identifier.
+    pub correlation_id: Option<ShortStr>,
+    /// Address to reply to.
+    pub reply_to: Option<ShortStr>,
+    /// Per-message TTL in milliseconds, as a decimal string.
+    pub expiration: Option<ShortStr>,
+    /// Application message identifier.
+    pub message_id: Option<ShortStr>,
+    /// Message timestamp, seconds since the epoch.
+    pub timestamp: Option<u64>,
+    /// Message type name (the spec's `type`).
+    pub kind: Option<ShortStr>,
+    /// Creating user id; validated by the broker against the connection user.
+    pub user_id: Option<ShortStr>,
+    /// Creating application id.
+    pub app_id: Option<ShortStr>,
+    /// Deprecated cluster id.
+    pub cluster_id: Option<ShortStr>,
+}
+
+impl BasicProperties {
+    /// Whether the publisher asked for the message to survive a restart
+    /// (`delivery_mode == 2`).
+    pub fn is_persistent(&self) -> bool {
+        self.delivery_mode == Some(2)
+    }
+
+    /// Property flags word for the fields that are set.
+    pub fn flags(&self) -> u16 {
+        let mut f = 0;
+        let mut set = |present: bool, bit: u16| {
+            if present {
+                f |= bit;
+            }
+        };
+        set(self.content_type.is_some(), CONTENT_TYPE);
+        set(self.content_encoding.is_some(), CONTENT_ENCODING);
+        set(self.headers.is_some(), HEADERS);
+        set(self.delivery_mode.is_some(), DELIVERY_MODE);
+        set(self.priority.is_some(), PRIORITY);
+        set(self.correlation_id.is_some(), CORRELATION_ID);
+        set(self.reply_to.is_some(), REPLY_TO);
+        set(self.expiration.is_some(), EXPIRATION);
+        set(self.message_id.is_some(), MESSAGE_ID);
+        set(self.timestamp.is_some(), TIMESTAMP);
+        set(self.kind.is_some(), TYPE);
+        set(self.user_id.is_some(), USER_ID);
+        set(self.app_id.is_some(), APP_ID);
+        set(self.cluster_id.is_some(), CLUSTER_ID);
+        f
+    }
+
+    /// Reads the property flags (accepting and skipping continuation flag
+    /// words) followed by the fields they announce.
+    pub fn decode(buf: &mut Bytes) -> Result<Self, CodecError> {
+        let flags = get_u16(buf, "property flags")?;
+        let mut more = flags & CONTINUATION != 0;
+        while more {
+            // 0-9-1 defines no properties beyond the first word; skip extra words.
+            more = get_u16(buf, "property flags continuation")? & CONTINUATION != 0;
+        }
+        let has = |bit: u16| flags & bit != 0;
+        let mut p = BasicProperties::default();
+        if has(CONTENT_TYPE) {
+            p.content_type = Some(get_shortstr(buf, "content-type")?);
+        }
+        if has(CONTENT_ENCODING) {
+            p.content_encoding = Some(get_shortstr(buf, "content-encoding")?);
+        }
+        if has(HEADERS) {
+            p.headers = Some(FieldTable::decode(buf)?);
+        }
+        if has(DELIVERY_MODE) {
+            p.delivery_mode = Some(get_u8(buf, "delivery-mode")?);
+        }
+        if has(PRIORITY) {
+            p.priority = Some(get_u8(buf, "priority")?);
+        }
+        if has(CORRELATION_ID) {
+            p.correlation_id = Some(get_shortstr(buf, "correlation-id")?);
+        }
+        if has(REPLY_TO) {
+            p.reply_to = Some(get_shortstr(buf, "reply-to")?);
+        }
+        if has(EXPIRATION) {
+            p.expiration = Some(get_shortstr(buf, "expiration")?);
+        }
+        if has(MESSAGE_ID) {
+            p.message_id = Some(get_shortstr(buf, "message-id")?);
+        }
+        if has(TIMESTAMP) {
+            p.timestamp = Some(get_u64(buf, "timestamp")?);
+        }
+        if has(TYPE) {
+            p.kind = Some(get_shortstr(buf, "type")?);
+        }
+        if has(USER_ID) {
+            p.user_id = Some(get_shortstr(buf, "user-id")?);
+        }
+        if has(APP_ID) {
+            p.app_id = Some(get_shortstr(buf, "app-id")?);
+        }
+        if has(CLUSTER_ID) {
+            p.cluster_id = Some(get_shortstr(buf, "cluster-id")?);
+        }
+        Ok(p)
+    }
+
+    /// Writes the flags word (never with a continuation) and the set fields.
+    pub fn encode(&self, buf: &mut BytesMut) -> Result<(), CodecError> {
+        buf.put_u16(self.flags());
+        let s = |buf: &mut BytesMut, v: &Option<ShortStr>| match v {
+            Some(v) => put_shortstr(buf, v),
+            None => Ok(()),
+        };
+        s(buf, &self.content_type)?;
+        s(buf, &self.content_encoding)?;
+        if let Some(h) = &self.headers {
+            h.encode(buf)?;
+        }
+        if let Some(v) = self.delivery_mode {
+            buf.put_u8(v);
+        }
+        if let Some(v) = self.priority {
+            buf.put_u8(v);
+        }
+        s(buf, &self.correlation_id)?;
+        s(buf, &self.reply_to)?;
+        s(buf, &self.expiration)?;
+        s(buf, &self.message_id)?;
+        if let Some(v) = self.timestamp {
+            buf.put_u64(v);
+        }
+        s(buf, &self.kind)?;
+        s(buf, &self.user_id)?;
+        s(buf, &self.app_id)?;
+        s(buf, &self.cluster_id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::table::FieldValue;
+
+    /// Every property set, for roundtrip tests.
+    fn full() -> BasicProperties {
+        let mut headers = FieldTable::new();
+        headers.insert("x-match", FieldValue::from("all"));
+        BasicProperties {
+            content_type: Some("application/json".into()),
+            content_encoding: Some("gzip".into()),
+            headers: Some(headers),
+            delivery_mode: Some(2),
+            priority: Some(7),
+            correlation_id: Some("corr".into()),
+            reply_to: Some("amq.rabbitmq.reply-to".into()),
+            expiration: Some("60000".into()),
+            message_id: Some("mid".into()),
+            timestamp: Some(1_700_000_000),
+            kind: Some("type".into()),
+            user_id: Some("guest".into()),
+            app_id: Some("app".into()),
+            cluster_id: Some("cluster".into()),
+        }
+    }
+
+    fn roundtrip(p: &BasicProperties) {
+        let mut out = BytesMut::new();
+        p.encode(&mut out).unwrap();
+        let mut b = out.freeze();
+        let back = BasicProperties::decode(&mut b).unwrap();
+        assert!(b.is_empty());
+        assert_eq!(&back, p);
+    }
+
+    #[test]
+    fn roundtrip_all_and_none() {
+        let p = full();
+        assert_eq!(p.flags(), 0xfffc);
+        assert!(p.is_persistent());
+        roundtrip(&p);
+        let none = BasicProperties::default();
+        assert_eq!(none.flags(), 0);
+        assert!(!none.is_persistent());
+        roundtrip(&none);
+        let mut out = BytesMut::new();
+        none.encode(&mut out).unwrap();
+        assert_eq!(&out[..], &[0, 0]);
+    }
+
+    #[test]
+    fn continuation_words_are_skipped() {
+        // delivery-mode + continuation, then two extra flag words, then the value.
+        let mut b = Bytes::from_static(&[0x10, 0x01, 0x00, 0x01, 0x00, 0x00, 2]);
+        let p = BasicProperties::decode(&mut b).unwrap();
+        assert_eq!(p.delivery_mode, Some(2));
+        assert!(b.is_empty());
+    }
+
+    #[test]
+    fn truncated_properties_error() {
+        let mut out = BytesMut::new();
+        full().encode(&mut out).unwrap();
+        let all = out.freeze();
+        for n in 0..all.len() {
+            let mut b = all.slice(..n);
+            assert!(BasicProperties::decode(&mut b).is_err(), "prefix {n}");
+        }
+    }
+}
