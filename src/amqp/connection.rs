@@ -704,7 +704,7 @@ impl Connection {
                 if ch.publish.is_some() {
                     return Err(AmqpError::connection(
                         code::UNEXPECTED_FRAME,
-                        format!("expected content frame, got {}", method.name()),
+                        "expected content body, got non content body frame instead",
                     )
                     .on(class, id));
                 }

@@ -111,7 +111,9 @@ impl Channel {
         raw: Bytes,
     ) -> AmqpResult {
         let Some(p) = self.publish.as_mut() else {
-            return Err(unexpected("content header frame without basic.publish"));
+            return Err(unexpected(
+                "expected method frame, got non method frame instead",
+            ));
         };
         if p.header.is_some() {
             return Err(unexpected("second content header frame"));
@@ -140,7 +142,9 @@ impl Channel {
     /// A content body frame.
     pub fn on_body(&mut self, info: &ConnInfo, payload: Bytes) -> AmqpResult {
         let Some(p) = self.publish.as_mut() else {
-            return Err(unexpected("content body frame without basic.publish"));
+            return Err(unexpected(
+                "expected method frame, got non method frame instead",
+            ));
         };
         let Some((_, _, size)) = &p.header else {
             return Err(unexpected("content body frame before content header"));
@@ -212,9 +216,9 @@ impl Channel {
             )));
         }
         if let Some(exp) = &props.expiration
-            && exp.parse::<u64>().is_err()
+            && let Err(why) = parse_expiration(exp)
         {
-            return Err(precondition(format!("invalid expiration '{exp}'")));
+            return Err(precondition(format!("invalid expiration '{exp}': {why}")));
         }
         if let Some(reply_to) = &props.reply_to
             && (**reply_to == *REPLY_TO_QUEUE || **reply_to == *REPLY_TO_QUEUE_ALT)
@@ -419,4 +423,23 @@ fn take_cc_bcc(msg: &mut Message) -> AmqpResult<SmallVec<[String; 2]>> {
         h.remove("BCC");
     }
     Ok(keys)
+}
+
+/// Parses an `expiration` property (milliseconds as a decimal string), explaining
+/// a bad value the way RabbitMQ does.
+pub fn parse_expiration(s: &str) -> Result<u64, String> {
+    let digits = s.strip_prefix('-').unwrap_or(s);
+    let end = digits
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(digits.len());
+    if end == 0 {
+        return Err("no_integer".into());
+    }
+    if end < digits.len() {
+        return Err(format!("{{leftover_string,\"{}\"}}", &digits[end..]));
+    }
+    if s.starts_with('-') {
+        return Err(format!("{{value_negative,{s}}}"));
+    }
+    s.parse::<u64>().map_err(|_| "no_integer".to_string())
 }

@@ -566,7 +566,7 @@ impl VHost {
         }
         if if_empty && messages > 0 {
             return Err(Error::PreconditionFailed(format!(
-                "queue '{name}' in vhost '{}' is not empty",
+                "queue '{name}' in vhost '{}' not empty",
                 self.name
             )));
         }
@@ -621,9 +621,9 @@ impl VHost {
         conn: Option<ConnectionId>,
     ) -> Result<()> {
         if exchange.is_empty() {
-            return Err(Error::AccessRefused(format!(
-                "operation not permitted on the default exchange"
-            )));
+            return Err(Error::AccessRefused(
+                "operation not permitted on the default exchange".to_string(),
+            ));
         }
         let q = self.get_queue(queue)?;
         if let Some(conn) = conn {
@@ -648,9 +648,9 @@ impl VHost {
         conn: ConnectionId,
     ) -> Result<()> {
         if exchange.is_empty() {
-            return Err(Error::AccessRefused(format!(
-                "operation not permitted on the default exchange"
-            )));
+            return Err(Error::AccessRefused(
+                "operation not permitted on the default exchange".to_string(),
+            ));
         }
         let q = self.get_queue(queue)?;
         q.check_owner(conn)?;
@@ -671,9 +671,9 @@ impl VHost {
         arguments: FieldTable,
     ) -> Result<()> {
         if source.is_empty() || destination.is_empty() {
-            return Err(Error::AccessRefused(format!(
-                "operation not permitted on the default exchange"
-            )));
+            return Err(Error::AccessRefused(
+                "operation not permitted on the default exchange".to_string(),
+            ));
         }
         let dst = self.get_exchange(destination)?;
         let src = self.get_exchange(source)?;
@@ -694,9 +694,9 @@ impl VHost {
         arguments: &FieldTable,
     ) -> Result<()> {
         if source.is_empty() || destination.is_empty() {
-            return Err(Error::AccessRefused(format!(
-                "operation not permitted on the default exchange"
-            )));
+            return Err(Error::AccessRefused(
+                "operation not permitted on the default exchange".to_string(),
+            ));
         }
         let dst = self.get_exchange(destination)?;
         let src = self.get_exchange(source)?;
@@ -742,7 +742,7 @@ impl VHost {
             self.route_from(exchange, key, headers, out, &mut visited);
         }
         if out.len() > 1 {
-            out.sort_unstable_by_key(|q| Arc::as_ptr(q));
+            out.sort_unstable_by_key(Arc::as_ptr);
             out.dedup_by(|a, b| Arc::ptr_eq(a, b));
         }
     }

@@ -348,9 +348,10 @@ mod tests {
         let p = push(&mut s, &big);
         push(&mut s, "after");
         assert_eq!(body(&s, p), big);
-        let order: Vec<String> = std::iter::from_fn(|| s.shift())
-            .map(|(p, _)| body(&s, p))
-            .collect();
+        let mut order = Vec::new();
+        while let Some((p, _)) = s.shift() {
+            order.push(body(&s, p));
+        }
         assert_eq!(order, vec!["small".to_string(), big, "after".to_string()]);
     }
 

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# Cross-client compatibility tests (pika/pytest, kombu, amqplib).
+#
+# Builds nothing. Either
+#   - starts the broker binary $LAVINMQ_BIN (default target/release/lavinmq) on
+#     a free loopback port with a fresh data dir, or
+#   - with COMPAT_TARGET_URL=amqp://... runs against an already running broker
+#     (e.g. a reference RabbitMQ started by scripts/start-rabbitmq.sh).
+#
+# Other knobs:
+#   LAVINMQ_ARGS     extra arguments for the broker binary
+#   PYTEST_ARGS      extra arguments for pytest (e.g. "-k topic -x")
+#   COMPAT_RECORD    file to append broker error replies to (see conftest.py)
+# Requires scripts/setup-test-deps.sh to have been run (.venv, node_modules).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$ROOT"
+COMPAT="$ROOT/tests/compat"
+PY="$ROOT/.venv/bin/python"
+
+if [ ! -x "$PY" ] || [ ! -d "$COMPAT/node/node_modules/amqplib" ]; then
+    echo "compat: test dependencies missing; run scripts/setup-test-deps.sh first" >&2
+    exit 2
+fi
+
+BROKER_PID=""
+BROKER_LOG=""
+DATA_DIR=""
+cleanup() {
+    if [ -n "$BROKER_PID" ] && kill -0 "$BROKER_PID" 2>/dev/null; then
+        kill -TERM "$BROKER_PID" 2>/dev/null || true
+        for _ in $(seq 1 50); do
+            kill -0 "$BROKER_PID" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -KILL "$BROKER_PID" 2>/dev/null || true
+        wait "$BROKER_PID" 2>/dev/null || true
+    fi
+    [ -n "$DATA_DIR" ] && rm -rf "$DATA_DIR"
+    [ -n "$BROKER_LOG" ] && rm -f "$BROKER_LOG"
+    return 0
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+if [ -n "${COMPAT_TARGET_URL:-}" ]; then
+    export AMQP_URL="$COMPAT_TARGET_URL"
+    echo "compat: using existing broker at $AMQP_URL"
+    HOST_PORT="$("$PY" -c 'import sys; from urllib.parse import urlsplit; u = urlsplit(sys.argv[1]); print(u.hostname or "127.0.0.1", u.port or 5672)' "$AMQP_URL")"
+else
+    BIN="${LAVINMQ_BIN:-target/release/lavinmq}"
+    if [ ! -x "$BIN" ]; then
+        echo "compat: broker binary '$BIN' not found or not executable (build it first)" >&2
+        exit 2
+    fi
+    PORT="$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
+    DATA_DIR="$(mktemp -d)"
+    BROKER_LOG="$(mktemp)"
+    # shellcheck disable=SC2086
+    "$BIN" -D "$DATA_DIR" -p "$PORT" --amqp-bind 127.0.0.1 ${LAVINMQ_ARGS:-} >"$BROKER_LOG" 2>&1 &
+    BROKER_PID=$!
+    export AMQP_URL="amqp://guest:guest@127.0.0.1:$PORT/%2F"
+    HOST_PORT="127.0.0.1 $PORT"
+    echo "compat: started $BIN (pid $BROKER_PID) on 127.0.0.1:$PORT"
+fi
+
+# Wait (max 20 s) until the AMQP port accepts TCP connections.
+if ! "$PY" - "$HOST_PORT" "${BROKER_PID:-}" <<'PYEOF'
+import os, socket, sys, time
+host, port = sys.argv[1].split()
+pid = sys.argv[2] if len(sys.argv) > 2 else ""
+deadline = time.monotonic() + 20
+while time.monotonic() < deadline:
+    if pid:
+        try:
+            os.kill(int(pid), 0)
+            # A zombie still answers kill(0): check its state too.
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().split(") ", 1)[1].startswith("Z"):
+                    raise ProcessLookupError
+        except (ProcessLookupError, FileNotFoundError):
+            print("compat: broker process exited during startup", file=sys.stderr)
+            sys.exit(1)
+    try:
+        socket.create_connection((host, int(port)), timeout=1).close()
+        sys.exit(0)
+    except OSError:
+        time.sleep(0.1)
+print(f"compat: {host}:{port} did not accept connections within 20 s", file=sys.stderr)
+sys.exit(1)
+PYEOF
+then
+    if [ -n "$BROKER_LOG" ]; then
+        echo "----- broker log ($BROKER_LOG) -----" >&2
+        cat "$BROKER_LOG" >&2 || true
+        echo "----- end of broker log -----" >&2
+    fi
+    exit 1
+fi
+
+FAILED=()
+
+echo "== kombu smoke test"
+if ! timeout 60 "$PY" "$COMPAT/kombu_smoke.py"; then FAILED+=("kombu"); fi
+
+echo "== amqplib smoke test"
+if ! timeout 60 node "$COMPAT/node/amqplib_smoke.js"; then FAILED+=("amqplib"); fi
+
+echo "== pika test suite (pytest)"
+# shellcheck disable=SC2086
+if ! (cd "$COMPAT/python" && timeout 300 "$PY" -m pytest -q -p no:cacheprovider ${PYTEST_ARGS:-}); then
+    FAILED+=("pytest")
+fi
+
+if [ -n "$BROKER_PID" ] && ! kill -0 "$BROKER_PID" 2>/dev/null; then
+    echo "compat: broker process died during the tests" >&2
+    FAILED+=("broker-exited")
+fi
+
+if [ "${#FAILED[@]}" -gt 0 ]; then
+    if [ -n "$BROKER_LOG" ]; then
+        echo "----- broker log (last 200 lines) -----" >&2
+        tail -n 200 "$BROKER_LOG" >&2 || true
+        echo "----- end of broker log -----" >&2
+    fi
+    echo "compat: FAILED: ${FAILED[*]}" >&2
+    exit 1
+fi
+echo "compat: all suites OK"
