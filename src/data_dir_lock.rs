@@ -18,15 +18,13 @@ impl DataDirLock {
             .write(true)
             .open(&path)
             .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-        rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).map_err(
-            |_| {
-                format!(
-                    "data dir {} is in use by another broker (lock held on {})",
-                    dir.display(),
-                    path.display()
-                )
-            },
-        )?;
+        rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).map_err(|_| {
+            format!(
+                "data dir {} is in use by another broker (lock held on {})",
+                dir.display(),
+                path.display()
+            )
+        })?;
         Ok(DataDirLock { _file: file })
     }
 }

@@ -17,9 +17,8 @@ fn main() -> ExitCode {
         }
     };
     let config = loaded.config;
-    let filter =
-        tracing_subscriber::EnvFilter::try_new(format!("lavinmq={0},{0}", config.main.log_level))
-            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let filter = tracing_subscriber::EnvFilter::try_new(format!("lavinmq={0},{0}", config.main.log_level))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_target(false)
@@ -30,10 +29,7 @@ fn main() -> ExitCode {
     for w in &loaded.warnings {
         tracing::warn!("config: {w}");
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("lavinmq: cannot start runtime: {e}");
@@ -57,10 +53,7 @@ async fn run(config: Config) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let (mut int, mut term) = match (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) {
+    let (mut int, mut term) = match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
         (Ok(i), Ok(t)) => (i, t),
         _ => {
             eprintln!("lavinmq: cannot install signal handlers");

@@ -74,13 +74,11 @@ impl Server {
         } else {
             addr.clone()
         };
-        let listener = TcpListener::bind(&bind_addr)
-            .await
-            .map_err(|source| StartError::Bind {
-                what: "AMQP",
-                addr,
-                source,
-            })?;
+        let listener = TcpListener::bind(&bind_addr).await.map_err(|source| StartError::Bind {
+            what: "AMQP",
+            addr,
+            source,
+        })?;
         let amqp_addr = listener.local_addr().map_err(|source| StartError::Bind {
             what: "AMQP",
             addr: bind_addr,
@@ -101,7 +99,7 @@ impl Server {
         };
         let ctx = AmqpContext::new(broker.clone(), amqp_settings, shutdown.clone());
         tokio::spawn(crate::amqp::listener::accept_loop(listener, ctx.clone()));
-        let flusher = tokio::spawn(flush_loop(broker.clone(), shutdown.clone()));
+        let flusher = tokio::spawn(flush_loop(broker.clone(), shutdown.clone(), main.sync));
         Ok(Server {
             broker,
             amqp_addr,
@@ -135,9 +133,12 @@ impl Server {
     }
 }
 
-/// Periodically asks the kernel to write dirty pages back, so that a crash of the
-/// machine loses little even before group commit lands.
-async fn flush_loop(broker: Arc<Broker>, shutdown: CancellationToken) {
+/// Periodically writes dirty pages of every segment back to disk (when `sync` is
+/// on), so that a crash of the machine loses at most about a second of messages.
+async fn flush_loop(broker: Arc<Broker>, shutdown: CancellationToken, sync: bool) {
+    if !sync {
+        return;
+    }
     loop {
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}

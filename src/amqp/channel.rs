@@ -168,10 +168,7 @@ impl Channel {
             return Ok(name);
         }
         if self.last_queue.is_empty() {
-            return Err(AmqpError::channel(
-                code::NOT_FOUND,
-                "no previously declared queue",
-            ));
+            return Err(AmqpError::channel(code::NOT_FOUND, "no previously declared queue"));
         }
         Ok(&self.last_queue)
     }
@@ -255,6 +252,15 @@ impl Channel {
                 } else {
                     queue.to_string()
                 };
+                if passive && (name == REPLY_TO_QUEUE || name == REPLY_TO_QUEUE_ALT) {
+                    let ok = Method::QueueDeclareOk {
+                        queue,
+                        message_count: 0,
+                        consumer_count: 0,
+                    };
+                    self.reply(nowait, ok);
+                    return Ok(());
+                }
                 let opts = QueueOptions {
                     durable,
                     exclusive,
@@ -308,12 +314,7 @@ impl Channel {
                 if_empty,
                 nowait,
             } => {
-                let n = vhost.delete_queue(
-                    self.queue_name(&queue)?,
-                    if_unused,
-                    if_empty,
-                    Some(info.id),
-                )?;
+                let n = vhost.delete_queue(self.queue_name(&queue)?, if_unused, if_empty, Some(info.id))?;
                 self.reply(
                     nowait,
                     Method::QueueDeleteOk {
@@ -351,39 +352,18 @@ impl Channel {
                 arguments,
                 ..
             } => {
-                self.consume(
-                    info,
-                    &queue,
-                    &consumer_tag,
-                    no_ack,
-                    exclusive,
-                    nowait,
-                    &arguments,
-                )?;
+                self.consume(info, &queue, &consumer_tag, no_ack, exclusive, nowait, &arguments)?;
             }
-            Method::BasicCancel {
-                consumer_tag,
-                nowait,
-            } => {
+            Method::BasicCancel { consumer_tag, nowait } => {
                 self.cancel_consumer(info, &consumer_tag);
                 self.reply(nowait, Method::BasicCancelOk { consumer_tag });
             }
             Method::BasicGet { queue, no_ack } => self.get(info, &queue, no_ack)?,
-            Method::BasicAck {
-                delivery_tag,
-                multiple,
-            } => self.settle(delivery_tag, multiple, Settle::Ack)?,
-            Method::BasicReject {
-                delivery_tag,
-                requeue,
-            } => self.settle(
+            Method::BasicAck { delivery_tag, multiple } => self.settle(delivery_tag, multiple, Settle::Ack)?,
+            Method::BasicReject { delivery_tag, requeue } => self.settle(
                 delivery_tag,
                 false,
-                if requeue {
-                    Settle::Requeue
-                } else {
-                    Settle::Discard
-                },
+                if requeue { Settle::Requeue } else { Settle::Discard },
             )?,
             Method::BasicNack {
                 delivery_tag,
@@ -392,11 +372,7 @@ impl Channel {
             } => self.settle(
                 delivery_tag,
                 multiple,
-                if requeue {
-                    Settle::Requeue
-                } else {
-                    Settle::Discard
-                },
+                if requeue { Settle::Requeue } else { Settle::Discard },
             )?,
             Method::BasicRecover { .. } => {
                 self.recover();
@@ -442,7 +418,8 @@ impl Channel {
                         "channel is not transactional",
                     ));
                 };
-                tx.clear();
+                let held = tx.clear();
+                self.shared.unacked.lock().restore(held);
                 self.send(&Method::TxRollbackOk);
             }
             other => {
@@ -472,12 +449,7 @@ impl Channel {
             tag.to_string()
         };
         if self.shared.consumers.lock().contains_key(&tag)
-            || self
-                .shared
-                .reply_to
-                .lock()
-                .as_ref()
-                .is_some_and(|(t, _)| *t == tag)
+            || self.shared.reply_to.lock().as_ref().is_some_and(|(t, _)| *t == tag)
         {
             return Err(AmqpError::connection(
                 code::NOT_ALLOWED,
@@ -533,10 +505,7 @@ impl Channel {
             self.prefetch,
         ));
         q.add_consumer(consumer.clone(), exclusive)?;
-        self.shared
-            .consumers
-            .lock()
-            .insert(tag.clone(), consumer.clone());
+        self.shared.consumers.lock().insert(tag.clone(), consumer.clone());
         self.reply(
             nowait,
             Method::BasicConsumeOk {
@@ -582,15 +551,7 @@ impl Channel {
                 continue;
             };
             let tag = unacked.next_tag();
-            let _ = write_basic_get_ok(
-                &mut out,
-                n,
-                tag,
-                redelivered,
-                m.exchange,
-                m.routing_key,
-                remaining,
-            );
+            let _ = write_basic_get_ok(&mut out, n, tag, redelivered, m.exchange, m.routing_key, remaining);
             let _ = write_header_raw(&mut out, n, m.body.len() as u64, m.properties);
             write_body(&mut out, n, m.body, frame_max);
             if no_ack {
@@ -613,33 +574,20 @@ impl Channel {
         Ok(())
     }
 
-    /// Acks, rejects or nacks deliveries (buffered until commit in tx mode).
+    /// Acks, rejects or nacks deliveries. In tx mode the deliveries leave the
+    /// unacked list at once (so an unknown or repeated tag fails now, as in
+    /// RabbitMQ) but are settled only at commit.
     fn settle(&mut self, tag: u64, multiple: bool, how: Settle) -> AmqpResult {
-        if let Some(tx) = self.tx.as_mut() {
-            // Validate now so that an unknown tag fails at once, as in RabbitMQ.
-            let known = tag == 0 && multiple
-                || tx.pending_settles_cover(tag)
-                || self.shared.unacked.lock().contains(tag);
-            if !known {
-                return Err(AmqpError::channel(
-                    code::PRECONDITION_FAILED,
-                    format!("unknown delivery tag {tag}"),
-                ));
-            }
-            tx.settles.push((tag, multiple, how));
-            return Ok(());
-        }
-        self.apply_settle(tag, multiple, how)
-    }
-
-    pub(super) fn apply_settle(&mut self, tag: u64, multiple: bool, how: Settle) -> AmqpResult {
         let Some(entries) = self.shared.unacked.lock().take(tag, multiple) else {
             return Err(AmqpError::channel(
                 code::PRECONDITION_FAILED,
                 format!("unknown delivery tag {tag}"),
             ));
         };
-        settle_entries(&self.shared, entries, how);
+        match self.tx.as_mut() {
+            Some(tx) => tx.settles.push((entries, how)),
+            None => settle_entries(&self.shared, entries, how),
+        }
         Ok(())
     }
 
@@ -651,22 +599,19 @@ impl Channel {
     /// Releases everything the channel holds: consumers are cancelled, unacked
     /// messages requeued, the reply-to registration dropped.
     pub fn close(&mut self, info: &ConnInfo) {
-        let consumers: Vec<_> = self
-            .shared
-            .consumers
-            .lock()
-            .drain()
-            .map(|(_, c)| c)
-            .collect();
+        let consumers: Vec<_> = self.shared.consumers.lock().drain().map(|(_, c)| c).collect();
         for c in &consumers {
             detach(info, c);
         }
         if let Some((_, token)) = self.shared.reply_to.lock().take() {
             info.ctx.unregister_reply_to(&token);
         }
+        if let Some(mut tx) = self.tx.take() {
+            let held = tx.clear();
+            self.shared.unacked.lock().restore(held);
+        }
         self.recover();
         self.publish = None;
-        self.tx = None;
     }
 }
 
@@ -706,9 +651,7 @@ pub(super) fn settle_entries(shared: &ChannelShared, entries: Vec<Unacked>, how:
         }
     }
     if from_consumers > 0 {
-        shared
-            .global_unacked
-            .fetch_sub(from_consumers, Ordering::AcqRel);
+        shared.global_unacked.fetch_sub(from_consumers, Ordering::AcqRel);
         if shared.global_prefetch.load(Ordering::Acquire) > 0 {
             shared.wake_consumers();
         }

@@ -79,8 +79,7 @@ where
         };
         tracing::info!(vhost = %info.vhost.name, user = %info.user, "connection established");
         let outbox = Arc::new(Outbox::default());
-        let heartbeat =
-            (info.heartbeat > 0).then(|| Duration::from_secs(u64::from(info.heartbeat)) / 2);
+        let heartbeat = (info.heartbeat > 0).then(|| Duration::from_secs(u64::from(info.heartbeat)) / 2);
         let writer = {
             let outbox = outbox.clone();
             tokio::spawn(async move {
@@ -116,10 +115,7 @@ async fn read_frame<R: AsyncRead + Unpin>(
             Ok(Some(f)) => return Ok(f),
             Ok(None) => {}
             Err(e) => {
-                return Err(HandshakeError::Closed(AmqpError::connection(
-                    e.reply_code(),
-                    e,
-                )));
+                return Err(HandshakeError::Closed(AmqpError::connection(e.reply_code(), e)));
             }
         }
         buf.reserve(4096);
@@ -145,9 +141,7 @@ async fn expect_method<R: AsyncRead + Unpin>(
                 channel: 0,
                 method: Method::ConnectionClose { .. },
             } => {
-                return Err(HandshakeError::Protocol(
-                    "client closed the connection".into(),
-                ));
+                return Err(HandshakeError::Protocol("client closed the connection".into()));
             }
             Frame::Method { channel: 0, method } => return Ok(method),
             Frame::Heartbeat { channel: 0 } => continue,
@@ -289,18 +283,13 @@ where
             "expected connection.start-ok",
         )));
     };
-    let caps = client_properties
-        .get("capabilities")
-        .and_then(|c| c.as_table());
+    let caps = client_properties.get("capabilities").and_then(|c| c.as_table());
     let cap = |name: &str| {
         caps.and_then(|c| c.get(name))
             .and_then(|v| v.as_bool())
             .unwrap_or(false)
     };
-    let (failure_close, cancel_notify) = (
-        cap("authentication_failure_close"),
-        cap("consumer_cancel_notify"),
-    );
+    let (failure_close, cancel_notify) = (cap("authentication_failure_close"), cap("consumer_cancel_notify"));
     let refused = |why: String| {
         tracing::warn!("authentication failed: {why}");
         if failure_close {
@@ -326,9 +315,7 @@ where
         && settings.default_user_only_loopback
         && !peer.ip().to_canonical().is_loopback()
     {
-        return Err(refused(format!(
-            "user '{username}' may only connect from loopback"
-        )));
+        return Err(refused(format!("user '{username}' may only connect from loopback")));
     }
     let mut out = BytesMut::new();
     let tune = Method::ConnectionTune {
@@ -349,12 +336,9 @@ where
             "expected connection.tune-ok",
         )));
     };
-    let not_allowed =
-        |t: String| HandshakeError::Closed(AmqpError::connection(code::NOT_ALLOWED, t).on(10, 31));
+    let not_allowed = |t: String| HandshakeError::Closed(AmqpError::connection(code::NOT_ALLOWED, t).on(10, 31));
     if frame_max != 0 && frame_max < 4096 {
-        return Err(not_allowed(format!(
-            "frame_max={frame_max} < 4096 min size"
-        )));
+        return Err(not_allowed(format!("frame_max={frame_max} < 4096 min size")));
     }
     if frame_max > settings.frame_max {
         return Err(not_allowed(format!(
@@ -368,33 +352,22 @@ where
             settings.channel_max
         )));
     }
-    let frame_max = if frame_max == 0 {
-        settings.frame_max
-    } else {
-        frame_max
-    };
+    let frame_max = if frame_max == 0 { settings.frame_max } else { frame_max };
     let channel_max = if channel_max == 0 {
         settings.channel_max
     } else {
         channel_max
     };
-    let Method::ConnectionOpen { virtual_host } =
-        expect_method(rd, buf, frame_max, "connection.open").await?
-    else {
+    let Method::ConnectionOpen { virtual_host } = expect_method(rd, buf, frame_max, "connection.open").await? else {
         return Err(HandshakeError::Closed(AmqpError::connection(
             code::COMMAND_INVALID,
             "expected connection.open",
         )));
     };
-    let vhost_name = if virtual_host.is_empty() {
-        "/"
-    } else {
-        &virtual_host
-    };
+    let vhost_name = if virtual_host.is_empty() { "/" } else { &virtual_host };
     let Some(vhost) = ctx.broker.vhost(vhost_name) else {
         return Err(HandshakeError::Closed(
-            AmqpError::connection(code::NOT_ALLOWED, format!("vhost {vhost_name} not found"))
-                .on(10, 40),
+            AmqpError::connection(code::NOT_ALLOWED, format!("vhost {vhost_name} not found")).on(10, 40),
         ));
     };
     if !user.permissions.contains_key(vhost_name) {
@@ -436,8 +409,7 @@ enum Next {
 
 impl Connection {
     async fn run<R: AsyncRead + Unpin>(&mut self, rd: &mut R, mut buf: BytesMut) {
-        let idle_limit = (self.info.heartbeat > 0)
-            .then(|| Duration::from_secs(u64::from(self.info.heartbeat) * 2));
+        let idle_limit = (self.info.heartbeat > 0).then(|| Duration::from_secs(u64::from(self.info.heartbeat) * 2));
         let shutdown = self.info.ctx.shutdown.clone();
         loop {
             loop {
@@ -446,10 +418,9 @@ impl Connection {
                         Ok(Next::Continue) => {}
                         Ok(Next::Stop) => return,
                         Err(e) => {
-                            if self.fail(e) {
-                                self.await_close_ok(rd, &mut buf).await;
-                                return;
-                            }
+                            self.fail(e);
+                            self.await_close_ok(rd, &mut buf).await;
+                            return;
                         }
                     },
                     Ok(None) => break,
@@ -465,9 +436,7 @@ impl Connection {
             }
             let read = async {
                 match idle_limit {
-                    Some(limit) => tokio::time::timeout(limit, rd.read_buf(&mut buf))
-                        .await
-                        .ok(),
+                    Some(limit) => tokio::time::timeout(limit, rd.read_buf(&mut buf)).await.ok(),
                     None => Some(rd.read_buf(&mut buf).await),
                 }
             };
@@ -496,31 +465,22 @@ impl Connection {
         }
     }
 
-    /// Reports an error to the client; returns true when the connection must close.
-    fn fail(&mut self, e: AmqpError) -> bool {
-        match e.scope {
-            Scope::Channel => {
-                tracing::info!("closing channel: {}", e.text);
-                // The channel number travels in class_id of no method; find it from the error's origin.
-                false
-            }
-            Scope::Connection => {
-                tracing::warn!("closing connection: {}", e.text);
-                self.outbox.write(|b| {
-                    let _ = write_method(
-                        b,
-                        0,
-                        &Method::ConnectionClose {
-                            reply_code: e.code,
-                            reply_text: ShortStr::from(e.text.as_str()),
-                            class_id: e.class_id,
-                            method_id: e.method_id,
-                        },
-                    );
-                });
-                true
-            }
-        }
+    /// Sends connection.close for a connection-level error; channel-level errors
+    /// are handled where they occur, by [`Connection::close_channel`].
+    fn fail(&mut self, e: AmqpError) {
+        tracing::warn!("closing connection: {}", e.text);
+        self.outbox.write(|b| {
+            let _ = write_method(
+                b,
+                0,
+                &Method::ConnectionClose {
+                    reply_code: e.code,
+                    reply_text: ShortStr::from(e.text.as_str()),
+                    class_id: e.class_id,
+                    method_id: e.method_id,
+                },
+            );
+        });
     }
 
     fn close_channel(&mut self, number: u16, e: AmqpError) {
@@ -571,9 +531,10 @@ impl Connection {
                 self.channel_method(channel, method)?;
                 Ok(Next::Continue)
             }
-            Frame::Header { channel: 0, .. } | Frame::Body { channel: 0, .. } => Err(
-                AmqpError::connection(code::UNEXPECTED_FRAME, "content frame on channel 0"),
-            ),
+            Frame::Header { channel: 0, .. } | Frame::Body { channel: 0, .. } => Err(AmqpError::connection(
+                code::UNEXPECTED_FRAME,
+                "content frame on channel 0",
+            )),
             Frame::Header {
                 channel,
                 class_id,
@@ -593,11 +554,7 @@ impl Connection {
         }
     }
 
-    fn content(
-        &mut self,
-        number: u16,
-        f: impl FnOnce(&mut Channel, &ConnInfo) -> AmqpResult,
-    ) -> AmqpResult {
+    fn content(&mut self, number: u16, f: impl FnOnce(&mut Channel, &ConnInfo) -> AmqpResult) -> AmqpResult {
         let Some(ch) = self.channels.get_mut(&number) else {
             return Err(AmqpError::connection(
                 code::CHANNEL_ERROR,
@@ -619,9 +576,7 @@ impl Connection {
     fn connection_method(&mut self, method: Method) -> AmqpResult<Next> {
         match method {
             Method::ConnectionClose {
-                reply_code,
-                reply_text,
-                ..
+                reply_code, reply_text, ..
             } => {
                 tracing::info!("client closed the connection: {reply_code} {reply_text}");
                 for ch in self.channels.values_mut() {
@@ -660,10 +615,7 @@ impl Connection {
             if number > self.info.channel_max {
                 return Err(AmqpError::connection(
                     code::CHANNEL_ERROR,
-                    format!(
-                        "channel {number} exceeds channel_max {}",
-                        self.info.channel_max
-                    ),
+                    format!("channel {number} exceeds channel_max {}", self.info.channel_max),
                 )
                 .on(class, id));
             }

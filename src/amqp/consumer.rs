@@ -141,15 +141,7 @@ impl AmqpConsumer {
             let tag = unacked.next_tag();
             match q.store.read_at(pos) {
                 Some(m) => {
-                    let _ = write_basic_deliver(
-                        &mut out,
-                        ch,
-                        &self.tag,
-                        tag,
-                        redelivered,
-                        m.exchange,
-                        m.routing_key,
-                    );
+                    let _ = write_basic_deliver(&mut out, ch, &self.tag, tag, redelivered, m.exchange, m.routing_key);
                     let _ = write_header_raw(&mut out, ch, m.body.len() as u64, m.properties);
                     write_body(&mut out, ch, m.body, frame_max);
                 }
@@ -202,8 +194,7 @@ impl Consumer for AmqpConsumer {
         if self.no_ack {
             return true;
         }
-        (self.prefetch == 0 || self.unacked.load(Ordering::Acquire) < self.prefetch)
-            && self.channel.global_capacity()
+        (self.prefetch == 0 || self.unacked.load(Ordering::Acquire) < self.prefetch) && self.channel.global_capacity()
     }
 
     fn notify(&self) {

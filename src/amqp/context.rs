@@ -67,11 +67,7 @@ pub struct AmqpContext {
 
 impl AmqpContext {
     /// Creates the shared context.
-    pub fn new(
-        broker: Arc<Broker>,
-        settings: AmqpSettings,
-        shutdown: CancellationToken,
-    ) -> Arc<Self> {
+    pub fn new(broker: Arc<Broker>, settings: AmqpSettings, shutdown: CancellationToken) -> Arc<Self> {
         Arc::new(AmqpContext {
             broker,
             settings,

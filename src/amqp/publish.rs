@@ -5,12 +5,10 @@
 use bytes::{Bytes, BytesMut};
 use smallvec::SmallVec;
 
-use super::channel::{
-    Channel, ChannelShared, REPLY_TO_QUEUE, REPLY_TO_QUEUE_ALT, Settle, settle_entries,
-};
+use super::channel::{Channel, ChannelShared, REPLY_TO_QUEUE, REPLY_TO_QUEUE_ALT, Settle, settle_entries};
 use super::codec::{
-    BasicProperties, FieldValue, ShortStr, write_basic_ack, write_basic_deliver, write_basic_nack,
-    write_basic_return, write_body, write_header_raw,
+    BasicProperties, FieldValue, ShortStr, write_basic_ack, write_basic_deliver, write_basic_nack, write_basic_return,
+    write_body, write_header_raw,
 };
 use super::connection::ConnInfo;
 use super::error::{AmqpError, AmqpResult, code};
@@ -49,21 +47,16 @@ impl Body {
 #[derive(Default)]
 pub struct TxBuffer {
     publishes: Vec<(Message, bool, bool)>,
-    /// Ack/nack/reject requests: tag, multiple, what to do.
-    pub settles: Vec<(u64, bool, Settle)>,
+    /// Deliveries taken off the unacked list by ack/nack/reject, and what to do.
+    pub settles: Vec<(Vec<super::unacked::Unacked>, Settle)>,
 }
 
 impl TxBuffer {
-    /// Forgets everything (rollback).
-    pub fn clear(&mut self) {
+    /// Forgets the publishes and hands back the deliveries whose settlement is
+    /// cancelled (rollback), so that they become unacked again.
+    pub fn clear(&mut self) -> Vec<super::unacked::Unacked> {
         self.publishes.clear();
-        self.settles.clear();
-    }
-
-    /// True when a pending `multiple` settlement already names `tag`... which
-    /// cannot happen twice; kept for clarity of the validation rule.
-    pub fn pending_settles_cover(&self, _tag: u64) -> bool {
-        false
+        self.settles.drain(..).flat_map(|(e, _)| e).collect()
     }
 }
 
@@ -111,9 +104,7 @@ impl Channel {
         raw: Bytes,
     ) -> AmqpResult {
         let Some(p) = self.publish.as_mut() else {
-            return Err(unexpected(
-                "expected method frame, got non method frame instead",
-            ));
+            return Err(unexpected("expected method frame, got non method frame instead"));
         };
         if p.header.is_some() {
             return Err(unexpected("second content header frame"));
@@ -142,9 +133,7 @@ impl Channel {
     /// A content body frame.
     pub fn on_body(&mut self, info: &ConnInfo, payload: Bytes) -> AmqpResult {
         let Some(p) = self.publish.as_mut() else {
-            return Err(unexpected(
-                "expected method frame, got non method frame instead",
-            ));
+            return Err(unexpected("expected method frame, got non method frame instead"));
         };
         let Some((_, _, size)) = &p.header else {
             return Err(unexpected("content body frame before content header"));
@@ -227,8 +216,7 @@ impl Channel {
                 Some((_, token)) => token.clone(),
                 None => return Err(precondition("fast reply consumer does not exist")),
             };
-            msg.properties_mut().reply_to =
-                Some(ShortStr::from(format!("{REPLY_TO_PREFIX}{token}")));
+            msg.properties_mut().reply_to = Some(ShortStr::from(format!("{REPLY_TO_PREFIX}{token}")));
         }
         if info.ctx.settings.set_timestamp && msg.properties.timestamp.is_none() {
             let ts = (msg.timestamp / 1000) as u64;
@@ -270,39 +258,36 @@ impl Channel {
         }
         let extra = take_cc_bcc(&mut msg)?;
         let extra_refs: SmallVec<[&str; 4]> = extra.iter().map(String::as_str).collect();
-        let (routed, had_route) =
-            if exchange.name.is_empty() && msg.routing_key.starts_with(REPLY_TO_PREFIX) {
-                let ok = self.deliver_direct_reply(info, &msg);
-                (ok, ok)
-            } else {
-                let mut queues = std::mem::take(&mut self.route_buf);
-                vhost.route(&exchange, &msg, &extra_refs, &mut queues);
-                let had_route = !queues.is_empty();
-                if immediate {
-                    queues.retain(|q| q.has_ready_consumer());
+        let (routed, had_route) = if exchange.name.is_empty() && msg.routing_key.starts_with(REPLY_TO_PREFIX) {
+            let ok = self.deliver_direct_reply(info, &msg);
+            (ok, ok)
+        } else {
+            let mut queues = std::mem::take(&mut self.route_buf);
+            vhost.route(&exchange, &msg, &extra_refs, &mut queues);
+            let had_route = !queues.is_empty();
+            if immediate {
+                queues.retain(|q| q.has_ready_consumer());
+            }
+            let mut result = Ok(());
+            for q in &queues {
+                if let Err(e) = q.publish(&msg, &mut self.scratch) {
+                    result = Err(e);
                 }
-                let mut result = Ok(());
-                for q in &queues {
-                    if let Err(e) = q.publish(&msg, &mut self.scratch) {
-                        result = Err(e);
-                    }
+            }
+            let routed = !queues.is_empty();
+            queues.clear();
+            self.route_buf = queues;
+            if let Err(e) = result {
+                tracing::error!("publish failed: {e}");
+                if self.confirm {
+                    let (n, seq) = (self.shared.number, self.confirm_seq);
+                    self.shared.outbox.write(|b| write_basic_nack(b, n, seq, false, false));
+                    return Ok(());
                 }
-                let routed = !queues.is_empty();
-                queues.clear();
-                self.route_buf = queues;
-                if let Err(e) = result {
-                    tracing::error!("publish failed: {e}");
-                    if self.confirm {
-                        let (n, seq) = (self.shared.number, self.confirm_seq);
-                        self.shared
-                            .outbox
-                            .write(|b| write_basic_nack(b, n, seq, false, false));
-                        return Ok(());
-                    }
-                    return Err(e.into());
-                }
-                (routed, had_route)
-            };
+                return Err(e.into());
+            }
+            (routed, had_route)
+        };
         if !routed && (mandatory || immediate) {
             if had_route {
                 self.send_return(&msg, code::NO_CONSUMERS, "NO_CONSUMERS");
@@ -312,9 +297,7 @@ impl Channel {
         }
         if self.confirm {
             let (n, seq) = (self.shared.number, self.confirm_seq);
-            self.shared
-                .outbox
-                .write(|b| write_basic_ack(b, n, seq, false));
+            self.shared.outbox.write(|b| write_basic_ack(b, n, seq, false));
         }
         Ok(())
     }
@@ -347,11 +330,8 @@ impl Channel {
         };
         let settles = std::mem::take(&mut tx.settles);
         let publishes = std::mem::take(&mut tx.publishes);
-        for (tag, multiple, how) in settles {
-            let entries = self.shared.unacked.lock().take(tag, multiple);
-            if let Some(entries) = entries {
-                settle_entries(&self.shared, entries, how);
-            }
+        for (entries, how) in settles {
+            settle_entries(&self.shared, entries, how);
         }
         for (msg, mandatory, immediate) in publishes {
             self.publish_message(info, msg, mandatory, immediate)?;
@@ -361,11 +341,7 @@ impl Channel {
 }
 
 /// Delivers a message straight to a channel's direct reply-to consumer.
-fn deliver_to_reply_consumer(
-    target: &ChannelShared,
-    msg: &Message,
-    scratch: &mut BytesMut,
-) -> bool {
+fn deliver_to_reply_consumer(target: &ChannelShared, msg: &Message, scratch: &mut BytesMut) -> bool {
     let Some((tag, _)) = target.reply_to.lock().clone() else {
         return false;
     };
@@ -373,15 +349,7 @@ fn deliver_to_reply_consumer(
     let delivery_tag = target.unacked.lock().next_tag();
     msg.with_encoded_properties(scratch, |props| {
         target.outbox.write(|b| {
-            let _ = write_basic_deliver(
-                b,
-                n,
-                &tag,
-                delivery_tag,
-                false,
-                &msg.exchange,
-                &msg.routing_key,
-            );
+            let _ = write_basic_deliver(b, n, &tag, delivery_tag, false, &msg.exchange, &msg.routing_key);
             let _ = write_header_raw(b, n, msg.body.len() as u64, props);
             write_body(b, n, &msg.body, target.frame_max);
         });
@@ -429,9 +397,7 @@ fn take_cc_bcc(msg: &mut Message) -> AmqpResult<SmallVec<[String; 2]>> {
 /// a bad value the way RabbitMQ does.
 pub fn parse_expiration(s: &str) -> Result<u64, String> {
     let digits = s.strip_prefix('-').unwrap_or(s);
-    let end = digits
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(digits.len());
+    let end = digits.find(|c: char| !c.is_ascii_digit()).unwrap_or(digits.len());
     if end == 0 {
         return Err("no_integer".into());
     }

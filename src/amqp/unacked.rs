@@ -40,21 +40,25 @@ impl UnackedList {
     }
 
     /// Removes the entries an ack/nack/reject names: `tag` alone, or with
-    /// `multiple` every tag up to it (0 = all). `None` when a single tag is unknown.
+    /// `multiple` every tag up to it (0 = all). As in RabbitMQ, `tag` itself must be
+    /// unacked (unless 0 with `multiple`); otherwise `None`.
     pub fn take(&mut self, tag: u64, multiple: bool) -> Option<Vec<Unacked>> {
-        if multiple {
-            let end = if tag == 0 {
-                self.list.len()
-            } else {
-                self.list.partition_point(|u| u.tag <= tag)
-            };
-            if end == 0 && tag != 0 && tag > self.last_tag {
-                return None;
-            }
-            return Some(self.list.drain(..end).collect());
+        if multiple && tag == 0 {
+            return Some(self.list.drain(..).collect());
         }
         let i = self.list.binary_search_by_key(&tag, |u| u.tag).ok()?;
+        if multiple {
+            return Some(self.list.drain(..=i).collect());
+        }
         self.list.remove(i).map(|u| vec![u])
+    }
+
+    /// Puts entries back (a rolled-back transaction), keeping tag order.
+    pub fn restore(&mut self, entries: Vec<Unacked>) {
+        for u in entries {
+            let i = self.list.partition_point(|x| x.tag < u.tag);
+            self.list.insert(i, u);
+        }
     }
 
     /// Removes every entry.
@@ -70,12 +74,5 @@ impl UnackedList {
     /// True when nothing is unacked.
     pub fn is_empty(&self) -> bool {
         self.list.is_empty()
-    }
-}
-
-impl UnackedList {
-    /// True when `tag` is currently unacked.
-    pub fn contains(&self, tag: u64) -> bool {
-        self.list.binary_search_by_key(&tag, |u| u.tag).is_ok()
     }
 }

@@ -171,15 +171,9 @@ impl Cli {
         if self.no_sync {
             main.sync = false;
         }
-        set(
-            &mut main.default_consumer_prefetch,
-            self.default_consumer_prefetch,
-        );
+        set(&mut main.default_consumer_prefetch, self.default_consumer_prefetch);
         if self.default_password.is_some() {
-            warnings.push(
-                "'--default-password' is deprecated, use '--default-password-hash' instead"
-                    .to_owned(),
-            );
+            warnings.push("'--default-password' is deprecated, use '--default-password-hash' instead".to_owned());
         }
         set(
             &mut main.default_password_hash,
@@ -187,10 +181,8 @@ impl Cli {
         );
         set(&mut main.default_user, self.default_user);
         if self.guest_only_loopback.is_some() {
-            warnings.push(
-                "'--guest-only-loopback' is deprecated, use '--default-user-only-loopback' instead"
-                    .to_owned(),
-            );
+            warnings
+                .push("'--guest-only-loopback' is deprecated, use '--default-user-only-loopback' instead".to_owned());
         }
         set(
             &mut main.default_user_only_loopback,

@@ -11,10 +11,7 @@ fn get(env: &dyn Fn(&str) -> Option<String>, var: &str) -> Option<String> {
     env(var).filter(|v| !v.is_empty())
 }
 
-fn int<T: IntValue>(
-    env: &dyn Fn(&str) -> Option<String>,
-    var: &'static str,
-) -> Result<Option<T>, ConfigError> {
+fn int<T: IntValue>(env: &dyn Fn(&str) -> Option<String>, var: &'static str) -> Result<Option<T>, ConfigError> {
     get(env, var)
         .map(|v| {
             value::parse_int(&v).ok_or(ConfigError::InvalidEnvValue {
@@ -26,10 +23,7 @@ fn int<T: IntValue>(
         .transpose()
 }
 
-fn boolean(
-    env: &dyn Fn(&str) -> Option<String>,
-    var: &'static str,
-) -> Result<Option<bool>, ConfigError> {
+fn boolean(env: &dyn Fn(&str) -> Option<String>, var: &'static str) -> Result<Option<bool>, ConfigError> {
     get(env, var)
         .map(|v| {
             value::parse_bool(&v).ok_or(ConfigError::InvalidEnvValue {
@@ -42,10 +36,7 @@ fn boolean(
 }
 
 /// Overrides `config` with every recognised variable that is set.
-pub(crate) fn apply(
-    config: &mut Config,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<(), ConfigError> {
+pub(crate) fn apply(config: &mut Config, env: &dyn Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
     // LAVINMQ_DATADIR is more specific than systemd's STATE_DIRECTORY.
     if let Some(dir) = get(env, "LAVINMQ_DATADIR").or_else(|| get(env, "STATE_DIRECTORY")) {
         config.main.data_dir = PathBuf::from(dir);

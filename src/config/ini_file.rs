@@ -9,11 +9,7 @@ use super::{Config, ConfigError, RawSection};
 
 /// Parses `text` and applies every recognised key to `config`, pushing
 /// non-fatal findings (unknown or deprecated keys and sections) to `warnings`.
-pub(crate) fn apply(
-    config: &mut Config,
-    text: &str,
-    warnings: &mut Vec<String>,
-) -> Result<(), ConfigError> {
+pub(crate) fn apply(config: &mut Config, text: &str, warnings: &mut Vec<String>) -> Result<(), ConfigError> {
     // Values are taken literally, as LavinMQ does: no quote or backslash
     // processing, so paths and password hashes survive unchanged.
     let options = ParseOption {
@@ -24,11 +20,7 @@ pub(crate) fn apply(
     // rust-ini treats an indented `# comment` as the start of a key, so drop
     // leading whitespace first; with multi-line values disabled it carries no
     // meaning. Line numbers in syntax errors stay correct.
-    let text: String = text
-        .lines()
-        .map(str::trim_start)
-        .collect::<Vec<_>>()
-        .join("\n");
+    let text: String = text.lines().map(str::trim_start).collect::<Vec<_>>().join("\n");
     let ini = Ini::load_from_str_opt(&text, options).map_err(|e| ConfigError::IniSyntax {
         line: e.line,
         column: e.col,
@@ -39,9 +31,7 @@ pub(crate) fn apply(
         match section {
             None => {
                 if let Some((key, _)) = props.iter().next() {
-                    return Err(ConfigError::KeyOutsideSection {
-                        key: key.to_owned(),
-                    });
+                    return Err(ConfigError::KeyOutsideSection { key: key.to_owned() });
                 }
             }
             Some(name) => apply_section(config, name, props, warnings)?,
@@ -174,17 +164,12 @@ impl Entry<'_> {
     }
 }
 
-fn apply_main(
-    config: &mut Config,
-    e: &Entry<'_>,
-    warnings: &mut Vec<String>,
-) -> Result<(), ConfigError> {
+fn apply_main(config: &mut Config, e: &Entry<'_>, warnings: &mut Vec<String>) -> Result<(), ConfigError> {
     let m = &mut config.main;
     match e.key {
         "data_dir" => m.data_dir = e.path(),
         "log_level" => {
-            m.log_level = value::parse_log_level(e.value)
-                .ok_or_else(|| e.invalid(value::LOG_LEVEL_EXPECTED))?;
+            m.log_level = value::parse_log_level(e.value).ok_or_else(|| e.invalid(value::LOG_LEVEL_EXPECTED))?;
         }
         "log_file" => m.log_file = e.opt_path(),
         "pidfile" => m.pidfile = e.opt_path(),
@@ -221,8 +206,8 @@ fn apply_main(
         }
         "data_dir_lock" => m.data_dir_lock = e.bool()?,
         "default_consistent_hash_algorithm" => {
-            m.default_consistent_hash_algorithm = value::parse_hash_algorithm(e.value)
-                .ok_or_else(|| e.invalid(value::HASH_ALGORITHM_EXPECTED))?;
+            m.default_consistent_hash_algorithm =
+                value::parse_hash_algorithm(e.value).ok_or_else(|| e.invalid(value::HASH_ALGORITHM_EXPECTED))?;
         }
         _ => warnings.push(e.unknown()),
     }
@@ -245,11 +230,7 @@ fn apply_moved_to_main(
     Ok(true)
 }
 
-fn apply_amqp(
-    config: &mut Config,
-    e: &Entry<'_>,
-    warnings: &mut Vec<String>,
-) -> Result<(), ConfigError> {
+fn apply_amqp(config: &mut Config, e: &Entry<'_>, warnings: &mut Vec<String>) -> Result<(), ConfigError> {
     const MOVED: &[&str] = &[
         "tls_cert",
         "tls_key",
@@ -278,11 +259,7 @@ fn apply_amqp(
     Ok(())
 }
 
-fn apply_mqtt(
-    config: &mut Config,
-    e: &Entry<'_>,
-    warnings: &mut Vec<String>,
-) -> Result<(), ConfigError> {
+fn apply_mqtt(config: &mut Config, e: &Entry<'_>, warnings: &mut Vec<String>) -> Result<(), ConfigError> {
     let m = &mut config.mqtt;
     match e.key {
         "bind" => m.bind = e.string(),
@@ -299,11 +276,7 @@ fn apply_mqtt(
     Ok(())
 }
 
-fn apply_mgmt(
-    config: &mut Config,
-    e: &Entry<'_>,
-    warnings: &mut Vec<String>,
-) -> Result<(), ConfigError> {
+fn apply_mgmt(config: &mut Config, e: &Entry<'_>, warnings: &mut Vec<String>) -> Result<(), ConfigError> {
     if apply_moved_to_main(config, e, warnings, &["tls_cert", "tls_key"])? {
         return Ok(());
     }

@@ -314,10 +314,7 @@ impl Config {
     /// The environment is injected so tests and embedders need not mutate
     /// the process environment. `--help` and `--version` come back as
     /// [`ConfigError::Clap`]; call `.exit()` on it to print and exit.
-    pub fn load<I, T>(
-        args: I,
-        env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<LoadedConfig, ConfigError>
+    pub fn load<I, T>(args: I, env: &dyn Fn(&str) -> Option<String>) -> Result<LoadedConfig, ConfigError>
     where
         I: IntoIterator<Item = T>,
         T: Into<OsString> + Clone,

@@ -13,8 +13,7 @@ impl TempDir {
     fn new() -> Self {
         static COUNTER: AtomicUsize = AtomicUsize::new(0);
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let dir =
-            std::env::temp_dir().join(format!("lavinmq-config-test-{}-{n}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("lavinmq-config-test-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("create temp dir");
         Self(dir)
     }
@@ -34,10 +33,7 @@ impl Drop for TempDir {
 
 /// An injected environment built from pairs.
 fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
-    let map: HashMap<String, String> = pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
+    let map: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     move |key| map.get(key).cloned()
 }
 
@@ -54,9 +50,7 @@ fn ini(text: &str) -> (Config, Vec<String>) {
 }
 
 fn ini_err(text: &str) -> String {
-    Config::from_ini_str(text)
-        .expect_err("invalid ini")
-        .to_string()
+    Config::from_ini_str(text).expect_err("invalid ini").to_string()
 }
 
 #[test]
@@ -66,10 +60,7 @@ fn defaults_match_lavinmq() {
     assert_eq!(c.main.log_level, "info");
     assert_eq!(c.main.log_file, None);
     assert_eq!(c.main.pidfile, None);
-    assert_eq!(
-        c.main.control_unix_path,
-        PathBuf::from("/tmp/lavinmqctl.sock")
-    );
+    assert_eq!(c.main.control_unix_path, PathBuf::from("/tmp/lavinmqctl.sock"));
     assert_eq!(c.main.tls_cert, None);
     assert_eq!(c.main.stats_interval, 5000);
     assert_eq!(c.main.stats_log_size, 120);
@@ -251,8 +242,7 @@ fn empty_value_unsets_optional_settings() {
 
 #[test]
 fn indented_lines_and_comments_are_understood() {
-    let (c, warnings) =
-        ini("[amqp]\n  # indented comment\n  ; another\n  port = 1\n\t[mgmt]\n\tport = 2\n");
+    let (c, warnings) = ini("[amqp]\n  # indented comment\n  ; another\n  port = 1\n\t[mgmt]\n\tport = 2\n");
     assert!(warnings.is_empty(), "{warnings:?}");
     assert_eq!((c.amqp.port, c.mgmt.port), (1, 2));
     // Like LavinMQ, no inline comments: the rest of the line is the value.
@@ -262,10 +252,7 @@ fn indented_lines_and_comments_are_understood() {
 #[test]
 fn ini_syntax_error_is_reported() {
     let err = Config::from_ini_str("[main]\ndata_dir = /x\n[amqp").expect_err("bad syntax");
-    assert!(
-        matches!(err, ConfigError::IniSyntax { line: 3, .. }),
-        "{err}"
-    );
+    assert!(matches!(err, ConfigError::IniSyntax { line: 3, .. }), "{err}");
 }
 
 #[test]
@@ -369,14 +356,8 @@ fn every_env_var_is_read() {
     ];
     let c = load(&[], &env).expect("load").config;
     assert_eq!(c.main.data_dir, PathBuf::from("/state"));
-    assert_eq!(
-        (c.amqp.bind.as_str(), c.amqp.port, c.amqp.tls_port),
-        ("1.1.1.1", 1, 2)
-    );
-    assert_eq!(
-        (c.mgmt.bind.as_str(), c.mgmt.port, c.mgmt.tls_port),
-        ("2.2.2.2", 3, 4)
-    );
+    assert_eq!((c.amqp.bind.as_str(), c.amqp.port, c.amqp.tls_port), ("1.1.1.1", 1, 2));
+    assert_eq!((c.mgmt.bind.as_str(), c.mgmt.port, c.mgmt.tls_port), ("2.2.2.2", 3, 4));
     assert_eq!(c.main.control_unix_path, PathBuf::from("/ctl.sock"));
     assert_eq!(c.main.tls_cert, Some(PathBuf::from("/cert")));
     assert_eq!(c.main.tls_key, Some(PathBuf::from("/key")));
@@ -404,10 +385,7 @@ fn lavinmq_datadir_beats_state_directory_and_empty_env_is_unset() {
 fn bad_env_value_names_variable() {
     let err = load(&[], &[("LAVINMQ_AMQP_PORT", "abc")]).expect_err("bad port");
     let msg = err.to_string();
-    assert!(
-        msg.contains("LAVINMQ_AMQP_PORT") && msg.contains("abc"),
-        "{msg}"
-    );
+    assert!(msg.contains("LAVINMQ_AMQP_PORT") && msg.contains("abc"), "{msg}");
     let err = load(&[], &[("LAVINMQ_SYNC", "maybe")]).expect_err("bad bool");
     assert!(matches!(
         err,
@@ -465,18 +443,12 @@ yield_each_received_bytes = 1
 tls_cert = /e.pem
 ");
     assert!(warnings.is_empty(), "{warnings:?}");
-    assert_eq!(
-        c.clustering.get("enabled").map(String::as_str),
-        Some("true")
-    );
+    assert_eq!(c.clustering.get("enabled").map(String::as_str), Some("true"));
     assert_eq!(
         c.clustering.get("etcd_endpoints").map(String::as_str),
         Some("a:2379,b:2379")
     );
-    assert_eq!(
-        c.oauth.get("issuer").map(String::as_str),
-        Some("https://id.example")
-    );
+    assert_eq!(c.oauth.get("issuer").map(String::as_str), Some("https://id.example"));
     assert_eq!(c.experimental.len(), 1);
     assert_eq!(
         c.sni
@@ -519,9 +491,7 @@ fn deprecated_main_keys_map_to_replacements_with_warnings() {
     assert_eq!(c.main.default_password_hash, "oldhash");
     assert!(!c.main.default_user_only_loopback);
     assert_eq!(warnings.len(), 2);
-    assert!(
-        warnings[0].contains("'default_password'") && warnings[0].contains("default_password_hash")
-    );
+    assert!(warnings[0].contains("'default_password'") && warnings[0].contains("default_password_hash"));
     assert!(warnings[1].contains("'guest_only_loopback'"));
 }
 
@@ -547,10 +517,7 @@ tls_cert = /m.pem
     assert!(warnings[0].contains("[amqp]") && warnings[0].contains("[main]"));
     // Bad values are still reported against the section they were written in.
     let msg = ini_err("[amqp]\nset_timestamp = maybe\n");
-    assert!(
-        msg.contains("[amqp]") && msg.contains("'set_timestamp'"),
-        "{msg}"
-    );
+    assert!(msg.contains("[amqp]") && msg.contains("'set_timestamp'"), "{msg}");
 }
 
 #[test]
@@ -564,10 +531,7 @@ fn booleans_accept_all_documented_spellings() {
         assert!(!c.main.sync, "{v}");
     }
     for v in ["maybe", "2", "", "tru"] {
-        assert!(
-            Config::from_ini_str(&format!("[main]\nsync = {v}\n")).is_err(),
-            "{v}"
-        );
+        assert!(Config::from_ini_str(&format!("[main]\nsync = {v}\n")).is_err(), "{v}");
     }
 }
 
@@ -578,19 +542,9 @@ fn bind_flag_sets_all_binds_and_specific_flags_win() {
     assert_eq!(c.mqtt.bind, "0.0.0.0");
     assert_eq!(c.mgmt.bind, "0.0.0.0");
 
-    let c = load(
-        &[
-            "--http-bind",
-            "::1",
-            "--bind",
-            "::",
-            "--mqtt-bind",
-            "1.2.3.4",
-        ],
-        &[],
-    )
-    .expect("load")
-    .config;
+    let c = load(&["--http-bind", "::1", "--bind", "::", "--mqtt-bind", "1.2.3.4"], &[])
+        .expect("load")
+        .config;
     assert_eq!(c.amqp.bind, "::");
     assert_eq!(c.mqtt.bind, "1.2.3.4");
     assert_eq!(c.mgmt.bind, "::1");
@@ -600,42 +554,24 @@ fn bind_flag_sets_all_binds_and_specific_flags_win() {
 fn port_zero_is_accepted_everywhere() {
     let (c, _) = ini("[amqp]\nport = 0\n[mqtt]\nport = 0\n[mgmt]\nport = 0\n");
     assert_eq!((c.amqp.port, c.mqtt.port, c.mgmt.port), (0, 0, 0));
-    let c = load(&[], &[("LAVINMQ_AMQP_PORT", "0")])
-        .expect("load")
-        .config;
+    let c = load(&[], &[("LAVINMQ_AMQP_PORT", "0")]).expect("load").config;
     assert_eq!(c.amqp.port, 0);
     let c = load(
-        &[
-            "-p",
-            "0",
-            "--http-port",
-            "0",
-            "--mqtt-port",
-            "0",
-            "--amqps-port",
-            "0",
-        ],
+        &["-p", "0", "--http-port", "0", "--mqtt-port", "0", "--amqps-port", "0"],
         &[],
     )
     .expect("load")
     .config;
-    assert_eq!(
-        (c.amqp.port, c.mgmt.port, c.mqtt.port, c.amqp.tls_port),
-        (0, 0, 0, 0)
-    );
+    assert_eq!((c.amqp.port, c.mgmt.port, c.mqtt.port, c.amqp.tls_port), (0, 0, 0, 0));
 }
 
 #[test]
 fn http_section_is_a_deprecated_alias_of_mgmt() {
-    let (c, warnings) =
-        ini("[http]\nbind = ::\nport = 8080\ntls_port = 8443\nunix_path = /h.sock\n");
+    let (c, warnings) = ini("[http]\nbind = ::\nport = 8080\ntls_port = 8443\nunix_path = /h.sock\n");
     assert_eq!(c.mgmt.bind, "::");
     assert_eq!((c.mgmt.port, c.mgmt.tls_port), (8080, 8443));
     assert_eq!(c.mgmt.unix_path, Some(PathBuf::from("/h.sock")));
-    assert_eq!(
-        warnings,
-        ["section [http] is deprecated, use [mgmt] instead"]
-    );
+    assert_eq!(warnings, ["section [http] is deprecated, use [mgmt] instead"]);
     let (_, warnings) = ini("[http]\nnope = 1\n");
     assert!(warnings.contains(&"unknown key 'nope' in section [http]".to_owned()));
 }
@@ -643,16 +579,7 @@ fn http_section_is_a_deprecated_alias_of_mgmt() {
 #[test]
 fn frame_max_below_minimum_is_rejected() {
     let err = Config::from_ini_str("[amqp]\nframe_max = 4095\n").expect_err("too small");
-    assert!(
-        matches!(
-            err,
-            ConfigError::Invalid {
-                field: "frame_max",
-                ..
-            }
-        ),
-        "{err}"
-    );
+    assert!(matches!(err, ConfigError::Invalid { field: "frame_max", .. }), "{err}");
     assert!(err.to_string().contains("frame_max"));
     let (c, _) = ini("[amqp]\nframe_max = 4096\nheartbeat = 65535\nchannel_max = 65535\n");
     assert_eq!(
@@ -707,10 +634,7 @@ fn all_flags_are_applied() {
     assert!(!c.main.sync && !c.main.data_dir_lock && !c.main.default_user_only_loopback);
     assert_eq!(c.main.default_consumer_prefetch, 5);
     assert_eq!(
-        (
-            c.main.default_password_hash.as_str(),
-            c.main.default_user.as_str()
-        ),
+        (c.main.default_password_hash.as_str(), c.main.default_user.as_str()),
         ("h", "u")
     );
     assert_eq!(c.amqp.unix_path, Some(PathBuf::from("/a.sock")));
@@ -726,10 +650,7 @@ fn all_flags_are_applied() {
 
 #[test]
 fn debug_flag_sets_debug_level() {
-    assert_eq!(
-        load(&["-d"], &[]).expect("load").config.main.log_level,
-        "debug"
-    );
+    assert_eq!(load(&["-d"], &[]).expect("load").config.main.log_level, "debug");
     assert_eq!(
         load(&["--debug", "-l", "warn"], &[])
             .expect("load")
@@ -742,11 +663,7 @@ fn debug_flag_sets_debug_level() {
 
 #[test]
 fn deprecated_flags_work_and_warn() {
-    let loaded = load(
-        &["--guest-only-loopback", "no", "--default-password", "old"],
-        &[],
-    )
-    .expect("load");
+    let loaded = load(&["--guest-only-loopback", "no", "--default-password", "old"], &[]).expect("load");
     assert!(!loaded.config.main.default_user_only_loopback);
     assert_eq!(loaded.config.main.default_password_hash, "old");
     assert_eq!(loaded.warnings.len(), 2, "{:?}", loaded.warnings);

@@ -7,13 +7,10 @@ use std::str::FromStr;
 pub(crate) const BOOL_EXPECTED: &str = "a boolean (true/false, yes/no, on/off, y/n, 1/0)";
 
 /// Log levels LavinMQ understands (Crystal's `Log::Severity` names).
-pub(crate) const LOG_LEVELS: &[&str] = &[
-    "trace", "debug", "info", "notice", "warn", "error", "fatal", "none",
-];
+pub(crate) const LOG_LEVELS: &[&str] = &["trace", "debug", "info", "notice", "warn", "error", "fatal", "none"];
 
 /// Description of accepted log levels, used in error messages.
-pub(crate) const LOG_LEVEL_EXPECTED: &str =
-    "one of trace, debug, info, notice, warn, error, fatal, none";
+pub(crate) const LOG_LEVEL_EXPECTED: &str = "one of trace, debug, info, notice, warn, error, fatal, none";
 
 /// Consistent-hash algorithms LavinMQ implements.
 pub(crate) const HASH_ALGORITHMS: &[&str] = &["ring", "jump"];

@@ -30,18 +30,9 @@ impl Broker {
         default_user: &str,
         default_hash: &str,
     ) -> Result<Arc<Broker>> {
-        std::fs::create_dir_all(data_dir).map_err(|e| {
-            Error::Internal(format!(
-                "cannot create data dir {}: {e}",
-                data_dir.display()
-            ))
-        })?;
-        let users = UserStore::open(
-            data_dir.join("users.json"),
-            default_user,
-            default_hash,
-            settings.sync,
-        )?;
+        std::fs::create_dir_all(data_dir)
+            .map_err(|e| Error::Internal(format!("cannot create data dir {}: {e}", data_dir.display())))?;
+        let users = UserStore::open(data_dir.join("users.json"), default_user, default_hash, settings.sync)?;
         let broker = Broker {
             data_dir: data_dir.to_path_buf(),
             settings,
@@ -52,11 +43,7 @@ impl Broker {
         let names: Vec<String> = match definitions::read_json(&path) {
             Some(v) => v
                 .as_array()
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|x| x["name"].as_str().map(String::from))
-                        .collect()
-                })
+                .map(|a| a.iter().filter_map(|x| x["name"].as_str().map(String::from)).collect())
                 .unwrap_or_default(),
             None => vec!["/".to_string()],
         };
@@ -75,14 +62,8 @@ impl Broker {
     }
 
     fn save_vhosts(&self) -> Result<()> {
-        let list: Vec<_> = self
-            .vhosts
-            .read()
-            .keys()
-            .map(|n| json!({"name": n}))
-            .collect();
-        definitions::write_json(&self.vhosts_path(), &json!(list), self.settings.sync)
-            .map_err(Error::from)
+        let list: Vec<_> = self.vhosts.read().keys().map(|n| json!({"name": n})).collect();
+        definitions::write_json(&self.vhosts_path(), &json!(list), self.settings.sync).map_err(Error::from)
     }
 
     /// Looks up a vhost.

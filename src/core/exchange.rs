@@ -163,12 +163,7 @@ impl Exchange {
     }
 
     /// Adds a binding; false if an identical one exists.
-    pub fn bind(
-        &self,
-        destination: Destination,
-        routing_key: &str,
-        arguments: FieldTable,
-    ) -> Result<bool> {
+    pub fn bind(&self, destination: Destination, routing_key: &str, arguments: FieldTable) -> Result<bool> {
         let mut b = self.bindings.write();
         let exists = b.all.iter().any(|x| {
             x.destination == destination
@@ -196,19 +191,13 @@ impl Exchange {
     }
 
     /// Removes a binding; false if there was none.
-    pub fn unbind(
-        &self,
-        destination: &Destination,
-        routing_key: &str,
-        arguments: &FieldTable,
-    ) -> bool {
+    pub fn unbind(&self, destination: &Destination, routing_key: &str, arguments: &FieldTable) -> bool {
         let mut b = self.bindings.write();
         let before = b.all.len();
         b.all.retain(|x| {
             !(x.destination == *destination
                 && x.routing_key == routing_key
-                && (self.kind != ExchangeKind::Headers
-                    || super::headers::tables_equivalent(&x.arguments, arguments)))
+                && (self.kind != ExchangeKind::Headers || super::headers::tables_equivalent(&x.arguments, arguments)))
         });
         if b.all.len() == before {
             return false;
@@ -246,9 +235,7 @@ impl Exchange {
             .filter(|x| x.destination == *destination)
             .map(|x| (x.routing_key.clone(), x.arguments.clone()))
             .collect();
-        keys.iter()
-            .filter(|(k, a)| self.unbind(destination, k, a))
-            .count()
+        keys.iter().filter(|(k, a)| self.unbind(destination, k, a)).count()
     }
 
     /// A copy of the current bindings.
@@ -263,12 +250,7 @@ impl Exchange {
 
     /// Calls `f` for every destination this exchange's bindings select; destinations
     /// may repeat and exchanges are not followed (the caller does that).
-    pub fn route(
-        &self,
-        routing_key: &str,
-        headers: Option<&FieldTable>,
-        f: &mut impl FnMut(&Destination),
-    ) {
+    pub fn route(&self, routing_key: &str, headers: Option<&FieldTable>, f: &mut impl FnMut(&Destination)) {
         let b = self.bindings.read();
         match self.kind {
             ExchangeKind::Direct => {

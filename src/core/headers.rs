@@ -14,9 +14,7 @@ pub fn values_equal(a: &FieldValue, b: &FieldValue) -> bool {
 
 /// True when two argument tables hold the same keys with equal values.
 pub fn tables_equivalent(a: &FieldTable, b: &FieldTable) -> bool {
-    a.len() == b.len()
-        && a.iter()
-            .all(|(k, v)| b.get(k).is_some_and(|v2| values_equal(v, v2)))
+    a.len() == b.len() && a.iter().all(|(k, v)| b.get(k).is_some_and(|v2| values_equal(v, v2)))
 }
 
 /// How a headers binding combines its conditions (`x-match`).

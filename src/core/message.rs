@@ -25,11 +25,7 @@ pub struct Message {
 impl Message {
     /// Calls `f` with the encoded properties: the received bytes when unchanged,
     /// otherwise a fresh encoding written into `scratch`.
-    pub fn with_encoded_properties<R>(
-        &self,
-        scratch: &mut BytesMut,
-        f: impl FnOnce(&[u8]) -> R,
-    ) -> R {
+    pub fn with_encoded_properties<R>(&self, scratch: &mut BytesMut, f: impl FnOnce(&[u8]) -> R) -> R {
         match &self.raw_properties {
             Some(raw) => f(raw),
             None => {

@@ -68,12 +68,8 @@ impl Queue {
         dir: &Path,
         segment_size: u64,
     ) -> Result<Self> {
-        let store = MessageStore::open(dir, segment_size).map_err(|e| {
-            Error::Internal(format!(
-                "cannot open queue '{name}' at {}: {e}",
-                dir.display()
-            ))
-        })?;
+        let store = MessageStore::open(dir, segment_size)
+            .map_err(|e| Error::Internal(format!("cannot open queue '{name}' at {}: {e}", dir.display())))?;
         Ok(Queue {
             name: name.to_string(),
             vhost: vhost.to_string(),
@@ -116,20 +112,10 @@ impl Queue {
         }
         let was_empty = st.store.ready_count() == 0;
         msg.with_encoded_properties(scratch, |props| {
-            st.store.push(
-                msg.timestamp,
-                &msg.exchange,
-                &msg.routing_key,
-                props,
-                &msg.body,
-            )
+            st.store
+                .push(msg.timestamp, &msg.exchange, &msg.routing_key, props, &msg.body)
         })
-        .map_err(|e| {
-            Error::Internal(format!(
-                "cannot store message in queue '{}': {e}",
-                self.name
-            ))
-        })?;
+        .map_err(|e| Error::Internal(format!("cannot store message in queue '{}': {e}", self.name)))?;
         if was_empty {
             st.notify_consumers();
         }

@@ -20,12 +20,9 @@ pub fn value_to_json(v: &FieldValue) -> Value {
         FieldValue::F32(f) => Number::from_f64(f64::from(*f)).map_or(Value::Null, Value::Number),
         FieldValue::F64(f) => Number::from_f64(*f).map_or(Value::Null, Value::Number),
         FieldValue::Decimal { scale, value } => {
-            Number::from_f64(f64::from(*value) / 10f64.powi(i32::from(*scale)))
-                .map_or(Value::Null, Value::Number)
+            Number::from_f64(f64::from(*value) / 10f64.powi(i32::from(*scale))).map_or(Value::Null, Value::Number)
         }
-        FieldValue::LongStr(b) | FieldValue::ByteArray(b) => {
-            Value::String(String::from_utf8_lossy(b).into_owned())
-        }
+        FieldValue::LongStr(b) | FieldValue::ByteArray(b) => Value::String(String::from_utf8_lossy(b).into_owned()),
         FieldValue::Array(a) => Value::Array(a.iter().map(value_to_json).collect()),
         FieldValue::Timestamp(t) => (*t).into(),
         FieldValue::Table(t) => table_to_json(t),

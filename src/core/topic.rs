@@ -34,9 +34,7 @@ impl<T> Default for Node<T> {
 
 impl<T> Default for TopicTrie<T> {
     fn default() -> Self {
-        TopicTrie {
-            root: Node::default(),
-        }
+        TopicTrie { root: Node::default() }
     }
 }
 
@@ -72,11 +70,7 @@ impl<T: PartialEq> TopicTrie<T> {
             };
             let (removed, empty) = match *first {
                 "*" | "#" => {
-                    let slot = if *first == "*" {
-                        &mut node.star
-                    } else {
-                        &mut node.hash
-                    };
+                    let slot = if *first == "*" { &mut node.star } else { &mut node.hash };
                     let Some(child) = slot.as_mut() else {
                         return false;
                     };

@@ -60,12 +60,7 @@ pub fn hash_password(password: &str) -> String {
     let mut salt = [0u8; 4];
     rand::fill(&mut salt);
     let mut out = salt.to_vec();
-    out.extend_from_slice(
-        &sha2::Sha256::new()
-            .chain_update(salt)
-            .chain_update(password)
-            .finalize(),
-    );
+    out.extend_from_slice(&sha2::Sha256::new().chain_update(salt).chain_update(password).finalize());
     B64.encode(out)
 }
 
@@ -92,12 +87,7 @@ pub fn verify_password(hash: &str, algorithm: &str, password: &str) -> bool {
             .to_vec(),
     };
     // Constant-time comparison: the difference is accumulated over every byte.
-    computed.len() == digest.len()
-        && computed
-            .iter()
-            .zip(digest)
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            == 0
+    computed.len() == digest.len() && computed.iter().zip(digest).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
 }
 
 /// All users, persisted in the data dir.

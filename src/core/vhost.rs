@@ -145,14 +145,7 @@ impl VHost {
             for (n, kind) in DEFAULT_EXCHANGES {
                 ex.insert(
                     n.to_string(),
-                    Arc::new(Exchange::new(
-                        n,
-                        kind,
-                        true,
-                        false,
-                        false,
-                        FieldTable::default(),
-                    )),
+                    Arc::new(Exchange::new(n, kind, true, false, false, FieldTable::default())),
                 );
             }
         }
@@ -168,17 +161,10 @@ impl VHost {
         let Some(defs) = definitions::read_json(&self.definitions_path()) else {
             return;
         };
-        let list = |key: &str| {
-            defs.get(key)
-                .and_then(|v| v.as_array())
-                .cloned()
-                .unwrap_or_default()
-        };
+        let list = |key: &str| defs.get(key).and_then(|v| v.as_array()).cloned().unwrap_or_default();
         for e in list("exchanges") {
-            let (Some(name), Some(kind)) = (
-                e["name"].as_str(),
-                e["type"].as_str().and_then(ExchangeKind::parse),
-            ) else {
+            let (Some(name), Some(kind)) = (e["name"].as_str(), e["type"].as_str().and_then(ExchangeKind::parse))
+            else {
                 tracing::warn!(vhost = %self.name, "skipping unreadable exchange definition: {e}");
                 continue;
             };
@@ -191,9 +177,7 @@ impl VHost {
                 e["internal"].as_bool().unwrap_or(false),
                 args,
             );
-            self.exchanges
-                .write()
-                .insert(name.to_string(), Arc::new(ex));
+            self.exchanges.write().insert(name.to_string(), Arc::new(ex));
         }
         for q in list("queues") {
             let Some(name) = q["name"].as_str() else {
@@ -212,9 +196,7 @@ impl VHost {
                 self.settings.segment_size,
             ) {
                 Ok(queue) => {
-                    self.queues
-                        .write()
-                        .insert(name.to_string(), Arc::new(queue));
+                    self.queues.write().insert(name.to_string(), Arc::new(queue));
                 }
                 Err(e) => tracing::error!(vhost = %self.name, queue = name, "queue closed: {e}"),
             }
@@ -268,21 +250,15 @@ impl VHost {
                     Destination::Exchange(x) => x.durable,
                 };
                 if durable_dest {
-                    bindings.push(
-                        json!({"source": e.name, "destination": b.destination.name(),
+                    bindings.push(json!({"source": e.name, "destination": b.destination.name(),
                         "destination_type": if b.destination.is_queue() {"queue"} else {"exchange"},
-                        "routing_key": b.routing_key, "arguments": table_to_json(&b.arguments)}),
-                    );
+                        "routing_key": b.routing_key, "arguments": table_to_json(&b.arguments)}));
                 }
             }
         }
         let doc = json!({"exchanges": exchanges, "queues": queues, "bindings": bindings});
-        definitions::write_json(&self.definitions_path(), &doc, self.settings.sync).map_err(|e| {
-            Error::Internal(format!(
-                "cannot write definitions of vhost '{}': {e}",
-                self.name
-            ))
-        })
+        definitions::write_json(&self.definitions_path(), &doc, self.settings.sync)
+            .map_err(|e| Error::Internal(format!("cannot write definitions of vhost '{}': {e}", self.name)))
     }
 
     fn queue_dir(&self, name: &str, durable: bool) -> PathBuf {
@@ -310,8 +286,7 @@ impl VHost {
 
     /// Looks up an exchange, failing with NOT_FOUND.
     pub fn get_exchange(&self, name: &str) -> Result<Arc<Exchange>> {
-        self.exchange(name)
-            .ok_or_else(|| no_exchange(name, &self.name))
+        self.exchange(name).ok_or_else(|| no_exchange(name, &self.name))
     }
 
     /// All queues.
@@ -341,21 +316,12 @@ impl VHost {
             )));
         }
         let Some(parsed) = ExchangeKind::parse(kind) else {
-            return Err(Error::CommandInvalid(format!(
-                "unknown exchange type '{kind}'"
-            )));
+            return Err(Error::CommandInvalid(format!("unknown exchange type '{kind}'")));
         };
         if let Some(existing) = self.exchange(name) {
             let v = &self.name;
             if existing.kind != parsed {
-                return Err(inequivalent(
-                    "type",
-                    "exchange",
-                    name,
-                    v,
-                    kind,
-                    existing.kind.name(),
-                ));
+                return Err(inequivalent("type", "exchange", name, v, kind, existing.kind.name()));
             }
             if existing.durable != opts.durable {
                 return Err(inequivalent(
@@ -473,14 +439,7 @@ impl VHost {
             q.check_owner(conn)?;
             let v = &self.name;
             if q.durable != opts.durable {
-                return Err(inequivalent(
-                    "durable",
-                    "queue",
-                    name,
-                    v,
-                    opts.durable,
-                    q.durable,
-                ));
+                return Err(inequivalent("durable", "queue", name, v, opts.durable, q.durable));
             }
             if q.exclusive_owner.is_some() != opts.exclusive {
                 return Err(inequivalent(
@@ -544,13 +503,7 @@ impl VHost {
     }
 
     /// Deletes a queue, returning the number of messages it held.
-    pub fn delete_queue(
-        &self,
-        name: &str,
-        if_unused: bool,
-        if_empty: bool,
-        conn: Option<ConnectionId>,
-    ) -> Result<u64> {
+    pub fn delete_queue(&self, name: &str, if_unused: bool, if_empty: bool, conn: Option<ConnectionId>) -> Result<u64> {
         let Some(q) = self.queue(name) else {
             return Ok(0);
         };
@@ -720,13 +673,7 @@ impl VHost {
     /// Finds the queues a message published to `exchange` reaches, following
     /// exchange-to-exchange bindings and alternate exchanges. `out` is cleared first
     /// and holds each queue once.
-    pub fn route(
-        &self,
-        exchange: &Exchange,
-        msg: &Message,
-        extra_keys: &[&str],
-        out: &mut Vec<Arc<Queue>>,
-    ) {
+    pub fn route(&self, exchange: &Exchange, msg: &Message, extra_keys: &[&str], out: &mut Vec<Arc<Queue>>) {
         out.clear();
         let headers = msg.properties.headers.as_ref();
         let mut visited: smallvec::SmallVec<[*const Exchange; 8]> = smallvec::SmallVec::new();
@@ -798,12 +745,9 @@ impl VHost {
 }
 
 fn check_binding_args(ex: &Exchange, arguments: &FieldTable) -> Result<()> {
-    if ex.kind == ExchangeKind::Headers
-        && super::headers::MatchMode::from_arguments(arguments).is_none()
-    {
+    if ex.kind == ExchangeKind::Headers && super::headers::MatchMode::from_arguments(arguments).is_none() {
         return Err(Error::PreconditionFailed(
-            "invalid x-match field value; expected one of [all, any, all-with-x, any-with-x]"
-                .into(),
+            "invalid x-match field value; expected one of [all, any, all-with-x, any-with-x]".into(),
         ));
     }
     Ok(())

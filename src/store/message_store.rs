@@ -31,7 +31,6 @@ pub struct MessageStore {
     /// Acks loaded at recovery for positions ahead of the cursor, per segment.
     recovered_acks: HashMap<u32, Vec<u32>>,
     ready: u64,
-    ready_bytes: u64,
 }
 
 impl MessageStore {
@@ -63,7 +62,6 @@ impl MessageStore {
             requeued: BTreeSet::new(),
             recovered_acks: HashMap::new(),
             ready: 0,
-            ready_bytes: 0,
         };
         for id in ids {
             match Segment::open(dir, id) {
@@ -77,16 +75,6 @@ impl MessageStore {
                         continue;
                     }
                     store.ready += u64::from(seg.msgs) - acks.len() as u64;
-                    let mut pos = Some(SEGMENT_HEADER as u32);
-                    while let Some(p) = pos {
-                        let Some(rec) = seg.record_at(p) else { break };
-                        if acks.binary_search(&p).is_err()
-                            && let Ok(v) = record::parse(rec)
-                        {
-                            store.ready_bytes += v.body.len() as u64;
-                        }
-                        pos = Some(p + rec.len() as u32);
-                    }
                     if !acks.is_empty() {
                         store.recovered_acks.insert(id, acks);
                     }
@@ -120,11 +108,6 @@ impl MessageStore {
         self.ready
     }
 
-    /// Body bytes of the ready messages.
-    pub fn ready_bytes(&self) -> u64 {
-        self.ready_bytes
-    }
-
     /// Appends a message and returns its position.
     pub fn push(
         &mut self,
@@ -134,12 +117,8 @@ impl MessageStore {
         properties: &[u8],
         body: &[u8],
     ) -> io::Result<SegPos> {
-        let total = record::RECORD_HEADER
-            + record::payload_len(exchange, routing_key, properties.len(), body.len());
-        let fits = self
-            .segments
-            .get(&self.write_seg)
-            .is_some_and(|s| s.free() >= total);
+        let total = record::RECORD_HEADER + record::payload_len(exchange, routing_key, properties.len(), body.len());
+        let fits = self.segments.get(&self.write_seg).is_some_and(|s| s.free() >= total);
         if !fits {
             let sealed = self.write_seg;
             self.open_write_segment(sealed + 1, total)?;
@@ -151,7 +130,6 @@ impl MessageStore {
             .ok_or_else(|| io::Error::other("write segment missing"))?;
         let pos = seg.append(timestamp, exchange, routing_key, properties, body);
         self.ready += 1;
-        self.ready_bytes += body.len() as u64;
         Ok(SegPos {
             seg: self.write_seg,
             pos,
@@ -163,7 +141,6 @@ impl MessageStore {
     pub fn shift(&mut self) -> Option<(SegPos, bool)> {
         if let Some(p) = self.requeued.pop_first() {
             self.ready -= 1;
-            self.sub_bytes(p);
             return Some((p, true));
         }
         loop {
@@ -172,13 +149,13 @@ impl MessageStore {
                 Some(next) => {
                     let here = self.read;
                     self.read.pos = next;
-                    if let Some(acks) = self.recovered_acks.get(&here.seg)
+                    if !self.recovered_acks.is_empty()
+                        && let Some(acks) = self.recovered_acks.get(&here.seg)
                         && acks.binary_search(&here.pos).is_ok()
                     {
                         continue;
                     }
                     self.ready -= 1;
-                    self.sub_bytes(here);
                     return Some((here, false));
                 }
                 None => {
@@ -186,11 +163,7 @@ impl MessageStore {
                         return None;
                     }
                     self.recovered_acks.remove(&self.read.seg);
-                    let next = self
-                        .segments
-                        .range(self.read.seg + 1..)
-                        .next()
-                        .map(|(id, _)| *id)?;
+                    let next = self.segments.range(self.read.seg + 1..).next().map(|(id, _)| *id)?;
                     let old = self.read.seg;
                     self.read = SegPos {
                         seg: next,
@@ -208,7 +181,6 @@ impl MessageStore {
     pub fn peek(&mut self) -> Option<SegPos> {
         let (pos, redelivered) = self.shift()?;
         self.ready += 1;
-        self.add_bytes(pos);
         if redelivered {
             self.requeued.insert(pos);
         } else {
@@ -216,16 +188,6 @@ impl MessageStore {
             self.read = pos;
         }
         Some(pos)
-    }
-
-    fn sub_bytes(&mut self, p: SegPos) {
-        let n = self.read_at(p).map_or(0, |v| v.body.len() as u64);
-        self.ready_bytes = self.ready_bytes.saturating_sub(n);
-    }
-
-    fn add_bytes(&mut self, p: SegPos) {
-        let n = self.read_at(p).map_or(0, |v| v.body.len() as u64);
-        self.ready_bytes += n;
     }
 
     /// A zero-copy view of the message at `p`.
@@ -262,7 +224,6 @@ impl MessageStore {
     pub fn requeue(&mut self, p: SegPos) {
         if self.requeued.insert(p) {
             self.ready += 1;
-            self.add_bytes(p);
         }
     }
 

@@ -45,14 +45,7 @@ pub fn payload_len(exchange: &str, routing_key: &str, properties: usize, body: u
 
 /// Writes a whole record (header and payload) into `dst`, which must be exactly
 /// `RECORD_HEADER + payload_len(..)` bytes long.
-pub fn write(
-    dst: &mut [u8],
-    timestamp: i64,
-    exchange: &str,
-    routing_key: &str,
-    properties: &[u8],
-    body: &[u8],
-) {
+pub fn write(dst: &mut [u8], timestamp: i64, exchange: &str, routing_key: &str, properties: &[u8], body: &[u8]) {
     let payload = dst.len() - RECORD_HEADER;
     let mut at = RECORD_HEADER;
     let mut put = |bytes: &[u8]| {

@@ -149,16 +149,8 @@ impl Segment {
     }
 
     /// Appends one record; the caller checked `free()`.
-    pub fn append(
-        &mut self,
-        timestamp: i64,
-        exchange: &str,
-        routing_key: &str,
-        properties: &[u8],
-        body: &[u8],
-    ) -> u32 {
-        let total = record::RECORD_HEADER
-            + record::payload_len(exchange, routing_key, properties.len(), body.len());
+    pub fn append(&mut self, timestamp: i64, exchange: &str, routing_key: &str, properties: &[u8], body: &[u8]) -> u32 {
+        let total = record::RECORD_HEADER + record::payload_len(exchange, routing_key, properties.len(), body.len());
         let pos = self.end;
         record::write(
             &mut self.map[pos..pos + total],
@@ -227,10 +219,7 @@ impl Segment {
         if !self.acks_path.exists() {
             return Ok(0);
         }
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&self.acks_path)?;
+        let file = OpenOptions::new().read(true).write(true).open(&self.acks_path)?;
         let slots = self.map.len() / MIN_RECORD + 1;
         if file.metadata()?.len() < (slots * 4) as u64 {
             file.set_len((slots * 4) as u64)?;

@@ -98,20 +98,10 @@ mod tests {
     #[test]
     fn reply_codes() {
         assert_eq!(CodecError::BadFrameEnd(0).reply_code(), 501);
-        assert_eq!(
-            CodecError::FrameTooLarge { size: 1, max: 0 }.reply_code(),
-            501
-        );
+        assert_eq!(CodecError::FrameTooLarge { size: 1, max: 0 }.reply_code(), 501);
         assert_eq!(CodecError::UnknownFrameType(9).reply_code(), 501);
         assert_eq!(CodecError::TruncatedFrame("x").reply_code(), 501);
-        assert_eq!(
-            CodecError::UnknownMethod {
-                class: 1,
-                method: 2
-            }
-            .reply_code(),
-            540
-        );
+        assert_eq!(CodecError::UnknownMethod { class: 1, method: 2 }.reply_code(), 540);
         assert_eq!(CodecError::Truncated("x").reply_code(), 502);
         assert_eq!(CodecError::InvalidUtf8("x").reply_code(), 502);
         assert_eq!(CodecError::InvalidFieldType(0).reply_code(), 502);

@@ -95,10 +95,7 @@ pub fn get_longstr(buf: &mut Bytes, what: &'static str) -> Result<Bytes, CodecEr
 
 /// Reads one octet of packed bit fields and unpacks the first `N` bits,
 /// least significant bit first, as AMQP packs consecutive `bit` arguments.
-pub fn get_bits<const N: usize>(
-    buf: &mut Bytes,
-    what: &'static str,
-) -> Result<[bool; N], CodecError> {
+pub fn get_bits<const N: usize>(buf: &mut Bytes, what: &'static str) -> Result<[bool; N], CodecError> {
     const { assert!(N <= 8, "at most 8 bits fit in one octet") };
     let octet = get_u8(buf, what)?;
     let mut out = [false; N];
@@ -164,10 +161,7 @@ mod tests {
         assert!(get_u32(&mut b, "x").is_err());
         assert_eq!(get_u16(&mut b, "x").unwrap(), 0x0102);
         let mut b = Bytes::from_static(&[5, b'a']);
-        assert!(matches!(
-            get_shortstr(&mut b, "s"),
-            Err(CodecError::Truncated("s"))
-        ));
+        assert!(matches!(get_shortstr(&mut b, "s"), Err(CodecError::Truncated("s"))));
         let mut b = Bytes::from_static(&[0xff, 0xff, 0xff, 0xff]);
         assert!(get_longstr(&mut b, "l").is_err());
     }

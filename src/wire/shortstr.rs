@@ -146,14 +146,8 @@ mod tests {
         let mut m = HashMap::new();
         m.insert(ShortStr::from("q1"), 1);
         assert_eq!(m.get("q1"), Some(&1));
-        assert_eq!(
-            ShortStr::from(String::from("a")),
-            ShortStr::from_static("a")
-        );
+        assert_eq!(ShortStr::from(String::from("a")), ShortStr::from_static("a"));
         assert_eq!(ShortStr::default(), "");
-        assert_eq!(
-            format!("{} {:?}", ShortStr::from("x"), ShortStr::from("x")),
-            "x \"x\""
-        );
+        assert_eq!(format!("{} {:?}", ShortStr::from("x"), ShortStr::from("x")), "x \"x\"");
     }
 }

@@ -5,8 +5,8 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::wire::error::CodecError;
 use crate::wire::primitives::{
-    get_f32, get_f64, get_i8, get_i16, get_i32, get_i64, get_longstr, get_shortstr, get_u8,
-    get_u16, get_u32, get_u64, patch_u32_len, put_longstr, put_shortstr, reserve_u32,
+    get_f32, get_f64, get_i8, get_i16, get_i32, get_i64, get_longstr, get_shortstr, get_u8, get_u16, get_u32, get_u64,
+    patch_u32_len, put_longstr, put_shortstr, reserve_u32,
 };
 use crate::wire::shortstr::ShortStr;
 
@@ -289,10 +289,7 @@ impl FieldTable {
 
     /// Looks up a value by key (first match).
     pub fn get(&self, key: &str) -> Option<&FieldValue> {
-        self.0
-            .iter()
-            .find(|(k, _)| k.as_str() == key)
-            .map(|(_, v)| v)
+        self.0.iter().find(|(k, _)| k.as_str() == key).map(|(_, v)| v)
     }
 
     /// Sets a value, replacing an existing entry with the same key in place
@@ -388,13 +385,7 @@ mod tests {
         t.insert("i64", FieldValue::I64(-1 << 40));
         t.insert("f32", FieldValue::F32(1.5));
         t.insert("f64", FieldValue::F64(-2.25));
-        t.insert(
-            "dec",
-            FieldValue::Decimal {
-                scale: 2,
-                value: 12345,
-            },
-        );
+        t.insert("dec", FieldValue::Decimal { scale: 2, value: 12345 });
         t.insert("str", FieldValue::from("héllo"));
         t.insert(
             "arr",
@@ -408,10 +399,7 @@ mod tests {
         t.insert("ts", FieldValue::Timestamp(1_700_000_000));
         t.insert("tbl", FieldValue::Table(inner));
         t.insert("void", FieldValue::Void);
-        t.insert(
-            "bytes",
-            FieldValue::ByteArray(Bytes::from_static(b"\x00\x01\xff")),
-        );
+        t.insert("bytes", FieldValue::ByteArray(Bytes::from_static(b"\x00\x01\xff")));
         t
     }
 
@@ -444,18 +432,12 @@ mod tests {
     #[test]
     fn accessors_and_mutation() {
         let mut t = sample();
-        assert_eq!(
-            t.get("u32").and_then(FieldValue::as_i64),
-            Some(4_000_000_000)
-        );
+        assert_eq!(t.get("u32").and_then(FieldValue::as_i64), Some(4_000_000_000));
         assert_eq!(t.get("i8").and_then(FieldValue::as_i64), Some(-5));
         assert_eq!(t.get("str").and_then(FieldValue::as_str), Some("héllo"));
         assert_eq!(t.get("bool").and_then(FieldValue::as_bool), Some(false));
         assert!(t.get("tbl").and_then(FieldValue::as_table).is_some());
-        assert_eq!(
-            t.get("arr").and_then(FieldValue::as_array).map(<[_]>::len),
-            Some(4)
-        );
+        assert_eq!(t.get("arr").and_then(FieldValue::as_array).map(<[_]>::len), Some(4));
         assert_eq!(t.get("f32").and_then(FieldValue::as_i64), None);
         let n = t.len();
         t.insert("i8", FieldValue::I8(7));
@@ -476,20 +458,11 @@ mod tests {
             Err(CodecError::InvalidFieldType(b'Z'))
         ));
         let mut b = Bytes::from_static(b"\x00\x00\x00\x04\x01aI\x00");
-        assert!(matches!(
-            FieldTable::decode(&mut b),
-            Err(CodecError::Truncated(_))
-        ));
+        assert!(matches!(FieldTable::decode(&mut b), Err(CodecError::Truncated(_))));
         let mut b = Bytes::from_static(b"\x00\x00\x00\x09\x01aI");
-        assert!(matches!(
-            FieldTable::decode(&mut b),
-            Err(CodecError::Truncated(_))
-        ));
+        assert!(matches!(FieldTable::decode(&mut b), Err(CodecError::Truncated(_))));
         let mut b = Bytes::from_static(b"\x00\x00\x00\x03\x01\xffV");
-        assert!(matches!(
-            FieldTable::decode(&mut b),
-            Err(CodecError::InvalidUtf8(_))
-        ));
+        assert!(matches!(FieldTable::decode(&mut b), Err(CodecError::InvalidUtf8(_))));
     }
 
     #[test]

@@ -5,9 +5,7 @@
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
-use crate::amqp::codec::method::{
-    Method, encode_basic_deliver, encode_basic_get_ok, encode_basic_return,
-};
+use crate::amqp::codec::method::{Method, encode_basic_deliver, encode_basic_get_ok, encode_basic_return};
 use crate::wire::error::CodecError;
 use crate::wire::primitives::{get_u16, get_u64, patch_u32_len, put_bits, reserve_u32};
 use crate::wire::properties::BasicProperties;
@@ -91,26 +89,15 @@ pub fn parse_frame(buf: &mut BytesMut, frame_max: u32) -> Result<Option<Frame>, 
     let frame_type = header.get_u8();
     let channel = header.get_u16();
     let size = header.get_u32();
-    if !matches!(
-        frame_type,
-        FRAME_METHOD | FRAME_HEADER | FRAME_BODY | FRAME_HEARTBEAT
-    ) {
+    if !matches!(frame_type, FRAME_METHOD | FRAME_HEADER | FRAME_BODY | FRAME_HEARTBEAT) {
         return Err(CodecError::UnknownFrameType(frame_type));
     }
     if frame_max > 0 && size > frame_max.saturating_sub(FRAME_OVERHEAD) {
-        return Err(CodecError::FrameTooLarge {
-            size,
-            max: frame_max,
-        });
+        return Err(CodecError::FrameTooLarge { size, max: frame_max });
     }
-    let too_large = || CodecError::FrameTooLarge {
-        size,
-        max: frame_max,
-    };
+    let too_large = || CodecError::FrameTooLarge { size, max: frame_max };
     let payload_len = usize::try_from(size).map_err(|_| too_large())?;
-    let total = payload_len
-        .checked_add(HEADER_LEN + 1)
-        .ok_or_else(too_large)?;
+    let total = payload_len.checked_add(HEADER_LEN + 1).ok_or_else(too_large)?;
     if buf.len() < total {
         return Ok(None);
     }
@@ -272,14 +259,7 @@ pub fn write_basic_deliver(
     write_frame(buf, FRAME_METHOD, channel, |b| {
         b.put_u16(60);
         b.put_u16(60);
-        encode_basic_deliver(
-            b,
-            consumer_tag,
-            delivery_tag,
-            redelivered,
-            exchange,
-            routing_key,
-        )
+        encode_basic_deliver(b, consumer_tag, delivery_tag, redelivered, exchange, routing_key)
     })
 }
 
@@ -297,14 +277,7 @@ pub fn write_basic_get_ok(
     write_frame(buf, FRAME_METHOD, channel, |b| {
         b.put_u16(60);
         b.put_u16(71);
-        encode_basic_get_ok(
-            b,
-            delivery_tag,
-            redelivered,
-            exchange,
-            routing_key,
-            message_count,
-        )
+        encode_basic_get_ok(b, delivery_tag, redelivered, exchange, routing_key, message_count)
     })
 }
 
@@ -333,24 +306,12 @@ pub fn write_basic_ack(buf: &mut BytesMut, channel: u16, delivery_tag: u64, mult
 }
 
 /// Writes a basic.nack method frame (negative publisher confirms); cannot fail.
-pub fn write_basic_nack(
-    buf: &mut BytesMut,
-    channel: u16,
-    delivery_tag: u64,
-    multiple: bool,
-    requeue: bool,
-) {
+pub fn write_basic_nack(buf: &mut BytesMut, channel: u16, delivery_tag: u64, multiple: bool, requeue: bool) {
     write_ack_like(buf, channel, 120, delivery_tag, [multiple, requeue]);
 }
 
 /// Fixed-size frame shared by ack/nack: tag + one octet of flags.
-fn write_ack_like(
-    buf: &mut BytesMut,
-    channel: u16,
-    method_id: u16,
-    delivery_tag: u64,
-    bits: [bool; 2],
-) {
+fn write_ack_like(buf: &mut BytesMut, channel: u16, method_id: u16, delivery_tag: u64, bits: [bool; 2]) {
     buf.put_u8(FRAME_METHOD);
     buf.put_u16(channel);
     buf.put_u32(4 + 8 + 1);
@@ -385,9 +346,7 @@ mod tests {
 
     #[test]
     fn ack_nack_match_generic_encoder() {
-        for (tag, multiple, requeue) in
-            [(1, false, false), (u64::MAX, true, true), (7, true, false)]
-        {
+        for (tag, multiple, requeue) in [(1, false, false), (u64::MAX, true, true), (7, true, false)] {
             let mut fast = BytesMut::new();
             write_basic_ack(&mut fast, 3, tag, multiple);
             let mut slow = BytesMut::new();

@@ -10,8 +10,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::wire::error::CodecError;
 use crate::wire::primitives::{
-    get_bits, get_longstr, get_shortstr, get_u8, get_u16, get_u32, get_u64, put_bits, put_longstr,
-    put_shortstr,
+    get_bits, get_longstr, get_shortstr, get_u8, get_u16, get_u32, get_u64, put_bits, put_longstr, put_shortstr,
 };
 use crate::wire::shortstr::ShortStr;
 use crate::wire::table::FieldTable;
@@ -220,10 +219,7 @@ pub enum Method {
     /// basic.consume-ok (60.21).
     BasicConsumeOk { consumer_tag: ShortStr },
     /// basic.cancel (60.30); also sent by the server (consumer cancel notify).
-    BasicCancel {
-        consumer_tag: ShortStr,
-        nowait: bool,
-    },
+    BasicCancel { consumer_tag: ShortStr, nowait: bool },
     /// basic.cancel-ok (60.31).
     BasicCancelOk { consumer_tag: ShortStr },
     /// basic.publish (60.40); followed by content.
@@ -406,8 +402,7 @@ impl Method {
     pub fn decode(mut payload: Bytes) -> Result<Method, CodecError> {
         let b = &mut payload;
         let class = get_u16(b, "class id").map_err(|_| CodecError::TruncatedFrame("class id"))?;
-        let method =
-            get_u16(b, "method id").map_err(|_| CodecError::TruncatedFrame("method id"))?;
+        let method = get_u16(b, "method id").map_err(|_| CodecError::TruncatedFrame("method id"))?;
         use Method::*;
         let m = match (class, method) {
             (10, 10) => ConnectionStart {
@@ -511,8 +506,7 @@ impl Method {
                 get_u16(b, TICKET)?;
                 let exchange = get_shortstr(b, "exchange")?;
                 let kind = get_shortstr(b, "type")?;
-                let [passive, durable, auto_delete, internal, nowait] =
-                    get_bits(b, "exchange.declare flags")?;
+                let [passive, durable, auto_delete, internal, nowait] = get_bits(b, "exchange.declare flags")?;
                 ExchangeDeclare {
                     exchange,
                     kind,
@@ -567,8 +561,7 @@ impl Method {
             (50, 10) => {
                 get_u16(b, TICKET)?;
                 let queue = get_shortstr(b, "queue")?;
-                let [passive, durable, exclusive, auto_delete, nowait] =
-                    get_bits(b, "queue.declare flags")?;
+                let [passive, durable, exclusive, auto_delete, nowait] = get_bits(b, "queue.declare flags")?;
                 QueueDeclare {
                     queue,
                     passive,
@@ -665,10 +658,7 @@ impl Method {
             (60, 30) => {
                 let consumer_tag = get_shortstr(b, "consumer-tag")?;
                 let [nowait] = get_bits(b, "no-wait")?;
-                BasicCancel {
-                    consumer_tag,
-                    nowait,
-                }
+                BasicCancel { consumer_tag, nowait }
             }
             (60, 31) => BasicCancelOk {
                 consumer_tag: get_shortstr(b, "consumer-tag")?,
@@ -727,18 +717,12 @@ impl Method {
             (60, 80) => {
                 let delivery_tag = get_u64(b, "delivery-tag")?;
                 let [multiple] = get_bits(b, "multiple")?;
-                BasicAck {
-                    delivery_tag,
-                    multiple,
-                }
+                BasicAck { delivery_tag, multiple }
             }
             (60, 90) => {
                 let delivery_tag = get_u64(b, "delivery-tag")?;
                 let [requeue] = get_bits(b, "requeue")?;
-                BasicReject {
-                    delivery_tag,
-                    requeue,
-                }
+                BasicReject { delivery_tag, requeue }
             }
             (60, 100) => {
                 let [requeue] = get_bits(b, "requeue")?;
@@ -967,9 +951,7 @@ impl Method {
                 put_shortstr(b, queue)?;
                 put_bits(b, [*nowait]);
             }
-            QueuePurgeOk { message_count } | QueueDeleteOk { message_count } => {
-                b.put_u32(*message_count)
-            }
+            QueuePurgeOk { message_count } | QueueDeleteOk { message_count } => b.put_u32(*message_count),
             QueueDelete {
                 queue,
                 if_unused,
@@ -1016,13 +998,8 @@ impl Method {
                 put_bits(b, [*no_local, *no_ack, *exclusive, *nowait]);
                 arguments.encode(b)?;
             }
-            BasicConsumeOk { consumer_tag } | BasicCancelOk { consumer_tag } => {
-                put_shortstr(b, consumer_tag)?
-            }
-            BasicCancel {
-                consumer_tag,
-                nowait,
-            } => {
+            BasicConsumeOk { consumer_tag } | BasicCancelOk { consumer_tag } => put_shortstr(b, consumer_tag)?,
+            BasicCancel { consumer_tag, nowait } => {
                 put_shortstr(b, consumer_tag)?;
                 put_bits(b, [*nowait]);
             }
@@ -1049,14 +1026,7 @@ impl Method {
                 redelivered,
                 exchange,
                 routing_key,
-            } => encode_basic_deliver(
-                b,
-                consumer_tag,
-                *delivery_tag,
-                *redelivered,
-                exchange,
-                routing_key,
-            )?,
+            } => encode_basic_deliver(b, consumer_tag, *delivery_tag, *redelivered, exchange, routing_key)?,
             BasicGet { queue, no_ack } => {
                 b.put_u16(0);
                 put_shortstr(b, queue)?;
@@ -1068,26 +1038,13 @@ impl Method {
                 exchange,
                 routing_key,
                 message_count,
-            } => encode_basic_get_ok(
-                b,
-                *delivery_tag,
-                *redelivered,
-                exchange,
-                routing_key,
-                *message_count,
-            )?,
+            } => encode_basic_get_ok(b, *delivery_tag, *redelivered, exchange, routing_key, *message_count)?,
             BasicGetEmpty => put_shortstr(b, "")?,
-            BasicAck {
-                delivery_tag,
-                multiple,
-            } => {
+            BasicAck { delivery_tag, multiple } => {
                 b.put_u64(*delivery_tag);
                 put_bits(b, [*multiple]);
             }
-            BasicReject {
-                delivery_tag,
-                requeue,
-            } => {
+            BasicReject { delivery_tag, requeue } => {
                 b.put_u64(*delivery_tag);
                 put_bits(b, [*requeue]);
             }
@@ -1224,10 +1181,7 @@ mod tests {
     fn errors() {
         assert!(matches!(
             Method::decode(Bytes::from_static(&[0, 60, 0, 99])),
-            Err(CodecError::UnknownMethod {
-                class: 60,
-                method: 99
-            })
+            Err(CodecError::UnknownMethod { class: 60, method: 99 })
         ));
         assert!(matches!(
             Method::decode(Bytes::from_static(&[0, 60])),
