@@ -14,6 +14,10 @@ use crate::core::broker::Broker;
 use crate::core::vhost::StoreSettings;
 use crate::data_dir_lock::DataDirLock;
 
+/// Segment offsets are 32-bit, so no message may come near 4 GiB; RabbitMQ's own
+/// ceiling is 512 MiB.
+const MAX_MESSAGE_SIZE_LIMIT: u64 = 512 * 1024 * 1024;
+
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -90,7 +94,7 @@ impl Server {
             frame_max: amqp.frame_max,
             channel_max: amqp.channel_max,
             heartbeat: amqp.heartbeat,
-            max_message_size: amqp.max_message_size,
+            max_message_size: amqp.max_message_size.min(MAX_MESSAGE_SIZE_LIMIT),
             default_prefetch: main.default_consumer_prefetch,
             set_timestamp: main.set_timestamp,
             max_consumers_per_channel: amqp.max_consumers_per_channel,

@@ -19,6 +19,8 @@ struct Node<T> {
     star: Option<Box<Node<T>>>,
     hash: Option<Box<Node<T>>>,
     here: Vec<T>,
+    /// Reached through a `#` edge: absorbs any number of words.
+    is_hash: bool,
 }
 
 impl<T> Default for Node<T> {
@@ -28,6 +30,7 @@ impl<T> Default for Node<T> {
             star: None,
             hash: None,
             here: Vec::new(),
+            is_hash: false,
         }
     }
 }
@@ -46,14 +49,27 @@ fn words(key: &str) -> SmallVec<[&str; 16]> {
     }
 }
 
+/// Words of a binding key with runs of `#` collapsed into one: `#.#` means the same
+/// as `#`, and collapsing keeps matching from exploding combinatorially.
+fn pattern_words(key: &str) -> SmallVec<[&str; 16]> {
+    let mut ws = words(key);
+    ws.dedup_by(|a, b| *a == "#" && *b == "#");
+    ws
+}
+
 impl<T: PartialEq> TopicTrie<T> {
     /// Adds `value` under binding key `key`.
     pub fn insert(&mut self, key: &str, value: T) {
         let mut node = &mut self.root;
-        for w in words(key) {
+        for w in pattern_words(key) {
             node = match w {
                 "*" => node.star.get_or_insert_with(Box::default),
-                "#" => node.hash.get_or_insert_with(Box::default),
+                "#" => node.hash.get_or_insert_with(|| {
+                    Box::new(Node {
+                        is_hash: true,
+                        ..Node::default()
+                    })
+                }),
                 _ => node.words.entry(w.into()).or_default(),
             };
         }
@@ -96,7 +112,7 @@ impl<T: PartialEq> TopicTrie<T> {
             }
             removed
         }
-        rec(&mut self.root, &words(key), value)
+        rec(&mut self.root, &pattern_words(key), value)
     }
 
     /// Calls `f` for every value whose binding key matches `routing_key`; a value
@@ -118,22 +134,46 @@ impl<T> Node<T> {
     }
 }
 
-fn walk<'a, T>(node: &'a Node<T>, ws: &[&str], f: &mut impl FnMut(&'a T)) {
-    if let Some(hash) = &node.hash {
-        // `#` swallows zero or more of the remaining words.
-        for skip in 0..=ws.len() {
-            walk(hash, &ws[skip..], f);
+/// Adds `node` and what it reaches through `#` without consuming a word.
+fn activate<'a, T>(node: &'a Node<T>, active: &mut SmallVec<[&'a Node<T>; 8]>) {
+    let mut n = node;
+    loop {
+        if !active.iter().any(|x| std::ptr::eq(*x, n)) {
+            active.push(n);
+        }
+        match &n.hash {
+            Some(h) => n = h,
+            None => return,
         }
     }
-    let Some((first, rest)) = ws.split_first() else {
-        node.here.iter().for_each(&mut *f);
-        return;
-    };
-    if let Some(child) = node.words.get(*first) {
-        walk(child, rest, f);
+}
+
+/// Simulates the trie as an automaton over the routing key's words, keeping the
+/// set of active nodes, so matching costs words × nodes even for keys full of `#`.
+fn walk<'a, T>(root: &'a Node<T>, ws: &[&str], f: &mut impl FnMut(&'a T)) {
+    let mut active: SmallVec<[&'a Node<T>; 8]> = SmallVec::new();
+    activate(root, &mut active);
+    let mut next: SmallVec<[&'a Node<T>; 8]> = SmallVec::new();
+    for w in ws {
+        next.clear();
+        for n in &active {
+            if n.is_hash {
+                activate(n, &mut next);
+            }
+            if let Some(child) = n.words.get(*w) {
+                activate(child, &mut next);
+            }
+            if let Some(star) = &n.star {
+                activate(star, &mut next);
+            }
+        }
+        std::mem::swap(&mut active, &mut next);
+        if active.is_empty() {
+            return;
+        }
     }
-    if let Some(star) = &node.star {
-        walk(star, rest, f);
+    for n in active {
+        n.here.iter().for_each(&mut *f);
     }
 }
 
@@ -175,6 +215,17 @@ mod tests {
         assert_eq!(matching(&[""], ""), [""]);
         assert!(matching(&[""], "a").is_empty());
         assert_eq!(matching(&["#.#"], "a"), ["#.#"]);
+        assert_eq!(matching(&["a.#.#.b"], "a.b"), ["a.#.#.b"]);
+    }
+
+    #[test]
+    fn many_hashes_stay_fast() {
+        let key = vec!["#"; 50].join(".");
+        let rk = vec!["w"; 200].join(".");
+        assert_eq!(matching(&[&key], &rk), [key.clone()]);
+        let key = vec!["#.*"; 40].join(".");
+        assert_eq!(matching(&[&key], &rk), [key.clone()]);
+        assert!(matching(&[&key], "w.w").is_empty());
     }
 
     #[test]

@@ -140,7 +140,7 @@ impl MessageStore {
     /// Returns its position and whether it was delivered before.
     pub fn shift(&mut self) -> Option<(SegPos, bool)> {
         if let Some(p) = self.requeued.pop_first() {
-            self.ready -= 1;
+            self.ready = self.ready.saturating_sub(1);
             return Some((p, true));
         }
         loop {
@@ -155,7 +155,7 @@ impl MessageStore {
                     {
                         continue;
                     }
-                    self.ready -= 1;
+                    self.ready = self.ready.saturating_sub(1);
                     return Some((here, false));
                 }
                 None => {
