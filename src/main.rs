@@ -17,12 +17,31 @@ fn main() -> ExitCode {
         }
     };
     let config = loaded.config;
-    let filter = tracing_subscriber::EnvFilter::try_new(format!("lavinmq={0},{0}", config.main.log_level))
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_target(false)
-        .init();
+    let level = match config.main.log_level.as_str() {
+        "fatal" => "error",
+        "notice" => "info",
+        "none" => "off",
+        other => other,
+    };
+    let filter =
+        tracing_subscriber::EnvFilter::try_new(level).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let logger = tracing_subscriber::fmt().with_env_filter(filter).with_target(false);
+    match &config.main.log_file {
+        Some(path) => match std::fs::OpenOptions::new().create(true).append(true).open(path) {
+            Ok(file) => logger.with_ansi(false).with_writer(std::sync::Mutex::new(file)).init(),
+            Err(e) => {
+                eprintln!("lavinmq: cannot open log file {}: {e}", path.display());
+                return ExitCode::FAILURE;
+            }
+        },
+        None => logger.init(),
+    }
+    if let Some(pidfile) = &config.main.pidfile
+        && let Err(e) = std::fs::write(pidfile, format!("{}\n", std::process::id()))
+    {
+        eprintln!("lavinmq: cannot write pidfile {}: {e}", pidfile.display());
+        return ExitCode::FAILURE;
+    }
     if let Some(path) = &loaded.config_file {
         tracing::info!("config file: {}", path.display());
     }
