@@ -377,9 +377,15 @@ impl VHost {
 
     /// Deletes an exchange; deleting a missing one succeeds, as in RabbitMQ.
     pub fn delete_exchange(&self, name: &str, if_unused: bool) -> Result<()> {
-        if name.is_empty() || name.starts_with("amq.") {
+        if name.is_empty() {
+            return Err(Error::AccessRefused(
+                "operation not permitted on the default exchange".into(),
+            ));
+        }
+        if name.starts_with("amq.") {
             return Err(Error::AccessRefused(format!(
-                "operation not permitted on exchange '{name}'"
+                "deletion of system exchange '{name}' in vhost '{}' not allowed",
+                self.name
             )));
         }
         let Some(ex) = self.exchange(name) else {
