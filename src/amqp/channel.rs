@@ -67,7 +67,7 @@ impl ChannelShared {
                 consumer_tag: ShortStr::from(tag),
                 nowait: true,
             };
-            self.outbox.write(|b| {
+            self.outbox.send(|b| {
                 let _ = write_method(b, self.number, &m);
             });
         }

@@ -45,6 +45,19 @@ pub struct ConnInfo {
     pub heartbeat: u16,
     /// Negotiated channel_max.
     pub channel_max: u16,
+    /// Queues that received their first ready message during the current read
+    /// batch; their consumers are woken once the batch is done.
+    pub wakes: std::cell::RefCell<Vec<Arc<crate::core::queue::Queue>>>,
+}
+
+impl ConnInfo {
+    /// Remembers to wake `queue`'s consumers at the end of the read batch.
+    pub fn defer_wake(&self, queue: &Arc<crate::core::queue::Queue>) {
+        let mut w = self.wakes.borrow_mut();
+        if !w.iter().any(|q| Arc::ptr_eq(q, queue)) {
+            w.push(queue.clone());
+        }
+    }
 }
 
 /// Why a connection ended before or during the handshake.
@@ -391,6 +404,7 @@ where
         cancel_notify,
         heartbeat,
         channel_max,
+        wakes: Default::default(),
     })
 }
 
@@ -408,6 +422,15 @@ enum Next {
 }
 
 impl Connection {
+    /// After a read buffer's frames are handled: wake the consumers of queues that
+    /// got their first messages, and send every reply in one write.
+    fn end_of_batch(&mut self) {
+        for q in self.info.wakes.borrow_mut().drain(..) {
+            q.wake_consumers();
+        }
+        self.outbox.flush();
+    }
+
     async fn run<R: AsyncRead + Unpin>(&mut self, rd: &mut R, mut buf: BytesMut) {
         let idle_limit = (self.info.heartbeat > 0).then(|| Duration::from_secs(u64::from(self.info.heartbeat) * 2));
         let shutdown = self.info.ctx.shutdown.clone();
@@ -418,6 +441,7 @@ impl Connection {
                         Ok(Next::Continue) => {}
                         Ok(Next::Stop) => return,
                         Err(e) => {
+                            self.end_of_batch();
                             self.fail(e);
                             self.await_close_ok(rd, &mut buf).await;
                             return;
@@ -425,12 +449,14 @@ impl Connection {
                     },
                     Ok(None) => break,
                     Err(e) => {
+                        self.end_of_batch();
                         tracing::warn!("malformed frame: {e}");
                         self.fail(AmqpError::connection(e.reply_code(), e));
                         return;
                     }
                 }
             }
+            self.end_of_batch();
             if buf.capacity() - buf.len() < 4096 {
                 buf.reserve(64 * 1024);
             }
@@ -481,6 +507,7 @@ impl Connection {
                 },
             );
         });
+        self.outbox.flush();
     }
 
     fn close_channel(&mut self, number: u16, e: AmqpError) {

@@ -40,9 +40,16 @@ impl Outbox {
         self.buf.lock()
     }
 
-    /// Appends frames written by `f` and wakes the writer.
+    /// Appends frames written by `f` without waking the writer: the connection task
+    /// answers a whole read buffer's worth of frames, then flushes once.
     pub fn write(&self, f: impl FnOnce(&mut BytesMut)) {
         f(&mut self.buf.lock());
+    }
+
+    /// Appends frames written by `f` and wakes the writer; for writers outside the
+    /// connection's own task.
+    pub fn send(&self, f: impl FnOnce(&mut BytesMut)) {
+        self.write(f);
         self.flush();
     }
 

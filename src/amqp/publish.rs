@@ -270,8 +270,10 @@ impl Channel {
             }
             let mut result = Ok(());
             for q in &queues {
-                if let Err(e) = q.publish(&msg, &mut self.scratch) {
-                    result = Err(e);
+                match q.publish(&msg, &mut self.scratch) {
+                    Ok(true) => info.defer_wake(q),
+                    Ok(false) => {}
+                    Err(e) => result = Err(e),
                 }
             }
             let routed = !queues.is_empty();
@@ -348,7 +350,7 @@ fn deliver_to_reply_consumer(target: &ChannelShared, msg: &Message, scratch: &mu
     let n = target.number;
     let delivery_tag = target.unacked.lock().next_tag();
     msg.with_encoded_properties(scratch, |props| {
-        target.outbox.write(|b| {
+        target.outbox.send(|b| {
             let _ = write_basic_deliver(b, n, &tag, delivery_tag, false, &msg.exchange, &msg.routing_key);
             let _ = write_header_raw(b, n, msg.body.len() as u64, props);
             write_body(b, n, &msg.body, target.frame_max);

@@ -104,11 +104,13 @@ impl Queue {
         }
     }
 
-    /// Appends a message; wakes consumers when the queue was empty.
-    pub fn publish(&self, msg: &Message, scratch: &mut bytes::BytesMut) -> Result<()> {
+    /// Appends a message. Returns true when the queue had no ready message before,
+    /// in which case the caller must call [`Queue::wake_consumers`] (it may first
+    /// publish more, so that consumers wake once for a burst).
+    pub fn publish(&self, msg: &Message, scratch: &mut bytes::BytesMut) -> Result<bool> {
         let mut st = self.state.lock();
         if st.deleted {
-            return Ok(());
+            return Ok(false);
         }
         let was_empty = st.store.ready_count() == 0;
         msg.with_encoded_properties(scratch, |props| {
@@ -116,10 +118,12 @@ impl Queue {
                 .push(msg.timestamp, &msg.exchange, &msg.routing_key, props, &msg.body)
         })
         .map_err(|e| Error::Internal(format!("cannot store message in queue '{}': {e}", self.name)))?;
-        if was_empty {
-            st.notify_consumers();
-        }
-        Ok(())
+        Ok(was_empty)
+    }
+
+    /// Wakes every consumer so that those with capacity pull.
+    pub fn wake_consumers(&self) {
+        self.state.lock().notify_consumers();
     }
 
     /// True when some consumer could take a message right now.
