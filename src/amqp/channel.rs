@@ -495,7 +495,7 @@ impl Channel {
                 }
             },
         };
-        let consumer = Arc::new(AmqpConsumer::new(
+        let consumer = AmqpConsumer::new(
             info.ctx.next_id(),
             tag.clone(),
             self.shared.clone(),
@@ -503,7 +503,7 @@ impl Channel {
             no_ack,
             priority,
             self.prefetch,
-        ));
+        );
         q.add_consumer(consumer.clone(), exclusive)?;
         self.shared.consumers.lock().insert(tag.clone(), consumer.clone());
         self.reply(
@@ -538,11 +538,11 @@ impl Channel {
         let n = self.number();
         let frame_max = self.shared.frame_max;
         let mut st = q.lock();
-        let mut unacked = self.shared.unacked.lock();
-        let mut out = self.shared.outbox.lock();
         loop {
             let Some((pos, redelivered)) = st.store.shift() else {
-                let _ = write_method(&mut out, n, &Method::BasicGetEmpty);
+                self.shared.outbox.write(|out| {
+                    let _ = write_method(out, n, &Method::BasicGetEmpty);
+                });
                 break;
             };
             let remaining = st.store.ready_count() as u32;
@@ -550,27 +550,21 @@ impl Channel {
                 let _ = st.store.ack(pos);
                 continue;
             };
+            let mut unacked = self.shared.unacked.lock();
             let tag = unacked.next_tag();
-            let _ = write_basic_get_ok(&mut out, n, tag, redelivered, m.exchange, m.routing_key, remaining);
-            let _ = write_header_raw(&mut out, n, m.body.len() as u64, m.properties);
-            write_body(&mut out, n, m.body, frame_max);
+            self.shared.outbox.write(|out| {
+                let _ = write_basic_get_ok(out, n, tag, redelivered, m.exchange, m.routing_key, remaining);
+                let _ = write_header_raw(out, n, m.body.len() as u64, m.properties);
+                write_body(out, n, m.body, frame_max);
+            });
             if no_ack {
                 let _ = st.store.ack(pos);
             } else {
                 st.unacked += 1;
-                unacked.push(Unacked {
-                    tag,
-                    queue: q.clone(),
-                    pos,
-                    consumer: None,
-                });
+                unacked.push(Unacked { tag, queue: q.clone(), pos, consumer: None });
             }
             break;
         }
-        drop(out);
-        drop(unacked);
-        drop(st);
-        self.shared.outbox.flush();
         Ok(())
     }
 

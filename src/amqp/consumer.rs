@@ -1,9 +1,10 @@
-//! A consumer on a channel and the task that delivers to it.
+//! A consumer on a channel and the task that runs its queue's delivery.
 //!
-//! Each consumer pulls from its queue in batches: it locks the queue, takes up to a
-//! batch of messages while it has prefetch capacity, writes deliver, header and body
-//! frames straight from the mapped segment into the connection's outbox, and
-//! releases the lock. It sleeps until the queue, an ack or the writer wakes it.
+//! Delivery itself is the queue's ([`Queue::deliver_ready`]): under the queue lock
+//! it hands messages round-robin to every consumer with capacity, and each
+//! consumer writes deliver, header and body frames straight from the mapped
+//! segment into its connection's outbox. A consumer's task only decides when to
+//! run that: when woken by a publish, an ack, or the socket draining.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -12,13 +13,11 @@ use tokio::sync::Notify;
 
 use super::channel::ChannelShared;
 use super::codec::{write_basic_deliver, write_body, write_header_raw};
-use super::outbox::HIGH_WATER;
 use super::unacked::Unacked;
 use crate::core::consumer::Consumer;
 use crate::core::queue::Queue;
-
-/// Messages delivered per queue lock acquisition.
-const BATCH: usize = 256;
+use crate::store::SegPos;
+use crate::store::record::RecordView;
 
 /// A consumer created by basic.consume.
 pub struct AmqpConsumer {
@@ -40,12 +39,7 @@ pub struct AmqpConsumer {
     pub unacked: AtomicU32,
     wake: Notify,
     cancelled: AtomicBool,
-}
-
-enum Batch {
-    Idle,
-    More,
-    OutboxFull,
+    me: std::sync::Weak<AmqpConsumer>,
 }
 
 impl AmqpConsumer {
@@ -58,8 +52,8 @@ impl AmqpConsumer {
         no_ack: bool,
         priority: i32,
         prefetch: u32,
-    ) -> Self {
-        AmqpConsumer {
+    ) -> Arc<Self> {
+        Arc::new_cyclic(|me| AmqpConsumer {
             id,
             tag,
             channel,
@@ -70,7 +64,8 @@ impl AmqpConsumer {
             unacked: AtomicU32::new(0),
             wake: Notify::new(),
             cancelled: AtomicBool::new(false),
-        }
+            me: me.clone(),
+        })
     }
 
     /// Starts the delivery task.
@@ -101,80 +96,14 @@ impl AmqpConsumer {
             if self.is_cancelled() || self.channel.outbox.is_closed() {
                 return;
             }
-            match self.deliver_batch() {
-                Batch::Idle => self.wake.notified().await,
-                Batch::More => tokio::task::yield_now().await,
-                Batch::OutboxFull => self.channel.outbox.wait_for_space().await,
-            }
-        }
-    }
-
-    fn deliver_batch(self: &Arc<Self>) -> Batch {
-        let mut q = self.queue.lock();
-        if q.deleted || self.is_cancelled() {
-            return Batch::Idle;
-        }
-        let ch = self.channel.number;
-        let frame_max = self.channel.frame_max;
-        let mut unacked = self.channel.unacked.lock();
-        let mut out = self.channel.outbox.lock();
-        let mut sent = 0;
-        let result = loop {
-            if sent == BATCH {
-                break Batch::More;
-            }
-            if out.len() >= HIGH_WATER {
-                break Batch::OutboxFull;
-            }
-            if !self.has_capacity() {
-                if q.store.ready_count() > 0 {
-                    q.notify_others(self.id);
-                }
-                break Batch::Idle;
-            }
-            if q.outranked(self.id, self.priority) {
-                break Batch::Idle;
-            }
-            let Some((pos, redelivered)) = q.store.shift() else {
-                break Batch::Idle;
-            };
-            let tag = unacked.next_tag();
-            match q.store.read_at(pos) {
-                Some(m) => {
-                    let _ = write_basic_deliver(&mut out, ch, &self.tag, tag, redelivered, m.exchange, m.routing_key);
-                    let _ = write_header_raw(&mut out, ch, m.body.len() as u64, m.properties);
-                    write_body(&mut out, ch, m.body, frame_max);
-                }
-                None => {
-                    tracing::error!(queue = %self.queue.name, "unreadable message at {pos:?} dropped");
-                    let _ = q.store.ack(pos);
-                    continue;
-                }
-            }
-            sent += 1;
-            if self.no_ack {
-                if let Err(e) = q.store.ack(pos) {
-                    tracing::error!(queue = %self.queue.name, "cannot record ack: {e}");
-                }
+            if self.queue.deliver_ready() {
+                tokio::task::yield_now().await;
+            } else if self.channel.outbox.is_full() {
+                self.channel.outbox.wait_for_space().await;
             } else {
-                q.unacked += 1;
-                self.unacked.fetch_add(1, Ordering::AcqRel);
-                self.channel.global_unacked.fetch_add(1, Ordering::AcqRel);
-                unacked.push(Unacked {
-                    tag,
-                    queue: self.queue.clone(),
-                    pos,
-                    consumer: Some(self.clone()),
-                });
+                self.wake.notified().await;
             }
-        };
-        drop(out);
-        drop(unacked);
-        drop(q);
-        if sent > 0 {
-            self.channel.outbox.flush();
         }
-        result
     }
 }
 
@@ -188,13 +117,41 @@ impl Consumer for AmqpConsumer {
     }
 
     fn has_capacity(&self) -> bool {
-        if self.is_cancelled() || !self.channel.flow_active() {
+        if self.is_cancelled() || !self.channel.flow_active() || self.channel.outbox.is_full() {
             return false;
         }
         if self.no_ack {
             return true;
         }
         (self.prefetch == 0 || self.unacked.load(Ordering::Acquire) < self.prefetch) && self.channel.global_capacity()
+    }
+
+    fn no_ack(&self) -> bool {
+        self.no_ack
+    }
+
+    fn deliver(&self, m: &RecordView<'_>, pos: SegPos, redelivered: bool) {
+        let ch = self.channel.number;
+        let mut unacked = self.channel.unacked.lock();
+        let tag = unacked.next_tag();
+        self.channel.outbox.write(|out| {
+            let _ = write_basic_deliver(out, ch, &self.tag, tag, redelivered, m.exchange, m.routing_key);
+            let _ = write_header_raw(out, ch, m.body.len() as u64, m.properties);
+            write_body(out, ch, m.body, self.channel.frame_max);
+        });
+        if !self.no_ack {
+            self.unacked.fetch_add(1, Ordering::AcqRel);
+            self.channel.global_unacked.fetch_add(1, Ordering::AcqRel);
+            unacked.push(Unacked { tag, queue: self.queue.clone(), pos, consumer: self.me.upgrade() });
+        }
+        if self.channel.outbox.is_full() {
+            // This task must wait for the socket to drain and then resume delivery.
+            self.wake.notify_one();
+        }
+    }
+
+    fn flush(&self) {
+        self.channel.outbox.flush();
     }
 
     fn notify(&self) {

@@ -2,11 +2,11 @@
 //! consumer task append frames to, and one writer task that moves whatever has
 //! accumulated to the socket in a single write. Many frames ride on one syscall.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::BytesMut;
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::Mutex;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::Notify;
 
@@ -21,6 +21,8 @@ pub struct Outbox {
     wake_writer: Notify,
     drained: Notify,
     closed: AtomicBool,
+    /// Bytes buffered, as of the last append or write-out (read without the lock).
+    buffered: AtomicUsize,
 }
 
 impl Default for Outbox {
@@ -30,20 +32,23 @@ impl Default for Outbox {
             wake_writer: Notify::new(),
             drained: Notify::new(),
             closed: AtomicBool::new(false),
+            buffered: AtomicUsize::new(0),
         }
     }
 }
 
 impl Outbox {
-    /// Locks the buffer to append frames; call [`Outbox::flush`] after unlocking.
-    pub fn lock(&self) -> MutexGuard<'_, BytesMut> {
-        self.buf.lock()
-    }
-
     /// Appends frames written by `f` without waking the writer: the connection task
     /// answers a whole read buffer's worth of frames, then flushes once.
     pub fn write(&self, f: impl FnOnce(&mut BytesMut)) {
-        f(&mut self.buf.lock());
+        let mut buf = self.buf.lock();
+        f(&mut buf);
+        self.buffered.store(buf.len(), Ordering::Release);
+    }
+
+    /// True while the buffer holds more than [`HIGH_WATER`] bytes.
+    pub fn is_full(&self) -> bool {
+        self.buffered.load(Ordering::Acquire) >= HIGH_WATER
     }
 
     /// Appends frames written by `f` and wakes the writer; for writers outside the
@@ -76,7 +81,7 @@ impl Outbox {
             let drained = self.drained.notified();
             tokio::pin!(drained);
             drained.as_mut().enable();
-            if self.buf.lock().len() < HIGH_WATER || self.is_closed() {
+            if !self.is_full() || self.is_closed() {
                 return;
             }
             drained.await;
@@ -95,6 +100,7 @@ impl Outbox {
             {
                 let mut buf = self.buf.lock();
                 std::mem::swap(&mut *buf, &mut spare);
+                self.buffered.store(0, Ordering::Release);
             }
             if !spare.is_empty() {
                 let r = sink.write_all(&spare).await;

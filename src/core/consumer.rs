@@ -1,15 +1,26 @@
 //! What a queue needs to know about whoever consumes from it. Protocol adapters
 //! implement this; the queue never learns how messages reach the client.
 
+use crate::store::SegPos;
+use crate::store::record::RecordView;
+
 /// A consumer attached to a queue.
 pub trait Consumer: Send + Sync {
     /// The consumer tag, unique per channel.
     fn tag(&self) -> &str;
     /// Consumer priority (`x-priority`); higher goes first while it has capacity.
     fn priority(&self) -> i32;
-    /// True while the consumer may take another message (prefetch, flow).
+    /// True while the consumer may take another message (prefetch, flow, a full
+    /// socket buffer). Called under the queue lock: must not lock the queue.
     fn has_capacity(&self) -> bool;
-    /// Messages may be available: the consumer should pull.
+    /// True when messages are settled on delivery (no acks will come).
+    fn no_ack(&self) -> bool;
+    /// Hands a stored message to the consumer. Called under the queue lock, only
+    /// when `has_capacity()` was true; the consumer buffers it for sending.
+    fn deliver(&self, msg: &RecordView<'_>, pos: SegPos, redelivered: bool);
+    /// Sends what `deliver` buffered; called after the queue lock is released.
+    fn flush(&self);
+    /// Messages may be available: the consumer should run the queue's delivery.
     fn notify(&self);
     /// The queue was deleted under the consumer.
     fn queue_deleted(&self);

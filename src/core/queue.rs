@@ -13,6 +13,9 @@ use super::message::Message;
 use super::{Error, FieldTable, Result};
 use crate::store::{MessageStore, SegPos};
 
+/// Messages delivered per acquisition of the queue lock.
+const DELIVERY_BATCH: usize = 256;
+
 /// Identity of the connection that owns an exclusive queue.
 pub type ConnectionId = u64;
 
@@ -38,6 +41,7 @@ pub struct QueueState {
     /// Messages on disk.
     pub store: MessageStore,
     consumers: Vec<Arc<dyn Consumer>>,
+    next_consumer: usize,
     exclusive_consumer: bool,
     had_consumers: bool,
     /// Delivered, not yet acknowledged messages.
@@ -80,6 +84,7 @@ impl Queue {
             state: Mutex::new(QueueState {
                 store,
                 consumers: Vec::new(),
+                next_consumer: 0,
                 exclusive_consumer: false,
                 had_consumers: false,
                 unacked: 0,
@@ -124,6 +129,55 @@ impl Queue {
     /// Wakes every consumer so that those with capacity pull.
     pub fn wake_consumers(&self) {
         self.state.lock().notify_consumers();
+    }
+
+    /// Delivers ready messages to consumers with capacity, up to a batch; returns
+    /// true when it stopped at the batch limit with more to do. Any consumer's task
+    /// may run this: it serves every consumer of the queue, in round-robin order.
+    pub fn deliver_ready(&self) -> bool {
+        let mut touched: smallvec::SmallVec<[Arc<dyn Consumer>; 4]> = smallvec::SmallVec::new();
+        let mut more = false;
+        {
+            let mut st = self.state.lock();
+            if st.deleted {
+                return false;
+            }
+            for n in 0..=DELIVERY_BATCH {
+                if n == DELIVERY_BATCH {
+                    more = true;
+                    break;
+                }
+                if st.store.ready_count() == 0 {
+                    break;
+                }
+                let Some(i) = st.pick_consumer() else { break };
+                let Some((pos, redelivered)) = st.store.shift() else { break };
+                let st = &mut *st;
+                let consumer = &st.consumers[i];
+                match st.store.read_at(pos) {
+                    Some(view) => consumer.deliver(&view, pos, redelivered),
+                    None => {
+                        tracing::error!(queue = %self.name, "unreadable message at {pos:?} dropped");
+                        let _ = st.store.ack(pos);
+                        continue;
+                    }
+                }
+                if consumer.no_ack() {
+                    if let Err(e) = st.store.ack(pos) {
+                        tracing::error!(queue = %self.name, "cannot record ack: {e}");
+                    }
+                } else {
+                    st.unacked += 1;
+                }
+                if !touched.iter().any(|c| Arc::ptr_eq(c, consumer)) {
+                    touched.push(consumer.clone());
+                }
+            }
+        }
+        for c in touched {
+            c.flush();
+        }
+        more
     }
 
     /// True when some consumer could take a message right now.
@@ -238,21 +292,21 @@ impl QueueState {
         }
     }
 
-    /// True when a consumer other than `id` with a higher priority could take a
-    /// message now, in which case `id` must wait.
-    pub fn outranked(&self, id: u64, priority: i32) -> bool {
-        self.consumers
-            .iter()
-            .any(|c| c.id() != id && c.priority() > priority && c.has_capacity())
-    }
-
-    /// Wakes the consumers other than `id` (used when `id` runs out of capacity).
-    pub fn notify_others(&self, id: u64) {
-        for c in &self.consumers {
-            if c.id() != id {
-                c.notify();
+    /// Picks the consumer for the next message: the highest priority among those
+    /// with capacity, round-robin among equals (as RabbitMQ dispatches).
+    fn pick_consumer(&mut self) -> Option<usize> {
+        let n = self.consumers.len();
+        let mut best: Option<(i32, usize)> = None;
+        for k in 0..n {
+            let i = (self.next_consumer + k) % n;
+            let c = &self.consumers[i];
+            if best.is_none_or(|(p, _)| c.priority() > p) && c.has_capacity() {
+                best = Some((c.priority(), i));
             }
         }
+        let (_, i) = best?;
+        self.next_consumer = (i + 1) % n;
+        Some(i)
     }
 
     /// Number of attached consumers.

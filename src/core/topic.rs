@@ -222,9 +222,9 @@ mod tests {
     fn many_hashes_stay_fast() {
         let key = vec!["#"; 50].join(".");
         let rk = vec!["w"; 200].join(".");
-        assert_eq!(matching(&[&key], &rk), [key.clone()]);
+        assert_eq!(matching(&[&key], &rk), [key.as_str()]);
         let key = vec!["#.*"; 40].join(".");
-        assert_eq!(matching(&[&key], &rk), [key.clone()]);
+        assert_eq!(matching(&[&key], &rk), [key.as_str()]);
         assert!(matching(&[&key], "w.w").is_empty());
     }
 

@@ -310,11 +310,6 @@ impl VHost {
                 "operation not permitted on the default exchange".into(),
             ));
         }
-        if name.starts_with("amq.") {
-            return Err(Error::AccessRefused(format!(
-                "exchange name '{name}' contains reserved prefix 'amq.*'"
-            )));
-        }
         let Some(parsed) = ExchangeKind::parse(kind) else {
             return Err(Error::CommandInvalid(format!("unknown exchange type '{kind}'")));
         };
@@ -359,6 +354,13 @@ impl VHost {
                 )));
             }
             return Ok(());
+        }
+        // As in RabbitMQ, the reserved prefix only stops creating new exchanges:
+        // redeclaring a predefined one with its own properties is fine.
+        if name.starts_with("amq.") {
+            return Err(Error::AccessRefused(format!(
+                "exchange name '{name}' contains reserved prefix 'amq.*'"
+            )));
         }
         let ex = Arc::new(Exchange::new(
             name,
