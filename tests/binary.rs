@@ -20,7 +20,13 @@ fn write_ini(dir: &std::path::Path, text: &str) -> std::path::PathBuf {
 fn bad_value_exits_with_an_error_naming_the_key() {
     let dir = tempfile::tempdir().unwrap();
     let ini = write_ini(dir.path(), "[amqp]\nport = abc\n");
-    let out = Command::new(BIN).arg("-c").arg(&ini).arg("-D").arg(dir.path().join("data")).output().unwrap();
+    let out = Command::new(BIN)
+        .arg("-c")
+        .arg(&ini)
+        .arg("-D")
+        .arg(dir.path().join("data"))
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("port") && err.contains("abc"), "stderr: {err}");
@@ -30,7 +36,13 @@ fn bad_value_exits_with_an_error_naming_the_key() {
 fn unknown_section_exits_with_an_error_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let ini = write_ini(dir.path(), "[bogus]\nx = 1\n");
-    let out = Command::new(BIN).arg("-c").arg(&ini).arg("-D").arg(dir.path().join("data")).output().unwrap();
+    let out = Command::new(BIN)
+        .arg("-c")
+        .arg(&ini)
+        .arg("-D")
+        .arg(dir.path().join("data"))
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("bogus"));
 }
@@ -62,7 +74,11 @@ fn spawn(data: &std::path::Path, extra: &[&str]) -> (Child, u16) {
 }
 
 fn sigterm(child: &Child) {
-    let status = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().unwrap();
+    let status = Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
     assert!(status.success());
 }
 
@@ -121,7 +137,10 @@ async fn sigterm_closes_connections_with_connection_forced_and_exits_cleanly() {
     let mut sock = handshake(port).await;
     sigterm(&child);
     let mut buf = vec![0u8; 512];
-    let n = tokio::time::timeout(Duration::from_secs(10), sock.read(&mut buf)).await.unwrap().unwrap();
+    let n = tokio::time::timeout(Duration::from_secs(10), sock.read(&mut buf))
+        .await
+        .unwrap()
+        .unwrap();
     // connection.close (10, 50) with reply code 320.
     assert!(n > 13, "no close frame received");
     assert_eq!(&buf[7..11], &[0, 10, 0, 50]);
@@ -139,18 +158,31 @@ async fn durable_messages_survive_a_restart_of_the_binary() {
     let dir = tempfile::tempdir().unwrap();
     let (mut child, port) = spawn(dir.path(), &[]);
     let uri = format!("amqp://guest:guest@127.0.0.1:{port}/%2f");
-    let conn = Connection::connect(&uri, ConnectionProperties::default()).await.unwrap();
+    let conn = Connection::connect(&uri, ConnectionProperties::default())
+        .await
+        .unwrap();
     let ch = conn.create_channel().await.unwrap();
-    let durable = QueueDeclareOptions { durable: true, ..Default::default() };
-    ch.queue_declare("kept".into(), durable, FieldTable::default()).await.unwrap();
+    let durable = QueueDeclareOptions {
+        durable: true,
+        ..Default::default()
+    };
+    ch.queue_declare("kept".into(), durable, FieldTable::default())
+        .await
+        .unwrap();
     ch.confirm_select(ConfirmSelectOptions::default()).await.unwrap();
     for i in 0..100u32 {
         let props = BasicProperties::default().with_delivery_mode(2);
-        ch.basic_publish("".into(), "kept".into(), BasicPublishOptions::default(), &i.to_be_bytes(), props)
-            .await
-            .unwrap()
-            .await
-            .unwrap();
+        ch.basic_publish(
+            "".into(),
+            "kept".into(),
+            BasicPublishOptions::default(),
+            &i.to_be_bytes(),
+            props,
+        )
+        .await
+        .unwrap()
+        .await
+        .unwrap();
     }
     let _ = conn.close(200, "bye".into()).await;
     sigterm(&child);
@@ -158,12 +190,21 @@ async fn durable_messages_survive_a_restart_of_the_binary() {
 
     let (mut child, port) = spawn(dir.path(), &[]);
     let uri = format!("amqp://guest:guest@127.0.0.1:{port}/%2f");
-    let conn = Connection::connect(&uri, ConnectionProperties::default()).await.unwrap();
+    let conn = Connection::connect(&uri, ConnectionProperties::default())
+        .await
+        .unwrap();
     let ch = conn.create_channel().await.unwrap();
-    let q = ch.queue_declare("kept".into(), durable, FieldTable::default()).await.unwrap();
+    let q = ch
+        .queue_declare("kept".into(), durable, FieldTable::default())
+        .await
+        .unwrap();
     assert_eq!(q.message_count(), 100);
     for i in 0..100u32 {
-        let m = ch.basic_get("kept".into(), BasicGetOptions { no_ack: true }).await.unwrap().expect("message");
+        let m = ch
+            .basic_get("kept".into(), BasicGetOptions { no_ack: true })
+            .await
+            .unwrap()
+            .expect("message");
         assert_eq!(m.delivery.data, i.to_be_bytes());
     }
     let _ = conn.close(200, "bye".into()).await;

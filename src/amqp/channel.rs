@@ -561,7 +561,12 @@ impl Channel {
                 let _ = st.store.ack(pos);
             } else {
                 st.unacked += 1;
-                unacked.push(Unacked { tag, queue: q.clone(), pos, consumer: None });
+                unacked.push(Unacked {
+                    tag,
+                    queue: q.clone(),
+                    pos,
+                    consumer: None,
+                });
             }
             break;
         }

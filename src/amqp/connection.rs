@@ -639,10 +639,12 @@ impl Connection {
                 )
                 .on(class, id));
             }
-            if number > self.info.channel_max {
+            let max = self.info.channel_max;
+            if number > max || self.channels.len() >= usize::from(max) {
+                let open = self.channels.len();
                 return Err(AmqpError::connection(
-                    code::CHANNEL_ERROR,
-                    format!("channel {number} exceeds channel_max {}", self.info.channel_max),
+                    code::NOT_ALLOWED,
+                    format!("number of channels opened ({open}) has reached the negotiated channel_max ({max})"),
                 )
                 .on(class, id));
             }

@@ -142,7 +142,12 @@ impl Consumer for AmqpConsumer {
         if !self.no_ack {
             self.unacked.fetch_add(1, Ordering::AcqRel);
             self.channel.global_unacked.fetch_add(1, Ordering::AcqRel);
-            unacked.push(Unacked { tag, queue: self.queue.clone(), pos, consumer: self.me.upgrade() });
+            unacked.push(Unacked {
+                tag,
+                queue: self.queue.clone(),
+                pos,
+                consumer: self.me.upgrade(),
+            });
         }
         if self.channel.outbox.is_full() {
             // This task must wait for the socket to drain and then resume delivery.

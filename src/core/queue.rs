@@ -151,7 +151,9 @@ impl Queue {
                     break;
                 }
                 let Some(i) = st.pick_consumer() else { break };
-                let Some((pos, redelivered)) = st.store.shift() else { break };
+                let Some((pos, redelivered)) = st.store.shift() else {
+                    break;
+                };
                 let st = &mut *st;
                 let consumer = &st.consumers[i];
                 match st.store.read_at(pos) {

@@ -450,14 +450,10 @@ impl VHost {
                 return Err(inequivalent("durable", "queue", name, v, opts.durable, q.durable));
             }
             if q.exclusive_owner.is_some() != opts.exclusive {
-                return Err(inequivalent(
-                    "exclusive",
-                    "queue",
-                    name,
-                    v,
-                    opts.exclusive,
-                    q.exclusive_owner.is_some(),
-                ));
+                // RabbitMQ reports this as a lock conflict, not an inequivalent argument.
+                return Err(Error::ResourceLocked(format!(
+                    "cannot obtain exclusive access to locked queue '{name}' in vhost '{v}'. It could be originally declared on another connection or the exclusive property value does not match that of the original declaration."
+                )));
             }
             if q.auto_delete != opts.auto_delete {
                 return Err(inequivalent(
