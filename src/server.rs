@@ -46,7 +46,6 @@ pub struct Server {
     amqp_addr: SocketAddr,
     shutdown: CancellationToken,
     ctx: Arc<AmqpContext>,
-    flusher: tokio::task::JoinHandle<()>,
     _lock: Option<DataDirLock>,
 }
 
@@ -103,13 +102,11 @@ impl Server {
         };
         let ctx = AmqpContext::new(broker.clone(), amqp_settings, shutdown.clone());
         tokio::spawn(crate::amqp::listener::accept_loop(listener, ctx.clone()));
-        let flusher = tokio::spawn(flush_loop(broker.clone(), shutdown.clone(), main.sync));
         Ok(Server {
             broker,
             amqp_addr,
             shutdown,
             ctx,
-            flusher,
             _lock: lock,
         })
     }
@@ -130,25 +127,12 @@ impl Server {
         {
             tracing::warn!("connections did not close in time");
         }
-        let _ = self.flusher.await;
         let broker = self.broker.clone();
-        let _ = tokio::task::spawn_blocking(move || broker.flush()).await;
+        let _ = tokio::task::spawn_blocking(move || {
+            broker.sync_now();
+            broker.sync.stop();
+        })
+        .await;
         tracing::info!("shutdown complete");
-    }
-}
-
-/// Periodically writes dirty pages of every segment back to disk (when `sync` is
-/// on), so that a crash of the machine loses at most about a second of messages.
-async fn flush_loop(broker: Arc<Broker>, shutdown: CancellationToken, sync: bool) {
-    if !sync {
-        return;
-    }
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-            _ = shutdown.cancelled() => return,
-        }
-        let b = broker.clone();
-        let _ = tokio::task::spawn_blocking(move || b.flush()).await;
     }
 }

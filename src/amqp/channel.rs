@@ -4,12 +4,14 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use bytes::BytesMut;
 use parking_lot::Mutex;
 
-use super::codec::{Method, write_basic_get_ok, write_body, write_header_raw, write_method};
+use super::codec::{
+    Method, write_basic_ack, write_basic_get_ok, write_basic_nack, write_body, write_header_raw, write_method,
+};
 use super::connection::ConnInfo;
 use super::consumer::AmqpConsumer;
 use super::error::{AmqpError, AmqpResult, code};
@@ -19,6 +21,7 @@ use super::unacked::{Unacked, UnackedList};
 use crate::core::queue::Queue;
 use crate::core::vhost::{ExchangeOptions, QueueOptions};
 use crate::core::{FieldTable, ShortStr};
+use crate::store::SyncWaiter;
 
 /// Queue name clients consume from for direct reply-to.
 pub const REPLY_TO_QUEUE: &str = "amq.rabbitmq.reply-to";
@@ -46,9 +49,38 @@ pub struct ChannelShared {
     pub cancel_notify: bool,
     /// Direct reply-to consumer tag and token, if any.
     pub reply_to: Mutex<Option<(String, String)>>,
+    /// Newest publisher-confirm sequence number waiting for a sync (0 = none).
+    awaiting_sync: AtomicU64,
+}
+
+impl SyncWaiter for ChannelShared {
+    fn synced(&self, seq: u64, ok: bool) {
+        let n = self.number;
+        self.outbox.send(|b| {
+            if ok {
+                write_basic_ack(b, n, seq, true);
+            } else {
+                write_basic_nack(b, n, seq, true, false);
+            }
+        });
+        // Only clear if no newer confirm registered meanwhile.
+        let _ = self
+            .awaiting_sync
+            .compare_exchange(seq, 0, Ordering::AcqRel, Ordering::Acquire);
+    }
 }
 
 impl ChannelShared {
+    /// True while a confirm waits for a sync (later confirms must queue behind it).
+    pub fn awaiting_sync(&self) -> bool {
+        self.awaiting_sync.load(Ordering::Acquire) != 0
+    }
+
+    /// Marks confirm `seq` as waiting for the next sync.
+    pub fn await_sync(&self, seq: u64) {
+        self.awaiting_sync.store(seq, Ordering::Release);
+    }
+
     /// False while the client paused deliveries with channel.flow.
     pub fn flow_active(&self) -> bool {
         self.flow.load(Ordering::Acquire)
@@ -132,6 +164,7 @@ impl Channel {
                 consumers: Mutex::default(),
                 cancel_notify: info.cancel_notify,
                 reply_to: Mutex::new(None),
+                awaiting_sync: AtomicU64::new(0),
             }),
             closing: false,
             publish: None,

@@ -2,6 +2,8 @@
 //! into a message, validating it, routing it through the vhost, storing it in every
 //! queue it reaches, and answering with returns and publisher confirms.
 
+use std::sync::Arc;
+
 use bytes::{Bytes, BytesMut};
 use smallvec::SmallVec;
 
@@ -13,6 +15,7 @@ use super::codec::{
 use super::connection::ConnInfo;
 use super::error::{AmqpError, AmqpResult, code};
 use crate::core::message::Message;
+use crate::store::SyncWaiter;
 
 /// Prefix of routing keys that address a direct reply-to consumer.
 const REPLY_TO_PREFIX: &str = "amq.rabbitmq.reply-to.";
@@ -191,6 +194,7 @@ impl Channel {
             return Ok(());
         }
         self.publish_message(info, msg, p.mandatory, p.immediate)
+            .map(|_| ())
             .map_err(|e| e.on(60, 40))
     }
 
@@ -226,38 +230,33 @@ impl Channel {
     }
 
     /// Routes and stores one complete message, then answers with a return and/or
-    /// a confirm as the channel's mode asks.
+    /// a confirm as the channel's mode asks. Returns true when the message went
+    /// to disk in a durable queue (so a confirm or commit must wait for a sync).
     pub(super) fn publish_message(
         &mut self,
         info: &ConnInfo,
         mut msg: Message,
         mandatory: bool,
         immediate: bool,
-    ) -> AmqpResult {
+    ) -> AmqpResult<bool> {
         let vhost = &info.vhost;
-        let exchange = match vhost.exchange(&msg.exchange) {
-            Some(e) => e,
-            None => {
-                return Err(AmqpError::channel(
-                    code::NOT_FOUND,
-                    format!("no exchange '{}' in vhost '{}'", msg.exchange, vhost.name),
-                ));
-            }
+        let Some(exchange) = vhost.exchange(&msg.exchange) else {
+            let text = format!("no exchange '{}' in vhost '{}'", msg.exchange, vhost.name);
+            return Err(AmqpError::channel(code::NOT_FOUND, text));
         };
         if exchange.internal {
-            return Err(AmqpError::channel(
-                code::ACCESS_REFUSED,
-                format!(
-                    "cannot publish to internal exchange '{}' in vhost '{}'",
-                    exchange.name, vhost.name
-                ),
-            ));
+            let text = format!(
+                "cannot publish to internal exchange '{}' in vhost '{}'",
+                exchange.name, vhost.name
+            );
+            return Err(AmqpError::channel(code::ACCESS_REFUSED, text));
         }
         if self.confirm {
             self.confirm_seq += 1;
         }
         let extra = take_cc_bcc(&mut msg)?;
         let extra_refs: SmallVec<[&str; 4]> = extra.iter().map(String::as_str).collect();
+        let mut durable = false;
         let (routed, had_route) = if exchange.name.is_empty() && msg.routing_key.starts_with(REPLY_TO_PREFIX) {
             let ok = self.deliver_direct_reply(info, &msg);
             (ok, ok)
@@ -271,8 +270,12 @@ impl Channel {
             let mut result = Ok(());
             for q in &queues {
                 match q.publish(&msg, &mut self.scratch) {
-                    Ok(true) => info.defer_wake(q),
-                    Ok(false) => {}
+                    Ok(woke) => {
+                        durable |= q.durable;
+                        if woke {
+                            info.defer_wake(q);
+                        }
+                    }
                     Err(e) => result = Err(e),
                 }
             }
@@ -284,7 +287,7 @@ impl Channel {
                 if self.confirm {
                     let (n, seq) = (self.shared.number, self.confirm_seq);
                     self.shared.outbox.write(|b| write_basic_nack(b, n, seq, false, false));
-                    return Ok(());
+                    return Ok(false);
                 }
                 return Err(e.into());
             }
@@ -297,11 +300,20 @@ impl Channel {
                 self.send_return(&msg, code::NO_ROUTE, "NO_ROUTE");
             }
         }
+        let needs_sync = durable && msg.properties.is_persistent() && info.ctx.broker.sync.enabled();
         if self.confirm {
-            let (n, seq) = (self.shared.number, self.confirm_seq);
-            self.shared.outbox.write(|b| write_basic_ack(b, n, seq, false));
+            let seq = self.confirm_seq;
+            if needs_sync || self.shared.awaiting_sync() {
+                // Confirms stay in order: once one waits for a sync, later ones do too.
+                self.shared.await_sync(seq);
+                let waiter: Arc<dyn SyncWaiter> = self.shared.clone();
+                info.ctx.broker.sync.register(&waiter, seq);
+            } else {
+                let n = self.shared.number;
+                self.shared.outbox.write(|b| write_basic_ack(b, n, seq, false));
+            }
         }
-        Ok(())
+        Ok(needs_sync)
     }
 
     fn send_return(&mut self, msg: &Message, reply_code: u16, text: &str) {
@@ -335,8 +347,18 @@ impl Channel {
         for (entries, how) in settles {
             settle_entries(&self.shared, entries, how);
         }
+        let mut needs_sync = false;
         for (msg, mandatory, immediate) in publishes {
-            self.publish_message(info, msg, mandatory, immediate)?;
+            needs_sync |= self.publish_message(info, msg, mandatory, immediate)?;
+        }
+        if needs_sync {
+            // commit-ok promises the messages are safe: one sync, on this thread.
+            info.ctx.broker.sync.sync_now().map_err(|e| {
+                AmqpError::connection(
+                    code::INTERNAL_ERROR,
+                    format!("cannot sync the transaction to disk: {e}"),
+                )
+            })?;
         }
         Ok(())
     }

@@ -10,7 +10,7 @@ use serde_json::json;
 use super::user::UserStore;
 use super::vhost::{StoreSettings, VHost};
 use super::{Error, Result};
-use crate::store::definitions;
+use crate::store::{GroupSync, definitions};
 
 /// Shared broker state.
 pub struct Broker {
@@ -19,6 +19,8 @@ pub struct Broker {
     vhosts: RwLock<HashMap<String, Arc<VHost>>>,
     /// Users and their permissions.
     pub users: UserStore,
+    /// Group commit of the data directory.
+    pub sync: GroupSync,
 }
 
 impl Broker {
@@ -33,11 +35,14 @@ impl Broker {
         std::fs::create_dir_all(data_dir)
             .map_err(|e| Error::Internal(format!("cannot create data dir {}: {e}", data_dir.display())))?;
         let users = UserStore::open(data_dir.join("users.json"), default_user, default_hash, settings.sync)?;
+        let sync = GroupSync::start(data_dir, settings.sync)
+            .map_err(|e| Error::Internal(format!("cannot start the sync thread: {e}")))?;
         let broker = Broker {
             data_dir: data_dir.to_path_buf(),
             settings,
             vhosts: RwLock::default(),
             users,
+            sync,
         };
         let path = broker.vhosts_path();
         let names: Vec<String> = match definitions::read_json(&path) {
@@ -87,10 +92,10 @@ impl Broker {
         self.vhosts.read().values().cloned().collect()
     }
 
-    /// Writes everything buffered in memory maps to disk.
-    pub fn flush(&self) {
-        for v in self.vhosts() {
-            v.flush();
+    /// Writes everything written so far to disk, on the calling thread.
+    pub fn sync_now(&self) {
+        if let Err(e) = self.sync.sync_now() {
+            tracing::error!("sync failed: {e}");
         }
     }
 }

@@ -72,7 +72,7 @@ impl Queue {
         dir: &Path,
         segment_size: u64,
     ) -> Result<Self> {
-        let store = MessageStore::open(dir, segment_size)
+        let store = MessageStore::open(dir, name, segment_size)
             .map_err(|e| Error::Internal(format!("cannot open queue '{name}' at {}: {e}", dir.display())))?;
         Ok(Queue {
             name: name.to_string(),
@@ -276,13 +276,6 @@ impl Queue {
             }
         }
         st.notify_consumers();
-    }
-
-    /// Flushes the queue's files to disk.
-    pub fn flush(&self) {
-        if let Err(e) = self.state.lock().store.flush() {
-            tracing::error!(queue = %self.name, "flush failed: {e}");
-        }
     }
 }
 

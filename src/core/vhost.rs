@@ -726,13 +726,6 @@ impl VHost {
         }
     }
 
-    /// Flushes every queue's files.
-    pub fn flush(&self) {
-        for q in self.queues() {
-            q.flush();
-        }
-    }
-
     /// Deletes the exclusive queues owned by a closing connection.
     pub fn connection_closed(&self, conn: ConnectionId) {
         let owned: Vec<_> = self

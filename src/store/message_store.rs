@@ -2,11 +2,16 @@
 //! requeued positions, and recovery of all of it at start-up.
 //!
 //! Ready messages cost no heap: they are found by walking the segments from the read
-//! cursor. Only requeued messages and the acks recovered from disk are held in memory.
+//! cursor. Only requeued messages and the acks recovered from disk are held in
+//! memory. The read cursor is itself kept in a small mapped file, so that after a
+//! crash the messages that had been delivered but not acked come back flagged as
+//! redelivered.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
 use std::path::{Path, PathBuf};
+
+use memmap2::MmapMut;
 
 use super::record::{self, RecordView};
 use super::segment::{SEGMENT_HEADER, Segment};
@@ -20,9 +25,13 @@ pub struct SegPos {
     pub pos: u32,
 }
 
+/// Name of the file holding the read cursor.
+const CURSOR_FILE: &str = "cursor";
+
 /// Per-queue message storage.
 pub struct MessageStore {
     dir: PathBuf,
+    label: String,
     segment_size: usize,
     segments: BTreeMap<u32, Segment>,
     write_seg: u32,
@@ -30,13 +39,30 @@ pub struct MessageStore {
     requeued: BTreeSet<SegPos>,
     /// Acks loaded at recovery for positions ahead of the cursor, per segment.
     recovered_acks: HashMap<u32, Vec<u32>>,
+    /// Messages before this position were delivered before a restart.
+    redeliver_until: SegPos,
+    cursor: Option<MmapMut>,
     ready: u64,
+}
+
+fn open_cursor(dir: &Path) -> io::Result<MmapMut> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(dir.join(CURSOR_FILE))?;
+    if file.metadata()?.len() < 8 {
+        file.set_len(8)?;
+    }
+    // SAFETY: see `segment::map`; the cursor file belongs to this store alone.
+    unsafe { MmapMut::map_mut(&file) }
 }
 
 impl MessageStore {
     /// Opens (or creates) the store in `dir`, recovering every intact message that
-    /// was not acked. Damage is logged and skipped, never fatal.
-    pub fn open(dir: &Path, segment_size: u64) -> io::Result<Self> {
+    /// was not acked. Damage is logged (naming `label`, the queue) and skipped.
+    pub fn open(dir: &Path, label: &str, segment_size: u64) -> io::Result<Self> {
         std::fs::create_dir_all(dir)?;
         let mut ids = Vec::new();
         for entry in std::fs::read_dir(dir)? {
@@ -50,8 +76,15 @@ impl MessageStore {
             }
         }
         ids.sort_unstable();
+        let cursor = open_cursor(dir)?;
+        let word = |i: usize| u32::from_le_bytes([cursor[i], cursor[i + 1], cursor[i + 2], cursor[i + 3]]);
+        let redeliver_until = SegPos {
+            seg: word(0),
+            pos: word(4),
+        };
         let mut store = MessageStore {
             dir: dir.to_path_buf(),
+            label: label.to_string(),
             segment_size: segment_size.max(4096) as usize,
             segments: BTreeMap::new(),
             write_seg: 0,
@@ -61,15 +94,16 @@ impl MessageStore {
             },
             requeued: BTreeSet::new(),
             recovered_acks: HashMap::new(),
+            redeliver_until,
+            cursor: Some(cursor),
             ready: 0,
         };
         for id in ids {
             match Segment::open(dir, id) {
-                Ok((seg, damage)) => {
-                    if let Some(d) = damage {
-                        tracing::warn!(dir = %dir.display(), segment = id, "damaged segment: {d}");
+                Ok((seg, acks, damage)) => {
+                    for d in damage {
+                        tracing::warn!(queue = %label, segment = id, "damaged segment: {d}");
                     }
-                    let acks = seg.acked_positions();
                     if seg.msgs as usize <= acks.len() {
                         seg.remove()?;
                         continue;
@@ -81,7 +115,7 @@ impl MessageStore {
                     store.segments.insert(id, seg);
                 }
                 Err(e) => {
-                    tracing::error!(dir = %dir.display(), segment = id, "cannot open segment, skipped: {e}");
+                    tracing::error!(queue = %label, segment = id, "cannot open segment, skipped: {e}");
                 }
             }
         }
@@ -108,7 +142,8 @@ impl MessageStore {
         self.ready
     }
 
-    /// Appends a message and returns its position.
+    /// Appends a message and returns its position. Fails (and stores nothing) when
+    /// a new segment cannot be created, e.g. on a full disk.
     pub fn push(
         &mut self,
         timestamp: i64,
@@ -122,6 +157,9 @@ impl MessageStore {
         if !fits {
             let sealed = self.write_seg;
             self.open_write_segment(sealed + 1, total)?;
+            if let Some(seg) = self.segments.get_mut(&sealed) {
+                seg.seal()?;
+            }
             self.collect(sealed)?;
         }
         let seg = self
@@ -141,12 +179,24 @@ impl MessageStore {
     pub fn shift(&mut self) -> Option<(SegPos, bool)> {
         if let Some(p) = self.requeued.pop_first() {
             self.ready = self.ready.saturating_sub(1);
+            if let Some(seg) = self.segments.get_mut(&p.seg)
+                && let Err(e) = seg.ensure_mapped()
+            {
+                tracing::error!(queue = %self.label, segment = p.seg, "cannot map segment: {e}");
+            }
             return Some((p, true));
         }
         loop {
-            let seg = self.segments.get(&self.read.seg)?;
-            match seg.next_pos(self.read.pos) {
-                Some(next) => {
+            let seg = self.segments.get_mut(&self.read.seg)?;
+            if let Err(e) = seg.ensure_mapped() {
+                tracing::error!(queue = %self.label, segment = seg.id, "cannot map segment, skipped: {e}");
+                if !self.leave_read_segment() {
+                    return None;
+                }
+                continue;
+            }
+            match seg.step(self.read.pos) {
+                Ok(Some(next)) => {
                     let here = self.read;
                     self.read.pos = next;
                     if !self.recovered_acks.is_empty()
@@ -155,25 +205,65 @@ impl MessageStore {
                     {
                         continue;
                     }
+                    seg.seen += 1;
                     self.ready = self.ready.saturating_sub(1);
-                    return Some((here, false));
+                    self.save_cursor();
+                    return Some((here, here < self.redeliver_until));
                 }
-                None => {
-                    if self.read.seg == self.write_seg {
+                Ok(None) => {
+                    if !self.leave_read_segment() {
                         return None;
                     }
-                    self.recovered_acks.remove(&self.read.seg);
-                    let next = self.segments.range(self.read.seg + 1..).next().map(|(id, _)| *id)?;
-                    let old = self.read.seg;
-                    self.read = SegPos {
-                        seg: next,
-                        pos: SEGMENT_HEADER as u32,
-                    };
-                    if let Err(e) = self.collect(old) {
-                        tracing::warn!(dir = %self.dir.display(), segment = old, "cannot delete segment: {e}");
-                    }
+                }
+                Err(resume) => {
+                    tracing::warn!(
+                        queue = %self.label,
+                        segment = self.read.seg,
+                        "damaged record at offset {}, skipped to offset {resume}",
+                        self.read.pos
+                    );
+                    self.read.pos = resume;
                 }
             }
+        }
+    }
+
+    /// Moves the read cursor to the next segment, settling the count of the one
+    /// left behind (damage found while reading lowers it). False at the write
+    /// segment, where there is nothing further to read.
+    fn leave_read_segment(&mut self) -> bool {
+        if self.read.seg == self.write_seg {
+            return false;
+        }
+        let old = self.read.seg;
+        let recovered = self.recovered_acks.remove(&old).map_or(0, |a| a.len() as u32);
+        if let Some(seg) = self.segments.get_mut(&old) {
+            let real = seg.seen + recovered;
+            if real < seg.msgs {
+                self.ready = self.ready.saturating_sub(u64::from(seg.msgs - real));
+                seg.msgs = real;
+            }
+            if !self.requeued.iter().any(|p| p.seg == old) {
+                seg.unmap();
+            }
+        }
+        let Some(next) = self.segments.range(old + 1..).next().map(|(id, _)| *id) else {
+            return false;
+        };
+        self.read = SegPos {
+            seg: next,
+            pos: SEGMENT_HEADER as u32,
+        };
+        if let Err(e) = self.collect(old) {
+            tracing::warn!(queue = %self.label, segment = old, "cannot delete segment: {e}");
+        }
+        true
+    }
+
+    fn save_cursor(&mut self) {
+        if let Some(c) = self.cursor.as_mut() {
+            c[0..4].copy_from_slice(&self.read.seg.to_le_bytes());
+            c[4..8].copy_from_slice(&self.read.pos.to_le_bytes());
         }
     }
 
@@ -186,11 +276,15 @@ impl MessageStore {
         } else {
             // Walk the cursor back onto this message.
             self.read = pos;
+            if let Some(seg) = self.segments.get_mut(&pos.seg) {
+                seg.seen = seg.seen.saturating_sub(1);
+            }
         }
         Some(pos)
     }
 
-    /// A zero-copy view of the message at `p`.
+    /// A zero-copy view of the message at `p` (its segment must be mapped, which
+    /// `shift` ensures for the positions it returns).
     pub fn read_at(&self, p: SegPos) -> Option<RecordView<'_>> {
         let rec = self.segments.get(&p.seg)?.record_at(p.pos)?;
         record::parse(rec).ok()
@@ -206,7 +300,7 @@ impl MessageStore {
     }
 
     /// Deletes segment `id` once every message in it is removed and it is no longer
-    /// written to.
+    /// written to or read from.
     fn collect(&mut self, id: u32) -> io::Result<()> {
         if id == self.write_seg || id == self.read.seg {
             return Ok(());
@@ -234,7 +328,6 @@ impl MessageStore {
             self.ack(p)?;
             n += 1;
         }
-        // Sealed segments behind the cursor may now be fully acked.
         let ids: Vec<u32> = self.segments.keys().copied().collect();
         for id in ids {
             self.collect(id)?;
@@ -242,12 +335,9 @@ impl MessageStore {
         Ok(n)
     }
 
-    /// Forces everything written so far to disk.
-    pub fn flush(&self) -> io::Result<()> {
-        for seg in self.segments.values() {
-            seg.flush()?;
-        }
-        Ok(())
+    /// Number of segment files (for tests and statistics).
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
     }
 
     /// Closes the store and deletes its directory.
@@ -270,10 +360,14 @@ mod tests {
         String::from_utf8(s.read_at(p).unwrap().body.to_vec()).unwrap()
     }
 
+    fn open(dir: &Path) -> MessageStore {
+        MessageStore::open(dir, "q", 4096).unwrap()
+    }
+
     #[test]
     fn fifo_requeue_and_recovery() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = MessageStore::open(dir.path(), 4096).unwrap();
+        let mut s = open(dir.path());
         for i in 0..200 {
             push(&mut s, &format!("m{i}"));
         }
@@ -289,45 +383,69 @@ mod tests {
         s.ack(a).unwrap();
         s.ack(b).unwrap();
         assert_eq!(s.ready_count(), 198);
-        s.flush().unwrap();
         drop(s);
-        let mut s = MessageStore::open(dir.path(), 4096).unwrap();
+        let mut s = open(dir.path());
         assert_eq!(s.ready_count(), 198);
-        let (p, _) = s.shift().unwrap();
+        let (p, redelivered) = s.shift().unwrap();
         assert_eq!(body(&s, p), "m2");
+        assert!(!redelivered);
         assert_eq!(s.purge().unwrap(), 197);
         s.ack(p).unwrap();
         assert_eq!(s.ready_count(), 0);
     }
 
     #[test]
+    fn delivered_but_unacked_messages_come_back_redelivered() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = open(dir.path());
+        for i in 0..10 {
+            push(&mut s, &format!("m{i}"));
+        }
+        let (a, _) = s.shift().unwrap();
+        let (_b, _) = s.shift().unwrap();
+        let (_c, _) = s.shift().unwrap();
+        s.ack(a).unwrap();
+        drop(s);
+        let mut s = open(dir.path());
+        assert_eq!(s.ready_count(), 9);
+        let mut got = Vec::new();
+        while let Some((p, r)) = s.shift() {
+            got.push((body(&s, p), r));
+        }
+        assert_eq!(got[0], ("m1".to_string(), true));
+        assert_eq!(got[1], ("m2".to_string(), true));
+        assert_eq!(got[2], ("m3".to_string(), false));
+        assert_eq!(got.len(), 9);
+    }
+
+    #[test]
     fn large_message_gets_own_segment() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = MessageStore::open(dir.path(), 4096).unwrap();
+        let mut s = open(dir.path());
         let big = "x".repeat(10_000);
         push(&mut s, "small");
         let p = push(&mut s, &big);
         push(&mut s, "after");
-        assert_eq!(body(&s, p), big);
         let mut order = Vec::new();
-        while let Some((p, _)) = s.shift() {
-            order.push(body(&s, p));
+        while let Some((q, _)) = s.shift() {
+            order.push(body(&s, q));
         }
         assert_eq!(order, vec!["small".to_string(), big, "after".to_string()]);
+        let _ = p;
     }
 
     #[test]
     fn fully_acked_segments_are_deleted() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = MessageStore::open(dir.path(), 4096).unwrap();
+        let mut s = open(dir.path());
         for i in 0..500 {
             push(&mut s, &format!("message number {i}"));
         }
+        assert!(s.segment_count() > 3);
         while let Some((p, _)) = s.shift() {
             s.ack(p).unwrap();
         }
         push(&mut s, "tail");
-        let files = std::fs::read_dir(dir.path()).unwrap().count();
-        assert!(files <= 4, "{files} files left");
+        assert!(s.segment_count() <= 2, "{} segments left", s.segment_count());
     }
 }

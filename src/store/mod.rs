@@ -2,8 +2,10 @@
 //! Knows nothing of AMQP; the core hands it already-encoded parts.
 
 pub mod definitions;
+pub mod group_sync;
 pub mod message_store;
 pub mod record;
 pub mod segment;
 
+pub use group_sync::{GroupSync, SyncWaiter};
 pub use message_store::{MessageStore, SegPos};

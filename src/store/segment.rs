@@ -1,10 +1,14 @@
-//! One memory-mapped segment file (`msgs.NNNNNNNNNN`) and its ack log
-//! (`acks.NNNNNNNNNN`).
+//! One segment file (`msgs.NNNNNNNNNN`), its ack log (`acks.NNNNNNNNNN`) and, once
+//! sealed, its metadata (`meta.NNNNNNNNNN`).
 //!
-//! A segment is pre-sized (sparse) and mapped once; appending a message is a `memcpy`
-//! into the map. The ack log is mapped the same way and holds the `u32` positions of
-//! removed messages, so an ack costs a store into memory, and both files survive a
-//! killed process because the kernel owns the pages.
+//! A segment's space is reserved with `fallocate` when it is created, so writing
+//! into its memory map can never hit a full disk (which would kill the process
+//! with SIGBUS); a full disk is an error at creation instead. Appending a message
+//! is a `memcpy` into the map. A sealed segment is unmapped and truncated to its
+//! data, and mapped again only when a reader reaches it, so messages at rest cost
+//! neither heap nor resident memory. The ack log holds the `u32` positions of
+//! removed messages; an ack is a store into memory that survives a killed process
+//! because the kernel owns the pages.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -20,22 +24,8 @@ pub const SEGMENT_HEADER: usize = 4;
 pub const FORMAT_VERSION: u32 = 1;
 /// Smallest possible record, used to size the ack log of a segment.
 const MIN_RECORD: usize = record::RECORD_HEADER + 8 + 1 + 1 + 4 + 8;
-
-/// A mapped segment file with its mapped ack log.
-pub struct Segment {
-    /// Segment number, also the file name suffix.
-    pub id: u32,
-    map: MmapMut,
-    /// End of the written data.
-    pub end: usize,
-    /// Messages written into this segment.
-    pub msgs: u32,
-    /// Messages removed (acked, purged, dropped) from this segment.
-    pub acked: u32,
-    acks: Option<MmapMut>,
-    msgs_path: PathBuf,
-    acks_path: PathBuf,
-}
+/// Size of a meta file: version, message count, data end, checksum.
+const META_LEN: usize = 16;
 
 /// File name of segment `id`'s messages.
 pub fn msgs_name(id: u32) -> String {
@@ -47,159 +37,214 @@ pub fn acks_name(id: u32) -> String {
     format!("acks.{id:010}")
 }
 
-fn map_file(path: &Path, len: u64, create: bool) -> io::Result<MmapMut> {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(create)
-        .truncate(false)
-        .open(path)?;
-    if file.metadata()?.len() < len {
-        file.set_len(len)?;
+/// File name of segment `id`'s metadata.
+pub fn meta_name(id: u32) -> String {
+    format!("meta.{id:010}")
+}
+
+/// Reserves `len` bytes for `file` on disk (not just a sparse size).
+fn reserve(file: &File, len: u64) -> io::Result<()> {
+    if file.metadata()?.len() >= len {
+        return Ok(());
     }
-    map(&file)
+    match rustix::fs::fallocate(file, rustix::fs::FallocateFlags::empty(), 0, len) {
+        Ok(()) => Ok(()),
+        Err(e) if e == rustix::io::Errno::OPNOTSUPP || e == rustix::io::Errno::NOSYS => file.set_len(len),
+        Err(e) => Err(e.into()),
+    }
 }
 
 fn map(file: &File) -> io::Result<MmapMut> {
     // SAFETY: the broker owns the data directory (it holds the directory lock) and no
     // other process writes these files; within the process a segment is only touched
-    // through `&mut self` or `&self` of its owning store.
+    // through its owning store, under the queue's lock.
     unsafe { MmapMut::map_mut(file) }
 }
 
+fn open_rw(path: &Path, create: bool) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(create)
+        .truncate(false)
+        .open(path)
+}
+
+/// What a scan of a segment's records found.
+struct Scan {
+    end: usize,
+    msgs: u32,
+    damage: Vec<String>,
+}
+
+/// Walks the records of `data` from the header on, skipping damaged ranges.
+fn scan(data: &[u8]) -> Scan {
+    let mut pos = SEGMENT_HEADER;
+    let mut msgs = 0;
+    let mut damage = Vec::new();
+    loop {
+        match record::total_len(&data[pos..]) {
+            Ok(None) => break,
+            Ok(Some(total)) if record::verify(&data[pos..], total).is_ok() => {
+                pos += total;
+                msgs += 1;
+                continue;
+            }
+            _ => {}
+        }
+        match resync(data, pos + 1, data.len()) {
+            Some(next) => {
+                damage.push(format!("skipped damaged bytes {pos}..{next}"));
+                pos = next;
+            }
+            None => {
+                damage.push(format!("data ends with damaged or torn bytes at offset {pos}"));
+                break;
+            }
+        }
+    }
+    Scan { end: pos, msgs, damage }
+}
+
+/// Finds the first offset in `from..limit` where a whole, valid record starts.
+fn resync(data: &[u8], from: usize, limit: usize) -> Option<usize> {
+    let limit = limit.min(data.len());
+    (from..limit).find(|&p| {
+        matches!(record::total_len(&data[p..limit]), Ok(Some(total)) if record::verify(&data[p..limit], total).is_ok())
+    })
+}
+
+/// A segment with its ack log.
+pub struct Segment {
+    /// Segment number, also the file name suffix.
+    pub id: u32,
+    file: File,
+    map: Option<MmapMut>,
+    /// End of the written data.
+    pub end: usize,
+    /// Messages in this segment.
+    pub msgs: u32,
+    /// Messages removed (acked, purged, dropped) from this segment.
+    pub acked: u32,
+    /// Records handed out by the reader in this run (to recount after damage).
+    pub seen: u32,
+    acks: Option<MmapMut>,
+    sealed: bool,
+    dir: PathBuf,
+}
+
 impl Segment {
-    /// Creates a new, empty segment able to hold `capacity` bytes.
+    /// Creates a new, empty segment able to hold `capacity` bytes, with its space
+    /// reserved on disk.
     pub fn create(dir: &Path, id: u32, capacity: usize) -> io::Result<Self> {
-        let msgs_path = dir.join(msgs_name(id));
-        let acks_path = dir.join(acks_name(id));
+        let path = dir.join(msgs_name(id));
         let capacity = capacity.max(SEGMENT_HEADER + MIN_RECORD);
-        let mut map = map_file(&msgs_path, capacity as u64, true)?;
+        let file = open_rw(&path, true)?;
+        if let Err(e) = reserve(&file, capacity as u64) {
+            drop(file);
+            let _ = std::fs::remove_file(&path);
+            return Err(e);
+        }
+        let mut map = map(&file)?;
         map[0..4].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
         Ok(Segment {
             id,
-            map,
+            file,
+            map: Some(map),
             end: SEGMENT_HEADER,
             msgs: 0,
             acked: 0,
+            seen: 0,
             acks: None,
-            msgs_path,
-            acks_path,
+            sealed: false,
+            dir: dir.to_path_buf(),
         })
     }
 
-    /// Opens an existing segment for reading, scanning its records to find where the
-    /// data ends. Returns the segment and a description of damage found, if any.
-    pub fn open(dir: &Path, id: u32) -> io::Result<(Self, Option<String>)> {
-        let msgs_path = dir.join(msgs_name(id));
-        let acks_path = dir.join(acks_name(id));
-        let file = OpenOptions::new().read(true).write(true).open(&msgs_path)?;
-        let len = file.metadata()?.len();
-        if len < SEGMENT_HEADER as u64 {
-            file.set_len(SEGMENT_HEADER as u64)?;
-        }
-        let mut map = map(&file)?;
-        let mut damage = None;
-        let version = u32::from_le_bytes([map[0], map[1], map[2], map[3]]);
-        if version == 0 {
-            map[0..4].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
-        } else if version != FORMAT_VERSION {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("unknown segment version {version}"),
-            ));
-        }
-        let mut end = SEGMENT_HEADER;
-        let mut msgs = 0;
-        loop {
-            match record::total_len(&map[end..]) {
-                Ok(None) => break,
-                Ok(Some(total)) => match record::verify(&map[end..], total) {
-                    Ok(()) => {
-                        end += total;
-                        msgs += 1;
+    /// Opens an existing segment as sealed. Its metadata gives the message count
+    /// without reading the data; without (valid) metadata the records are scanned,
+    /// damaged ones skipped and reported. Returns the segment, the acked positions
+    /// from its ack log, and the damage found.
+    pub fn open(dir: &Path, id: u32) -> io::Result<(Self, Vec<u32>, Vec<String>)> {
+        let file = open_rw(&dir.join(msgs_name(id)), false)?;
+        let mut seg = Segment {
+            id,
+            file,
+            map: None,
+            end: SEGMENT_HEADER,
+            msgs: 0,
+            acked: 0,
+            seen: 0,
+            acks: None,
+            sealed: true,
+            dir: dir.to_path_buf(),
+        };
+        let len = seg.file.metadata()?.len() as usize;
+        let mut damage = Vec::new();
+        match seg.read_meta() {
+            Some((msgs, end)) if end <= len => {
+                seg.msgs = msgs;
+                seg.end = end;
+            }
+            _ => {
+                if len >= SEGMENT_HEADER {
+                    let map = map(&seg.file)?;
+                    let version = u32::from_le_bytes([map[0], map[1], map[2], map[3]]);
+                    if version != FORMAT_VERSION && version != 0 {
+                        return Err(io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            format!("unknown segment format version {version}"),
+                        ));
                     }
-                    Err(e) => {
-                        damage = Some(format!("{e} at offset {end}, rest of segment skipped"));
-                        break;
-                    }
-                },
-                Err(e) => {
-                    damage = Some(format!("{e} at offset {end}, rest of segment skipped"));
-                    break;
+                    let s = scan(&map);
+                    seg.msgs = s.msgs;
+                    seg.end = s.end;
+                    damage = s.damage;
+                }
+                seg.write_meta()?;
+                if len > seg.end {
+                    seg.file.set_len(seg.end as u64)?;
                 }
             }
         }
-        let mut seg = Segment {
-            id,
-            map,
-            end,
-            msgs,
-            acked: 0,
-            acks: None,
-            msgs_path,
-            acks_path,
-        };
-        seg.acked = seg.count_acks()?;
-        Ok((seg, damage))
+        let acks = seg.load_acks()?;
+        seg.acked = acks.len() as u32;
+        Ok((seg, acks, damage))
     }
 
-    /// Bytes still free for appending.
-    pub fn free(&self) -> usize {
-        self.map.len() - self.end
-    }
-
-    /// Appends one record; the caller checked `free()`.
-    pub fn append(&mut self, timestamp: i64, exchange: &str, routing_key: &str, properties: &[u8], body: &[u8]) -> u32 {
-        let total = record::RECORD_HEADER + record::payload_len(exchange, routing_key, properties.len(), body.len());
-        let pos = self.end;
-        record::write(
-            &mut self.map[pos..pos + total],
-            timestamp,
-            exchange,
-            routing_key,
-            properties,
-            body,
-        );
-        self.end += total;
-        self.msgs += 1;
-        pos as u32
-    }
-
-    /// The record bytes at `pos`, or `None` when `pos` does not start a record.
-    pub fn record_at(&self, pos: u32) -> Option<&[u8]> {
-        let pos = pos as usize;
-        if pos >= self.end {
+    fn read_meta(&self) -> Option<(u32, usize)> {
+        let bytes = std::fs::read(self.dir.join(meta_name(self.id))).ok()?;
+        if bytes.len() != META_LEN {
             return None;
         }
-        let total = record::total_len(&self.map[pos..self.end]).ok()??;
-        self.map.get(pos..pos + total)
-    }
-
-    /// Position of the record following the one at `pos`.
-    pub fn next_pos(&self, pos: u32) -> Option<u32> {
-        self.record_at(pos).map(|r| pos + r.len() as u32)
-    }
-
-    /// Records the removal of the message at `pos` in the ack log.
-    pub fn ack(&mut self, pos: u32) -> io::Result<()> {
-        if self.acks.is_none() {
-            let slots = self.map.len() / MIN_RECORD + 1;
-            self.acks = Some(map_file(&self.acks_path, (slots * 4) as u64, true)?);
+        let word = |i: usize| u32::from_le_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
+        if word(0) != FORMAT_VERSION || crc32fast::hash(&bytes[..12]) != word(12) {
+            return None;
         }
-        let acked = self.acked as usize;
-        if let Some(acks) = self.acks.as_mut()
-            && let Some(slot) = acks.get_mut(acked * 4..acked * 4 + 4)
-        {
-            slot.copy_from_slice(&pos.to_le_bytes());
-        }
-        self.acked += 1;
-        Ok(())
+        Some((word(4), word(8) as usize))
     }
 
-    /// Positions recorded in the ack log, read at recovery.
-    pub fn acked_positions(&self) -> Vec<u32> {
+    fn write_meta(&self) -> io::Result<()> {
+        let mut bytes = Vec::with_capacity(META_LEN);
+        bytes.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        bytes.extend_from_slice(&self.msgs.to_le_bytes());
+        bytes.extend_from_slice(&(self.end as u32).to_le_bytes());
+        let crc = crc32fast::hash(&bytes);
+        bytes.extend_from_slice(&crc.to_le_bytes());
+        std::fs::write(self.dir.join(meta_name(self.id)), bytes)
+    }
+
+    /// Reads the ack log into a sorted list of positions, rewriting it compacted.
+    fn load_acks(&mut self) -> io::Result<Vec<u32>> {
+        let path = self.dir.join(acks_name(self.id));
+        let file = match open_rw(&path, false) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
         let mut out = Vec::new();
-        if let Some(acks) = &self.acks {
+        if file.metadata()?.len() > 0 {
+            let acks = map(&file)?;
             for chunk in acks.chunks_exact(4) {
                 let p = u32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
                 if p == 0 {
@@ -212,57 +257,191 @@ impl Segment {
         }
         out.sort_unstable();
         out.dedup();
-        out
+        drop(file);
+        // Rewrite compacted, so that new acks append right after the valid ones.
+        let tmp = path.with_extension("tmp");
+        let bytes: Vec<u8> = out.iter().flat_map(|p| p.to_le_bytes()).collect();
+        std::fs::write(&tmp, bytes)?;
+        std::fs::rename(&tmp, &path)?;
+        Ok(out)
     }
 
-    fn count_acks(&mut self) -> io::Result<u32> {
-        if !self.acks_path.exists() {
-            return Ok(0);
+    /// Bytes still free for appending.
+    pub fn free(&self) -> usize {
+        match &self.map {
+            Some(m) if !self.sealed => m.len() - self.end,
+            _ => 0,
         }
-        let file = OpenOptions::new().read(true).write(true).open(&self.acks_path)?;
-        let slots = self.map.len() / MIN_RECORD + 1;
-        if file.metadata()?.len() < (slots * 4) as u64 {
-            file.set_len((slots * 4) as u64)?;
+    }
+
+    /// Appends one record; the caller checked `free()`.
+    pub fn append(&mut self, timestamp: i64, exchange: &str, routing_key: &str, properties: &[u8], body: &[u8]) -> u32 {
+        let total = record::RECORD_HEADER + record::payload_len(exchange, routing_key, properties.len(), body.len());
+        let pos = self.end;
+        if let Some(map) = self.map.as_mut() {
+            record::write(
+                &mut map[pos..pos + total],
+                timestamp,
+                exchange,
+                routing_key,
+                properties,
+                body,
+            );
         }
-        self.acks = Some(map(&file)?);
-        let n = self.acked_positions().len() as u32;
-        // Rewrite the log compacted so that appends continue after the valid entries.
-        let positions = self.acked_positions();
-        if let Some(acks) = self.acks.as_mut() {
-            acks.fill(0);
-            for (i, p) in positions.iter().enumerate() {
-                acks[i * 4..i * 4 + 4].copy_from_slice(&p.to_le_bytes());
+        self.end += total;
+        self.msgs += 1;
+        pos as u32
+    }
+
+    /// Stops appending: records the metadata, unmaps, and gives back the space
+    /// beyond the data.
+    pub fn seal(&mut self) -> io::Result<()> {
+        if self.sealed {
+            return Ok(());
+        }
+        self.sealed = true;
+        self.write_meta()?;
+        self.unmap();
+        self.file.set_len(self.end as u64)
+    }
+
+    /// True while the data is mapped.
+    pub fn is_mapped(&self) -> bool {
+        self.map.is_some()
+    }
+
+    /// Maps a sealed segment again so that it can be read.
+    pub fn ensure_mapped(&mut self) -> io::Result<()> {
+        if self.map.is_none() {
+            self.map = Some(map(&self.file)?);
+        }
+        Ok(())
+    }
+
+    /// Drops the map of a sealed segment (readers have moved on).
+    pub fn unmap(&mut self) {
+        if self.sealed {
+            self.map = None;
+            self.acks = None;
+        }
+    }
+
+    /// The record bytes at `pos` if a whole, valid record starts there.
+    pub fn record_at(&self, pos: u32) -> Option<&[u8]> {
+        let pos = pos as usize;
+        let map = self.map.as_ref()?;
+        let data = map.get(pos..self.end)?;
+        let total = record::total_len(data).ok()??;
+        data.get(..total)
+    }
+
+    /// Where the reader goes after `pos`: `Ok(Some(next))` past a valid record,
+    /// `Ok(None)` at the end of the data, `Err(resume)` when the bytes at `pos`
+    /// are damaged and reading resumes at `resume` (the end if nothing is left).
+    pub fn step(&self, pos: u32) -> Result<Option<u32>, u32> {
+        let p = pos as usize;
+        if p >= self.end {
+            return Ok(None);
+        }
+        let Some(map) = self.map.as_ref() else { return Ok(None) };
+        let data = &map[p..self.end];
+        match record::total_len(data) {
+            Ok(Some(total)) if record::verify(data, total).is_ok() => Ok(Some((p + total) as u32)),
+            Ok(None) if !self.sealed => Ok(None),
+            _ => Err(resync(map, p + 1, self.end).unwrap_or(self.end) as u32),
+        }
+    }
+
+    /// Records the removal of the message at `pos` in the ack log.
+    pub fn ack(&mut self, pos: u32) -> io::Result<()> {
+        if self.acks.is_none() {
+            let capacity = self.end.max(self.map.as_ref().map_or(0, |m| m.len()));
+            let slots = capacity / MIN_RECORD + 1;
+            let file = open_rw(&self.dir.join(acks_name(self.id)), true)?;
+            reserve(&file, (slots * 4) as u64)?;
+            self.acks = Some(map(&file)?);
+        }
+        let acked = self.acked as usize;
+        if let Some(acks) = self.acks.as_mut()
+            && let Some(slot) = acks.get_mut(acked * 4..acked * 4 + 4)
+        {
+            slot.copy_from_slice(&pos.to_le_bytes());
+        }
+        self.acked += 1;
+        Ok(())
+    }
+
+    /// Removes the segment's files; the maps go away with `self`.
+    pub fn remove(self) -> io::Result<()> {
+        let (dir, id) = (self.dir.clone(), self.id);
+        drop(self);
+        for name in [msgs_name(id), acks_name(id), meta_name(id)] {
+            match std::fs::remove_file(dir.join(name)) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
             }
         }
-        Ok(n)
-    }
-
-    /// Flushes both maps to disk.
-    pub fn flush(&self) -> io::Result<()> {
-        self.map.flush()?;
-        if let Some(acks) = &self.acks {
-            acks.flush()?;
-        }
         Ok(())
     }
+}
 
-    /// Asynchronously starts writing dirty pages back, without waiting.
-    pub fn flush_async(&self) -> io::Result<()> {
-        self.map.flush_async()?;
-        if let Some(acks) = &self.acks {
-            acks.flush_async()?;
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn filled(dir: &Path, n: usize) -> Segment {
+        let mut s = Segment::create(dir, 1, 64 * 1024).unwrap();
+        for i in 0..n {
+            s.append(1, "e", "k", &[], format!("body {i}").as_bytes());
         }
-        Ok(())
+        s
     }
 
-    /// Removes both files; the maps go away with `self`.
-    pub fn remove(self) -> io::Result<()> {
-        let (m, a) = (self.msgs_path.clone(), self.acks_path.clone());
-        drop(self);
-        std::fs::remove_file(m)?;
-        match std::fs::remove_file(a) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
-            _ => Ok(()),
-        }
+    #[test]
+    fn sealed_segments_reopen_from_meta_without_scanning() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = filled(dir.path(), 10);
+        s.ack(SEGMENT_HEADER as u32).unwrap();
+        let end = s.end;
+        s.seal().unwrap();
+        drop(s);
+        assert_eq!(
+            std::fs::metadata(dir.path().join(msgs_name(1))).unwrap().len() as usize,
+            end
+        );
+        let (s, acks, damage) = Segment::open(dir.path(), 1).unwrap();
+        assert!(!s.is_mapped());
+        assert_eq!((s.msgs, s.end, s.acked), (10, end, 1));
+        assert_eq!(acks, vec![SEGMENT_HEADER as u32]);
+        assert!(damage.is_empty());
+    }
+
+    #[test]
+    fn a_flipped_byte_loses_only_its_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = filled(dir.path(), 10);
+        let second = s.step(SEGMENT_HEADER as u32).unwrap().unwrap() as usize;
+        drop(s);
+        let path = dir.path().join(msgs_name(1));
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[second + 12] ^= 0x55;
+        std::fs::write(&path, bytes).unwrap();
+        let (s, _, damage) = Segment::open(dir.path(), 1).unwrap();
+        assert_eq!(s.msgs, 9);
+        assert_eq!(damage.len(), 1, "{damage:?}");
+    }
+
+    #[test]
+    fn a_torn_tail_keeps_the_whole_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = filled(dir.path(), 10);
+        let end = s.end;
+        drop(s);
+        let path = dir.path().join(msgs_name(1));
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &bytes[..end - 3]).unwrap();
+        let (s, _, damage) = Segment::open(dir.path(), 1).unwrap();
+        assert_eq!(s.msgs, 9);
+        assert_eq!(damage.len(), 1);
     }
 }

@@ -1,0 +1,138 @@
+//! `amqp://user:password@host:port/vhost` parsing (the subset lavinmqperf needs).
+
+use std::fmt;
+
+/// Where and as whom to connect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AmqpUri {
+    /// Host name or IP address (IPv6 without brackets).
+    pub host: String,
+    /// TCP port (default 5672).
+    pub port: u16,
+    /// User name for PLAIN (default guest).
+    pub user: String,
+    /// Password for PLAIN (default guest).
+    pub password: String,
+    /// Virtual host (default `/`).
+    pub vhost: String,
+}
+
+impl fmt::Display for AmqpUri {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.host.contains(':') {
+            write!(f, "amqp://{}@[{}]:{}", self.user, self.host, self.port)
+        } else {
+            write!(f, "amqp://{}@{}:{}", self.user, self.host, self.port)
+        }
+    }
+}
+
+/// Parses an AMQP URI. Query parameters are accepted and ignored; `amqps`
+/// (TLS) is refused because this tool speaks plain TCP only.
+pub fn parse(input: &str) -> Result<AmqpUri, String> {
+    let bad = |why: &str| format!("invalid URI {input:?}: {why}");
+    let rest = if let Some(rest) = input.strip_prefix("amqp://") {
+        rest
+    } else if input.starts_with("amqps://") {
+        return Err(bad("amqps (TLS) is not supported"));
+    } else {
+        return Err(bad("scheme must be amqp://"));
+    };
+    let rest = rest.split(['?', '#']).next().unwrap_or("");
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, ""),
+    };
+    let (userinfo, hostport) = match authority.rfind('@') {
+        Some(i) => (Some(&authority[..i]), &authority[i + 1..]),
+        None => (None, authority),
+    };
+    let (user, password) = match userinfo {
+        Some(ui) => match ui.split_once(':') {
+            Some((u, p)) => (decode(u).map_err(|e| bad(&e))?, decode(p).map_err(|e| bad(&e))?),
+            None => (decode(ui).map_err(|e| bad(&e))?, String::new()),
+        },
+        None => ("guest".to_owned(), "guest".to_owned()),
+    };
+    let (host, port) = if let Some(v6) = hostport.strip_prefix('[') {
+        let (h, after) = v6.split_once(']').ok_or_else(|| bad("unterminated IPv6 address"))?;
+        let port = match after.strip_prefix(':') {
+            Some(p) => Some(p),
+            None if after.is_empty() => None,
+            None => return Err(bad("garbage after IPv6 address")),
+        };
+        (h.to_owned(), port)
+    } else {
+        match hostport.rsplit_once(':') {
+            Some((h, p)) => (h.to_owned(), Some(p)),
+            None => (hostport.to_owned(), None),
+        }
+    };
+    let port = match port {
+        Some("") | None => 5672,
+        Some(p) => p.parse::<u16>().map_err(|_| bad("bad port"))?,
+    };
+    let host = if host.is_empty() { "localhost".to_owned() } else { host };
+    let vhost = match path {
+        "" | "/" => "/".to_owned(),
+        p => decode(&p[1..]).map_err(|e| bad(&e))?,
+    };
+    Ok(AmqpUri {
+        host,
+        port,
+        user,
+        password,
+        vhost,
+    })
+}
+
+/// Percent-decodes a URI component into UTF-8.
+fn decode(s: &str) -> Result<String, String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = s.get(i + 1..i + 3).ok_or("truncated percent escape")?;
+            out.push(u8::from_str_radix(hex, 16).map_err(|_| "bad percent escape")?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| "percent escape is not UTF-8".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults() {
+        let u = parse("amqp://guest:guest@localhost").unwrap();
+        assert_eq!((u.host.as_str(), u.port, u.vhost.as_str()), ("localhost", 5672, "/"));
+        let u = parse("amqp://").unwrap();
+        assert_eq!((u.host.as_str(), u.user.as_str(), u.password.as_str()), ("localhost", "guest", "guest"));
+    }
+
+    #[test]
+    fn full() {
+        let u = parse("amqp://us%40r:p%3Ass@127.0.0.1:5699/%2F?heartbeat=0").unwrap();
+        assert_eq!(u.user, "us@r");
+        assert_eq!(u.password, "p:ss");
+        assert_eq!(u.host, "127.0.0.1");
+        assert_eq!(u.port, 5699);
+        assert_eq!(u.vhost, "/");
+        let u = parse("amqp://a:b@[::1]:1234/vh").unwrap();
+        assert_eq!((u.host.as_str(), u.port, u.vhost.as_str()), ("::1", 1234, "vh"));
+    }
+
+    #[test]
+    fn errors() {
+        assert!(parse("amqps://localhost").is_err());
+        assert!(parse("http://localhost").is_err());
+        assert!(parse("amqp://h:notaport").is_err());
+        assert!(parse("amqp://h/%zz").is_err());
+    }
+}

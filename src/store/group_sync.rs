@@ -1,0 +1,168 @@
+//! Group commit: one thread syncs the data directory's filesystem (`syncfs`) and
+//! then tells everyone who waited for it. Requests that arrive while a sync runs
+//! ride on the next one, so under load thousands of confirms share one sync, and
+//! a lone publisher waits for exactly one sync, never for a timer.
+
+use std::fs::File;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex};
+
+/// Someone waiting for data to be on disk: told once it is (or that it failed).
+pub trait SyncWaiter: Send + Sync {
+    /// Everything this waiter registered up to `token` is durable (`ok`), or the
+    /// sync failed (`!ok`).
+    fn synced(&self, token: u64, ok: bool);
+}
+
+/// How often the data is synced even when nobody waits, bounding what a power
+/// loss can take of unconfirmed messages.
+const BACKGROUND_INTERVAL: Duration = Duration::from_secs(1);
+
+struct Inner {
+    dir: File,
+    pending: Mutex<Vec<(Arc<dyn SyncWaiter>, u64)>>,
+    wake: Condvar,
+    stop: AtomicBool,
+}
+
+/// The group-commit syncer of one data directory.
+pub struct GroupSync {
+    inner: Option<Arc<Inner>>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl GroupSync {
+    /// Starts the sync thread for `data_dir`; with `enabled == false` nothing is
+    /// ever synced and waiters are told at once.
+    pub fn start(data_dir: &Path, enabled: bool) -> std::io::Result<Self> {
+        if !enabled {
+            return Ok(GroupSync {
+                inner: None,
+                thread: Mutex::new(None),
+            });
+        }
+        let inner = Arc::new(Inner {
+            dir: File::open(data_dir)?,
+            pending: Mutex::new(Vec::new()),
+            wake: Condvar::new(),
+            stop: AtomicBool::new(false),
+        });
+        let worker = inner.clone();
+        let thread = std::thread::Builder::new()
+            .name("lavinmq-sync".into())
+            .spawn(move || run(&worker))?;
+        Ok(GroupSync {
+            inner: Some(inner),
+            thread: Mutex::new(Some(thread)),
+        })
+    }
+
+    /// True when syncing is on (`sync = true`).
+    pub fn enabled(&self) -> bool {
+        self.inner.is_some()
+    }
+
+    /// Asks to be told once everything written so far is on disk. Successive
+    /// registrations of the same waiter collapse into the newest token.
+    pub fn register(&self, waiter: &Arc<dyn SyncWaiter>, token: u64) {
+        let Some(inner) = &self.inner else {
+            waiter.synced(token, true);
+            return;
+        };
+        let mut pending = inner.pending.lock();
+        match pending.last_mut() {
+            Some((w, t)) if Arc::ptr_eq(w, waiter) => *t = token,
+            _ => pending.push((waiter.clone(), token)),
+        }
+        drop(pending);
+        inner.wake.notify_one();
+    }
+
+    /// Syncs now, on the calling thread (shutdown, transaction commits).
+    pub fn sync_now(&self) -> std::io::Result<()> {
+        match &self.inner {
+            Some(inner) => rustix::fs::syncfs(&inner.dir).map_err(Into::into),
+            None => Ok(()),
+        }
+    }
+
+    /// Stops the thread after a last sync that answers every waiter.
+    pub fn stop(&self) {
+        if let Some(inner) = &self.inner {
+            inner.stop.store(true, Ordering::Release);
+            inner.wake.notify_one();
+        }
+        if let Some(t) = self.thread.lock().take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for GroupSync {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn run(inner: &Inner) {
+    let mut batch: Vec<(Arc<dyn SyncWaiter>, u64)> = Vec::new();
+    loop {
+        {
+            let mut pending = inner.pending.lock();
+            if pending.is_empty() && !inner.stop.load(Ordering::Acquire) {
+                inner.wake.wait_for(&mut pending, BACKGROUND_INTERVAL);
+            }
+            std::mem::swap(&mut *pending, &mut batch);
+        }
+        let ok = match rustix::fs::syncfs(&inner.dir) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::error!("syncing the data directory failed: {e}");
+                false
+            }
+        };
+        // Answer each waiter once, with its newest token (the last one registered).
+        for i in (0..batch.len()).rev() {
+            let (w, token) = &batch[i];
+            if !batch[i + 1..].iter().any(|(other, _)| Arc::ptr_eq(other, w)) {
+                w.synced(*token, ok);
+            }
+        }
+        batch.clear();
+        if inner.stop.load(Ordering::Acquire) && inner.pending.lock().is_empty() {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU64;
+
+    struct Recorder(AtomicU64);
+
+    impl SyncWaiter for Recorder {
+        fn synced(&self, token: u64, ok: bool) {
+            assert!(ok);
+            self.0.fetch_max(token, Ordering::AcqRel);
+        }
+    }
+
+    #[test]
+    fn waiters_are_told_after_a_sync() {
+        let dir = tempfile::tempdir().unwrap();
+        let sync = GroupSync::start(dir.path(), true).unwrap();
+        let r = Arc::new(Recorder(AtomicU64::new(0)));
+        let w: Arc<dyn SyncWaiter> = r.clone();
+        for t in 1..=100 {
+            sync.register(&w, t);
+        }
+        sync.stop();
+        assert_eq!(r.0.load(Ordering::Acquire), 100);
+    }
+}
