@@ -4,6 +4,7 @@
 
 pub mod broker;
 pub mod consumer;
+pub mod definitions;
 pub mod error;
 pub mod exchange;
 pub mod headers;

@@ -6,15 +6,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
-use serde_json::json;
 
+use super::definitions;
 use super::exchange::{Destination, Exchange, ExchangeKind};
 use super::headers::tables_equivalent;
 use super::message::Message;
 use super::queue::{ConnectionId, Queue};
 use super::table_json::{json_to_table, table_to_json};
 use super::{Error, FieldTable, Result};
-use crate::store::definitions;
+use crate::store::json_log::JsonLog;
 
 /// Storage settings a vhost passes on to its queues.
 #[derive(Debug, Clone)]
@@ -43,8 +43,8 @@ pub struct VHost {
     settings: StoreSettings,
     exchanges: RwLock<HashMap<String, Arc<Exchange>>>,
     queues: RwLock<HashMap<String, Arc<Queue>>>,
-    /// Serialises definition writes so that the newest state always wins.
-    definitions_lock: Mutex<()>,
+    /// The log of durable definition changes (absent while replaying it).
+    definitions: Mutex<Option<JsonLog>>,
 }
 
 /// What a queue declaration returns.
@@ -138,7 +138,7 @@ impl VHost {
             settings,
             exchanges: RwLock::default(),
             queues: RwLock::default(),
-            definitions_lock: Mutex::new(()),
+            definitions: Mutex::new(None),
         });
         {
             let mut ex = vhost.exchanges.write();
@@ -149,116 +149,77 @@ impl VHost {
                 );
             }
         }
-        vhost.load_definitions();
+        let mut current = Vec::new();
+        let log = JsonLog::open(&vhost.dir.join("definitions.log"), vhost.settings.sync, |lines| {
+            current = definitions::compact(lines, name);
+            current.clone()
+        })?;
+        vhost.apply_definitions(current);
+        *vhost.definitions.lock() = Some(log);
         Ok(vhost)
     }
 
-    fn definitions_path(&self) -> PathBuf {
-        self.dir.join("definitions.json")
-    }
-
-    fn load_definitions(&self) {
-        let Some(defs) = definitions::read_json(&self.definitions_path()) else {
-            return;
-        };
-        let list = |key: &str| defs.get(key).and_then(|v| v.as_array()).cloned().unwrap_or_default();
-        for e in list("exchanges") {
-            let (Some(name), Some(kind)) = (e["name"].as_str(), e["type"].as_str().and_then(ExchangeKind::parse))
-            else {
-                tracing::warn!(vhost = %self.name, "skipping unreadable exchange definition: {e}");
+    /// Creates the entities of a replayed definitions log.
+    fn apply_definitions(&self, lines: Vec<serde_json::Value>) {
+        for line in lines {
+            let Some((op, d)) = line.as_object().and_then(|o| o.iter().next()) else {
                 continue;
             };
-            let args = json_to_table(&e["arguments"]);
-            let ex = Exchange::new(
-                name,
-                kind,
-                true,
-                e["auto_delete"].as_bool().unwrap_or(false),
-                e["internal"].as_bool().unwrap_or(false),
-                args,
-            );
-            self.exchanges.write().insert(name.to_string(), Arc::new(ex));
-        }
-        for q in list("queues") {
-            let Some(name) = q["name"].as_str() else {
-                tracing::warn!(vhost = %self.name, "skipping unreadable queue definition: {q}");
-                continue;
-            };
-            let args = json_to_table(&q["arguments"]);
-            match Queue::open(
-                name,
-                &self.name,
-                true,
-                q["auto_delete"].as_bool().unwrap_or(false),
-                None,
-                args,
-                &self.queue_dir(name, true),
-                self.settings.segment_size,
-            ) {
-                Ok(queue) => {
-                    self.queues.write().insert(name.to_string(), Arc::new(queue));
+            let flag = |k: &str| d[k].as_bool().unwrap_or(false);
+            let name = d["name"].as_str().unwrap_or_default();
+            let result = match op.as_str() {
+                "exchange" => match d["type"].as_str().and_then(ExchangeKind::parse) {
+                    Some(kind) => {
+                        let args = json_to_table(&d["arguments"]);
+                        let ex = Exchange::new(name, kind, true, flag("auto_delete"), flag("internal"), args);
+                        self.exchanges.write().insert(name.to_string(), Arc::new(ex));
+                        Ok(())
+                    }
+                    None => Err(Error::CommandInvalid(format!("unknown exchange type in {d}"))),
+                },
+                "queue" => {
+                    let dir = self.queue_dir(name, true);
+                    let args = json_to_table(&d["arguments"]);
+                    let auto_delete = flag("auto_delete");
+                    Queue::open(
+                        name,
+                        &self.name,
+                        true,
+                        auto_delete,
+                        None,
+                        args,
+                        &dir,
+                        self.settings.segment_size,
+                    )
+                    .map(|q| {
+                        self.queues.write().insert(name.to_string(), Arc::new(q));
+                    })
                 }
-                Err(e) => tracing::error!(vhost = %self.name, queue = name, "queue closed: {e}"),
-            }
-        }
-        for b in list("bindings") {
-            let (Some(src), Some(dst), Some(kind)) = (
-                b["source"].as_str(),
-                b["destination"].as_str(),
-                b["destination_type"].as_str(),
-            ) else {
-                continue;
+                "bind" => {
+                    let s = |k: &str| d[k].as_str().unwrap_or_default();
+                    let args = json_to_table(&d["arguments"]);
+                    if s("destination_type") == "queue" {
+                        self.bind_queue(s("destination"), s("source"), s("routing_key"), args, None)
+                    } else {
+                        self.bind_exchange(s("destination"), s("source"), s("routing_key"), args)
+                    }
+                }
+                _ => Ok(()),
             };
-            let rk = b["routing_key"].as_str().unwrap_or("");
-            let args = json_to_table(&b["arguments"]);
-            let r = if kind == "queue" {
-                self.bind_queue(dst, src, rk, args, None)
-            } else {
-                self.bind_exchange(dst, src, rk, args)
-            };
-            if let Err(e) = r {
-                tracing::warn!(vhost = %self.name, "skipping binding {src} -> {dst}: {e}");
+            if let Err(e) = result {
+                tracing::error!(vhost = %self.name, "cannot restore {op} {d}: {e}");
             }
         }
     }
 
-    /// Writes the durable definitions to disk (atomically).
-    fn persist(&self) -> Result<()> {
-        let _guard = self.definitions_lock.lock();
-        let exchanges: Vec<_> = self
-            .exchanges
-            .read()
-            .values()
-            .filter(|e| e.durable && !e.name.is_empty() && !e.name.starts_with("amq."))
-            .map(|e| {
-                json!({"name": e.name, "type": e.kind.name(), "durable": true, "auto_delete": e.auto_delete,
-                       "internal": e.internal, "arguments": table_to_json(&e.arguments)})
-            })
-            .collect();
-        let queues: Vec<_> = self
-            .queues
-            .read()
-            .values()
-            .filter(|q| q.durable && q.exclusive_owner.is_none())
-            .map(|q| json!({"name": q.name, "durable": true, "auto_delete": q.auto_delete, "arguments": table_to_json(&q.arguments)}))
-            .collect();
-        let mut bindings = Vec::new();
-        for e in self.exchanges.read().values().filter(|e| e.durable) {
-            for b in e.bindings() {
-                let durable_dest = match &b.destination {
-                    Destination::Queue(q) => q.durable && q.exclusive_owner.is_none(),
-                    Destination::Exchange(x) => x.durable,
-                };
-                if durable_dest {
-                    bindings.push(json!({"source": e.name, "destination": b.destination.name(),
-                        "destination_type": if b.destination.is_queue() {"queue"} else {"exchange"},
-                        "routing_key": b.routing_key, "arguments": table_to_json(&b.arguments)}));
-                }
-            }
+    /// Records a change of the durable definitions, synced before it returns.
+    fn log_change(&self, line: serde_json::Value) -> Result<()> {
+        match self.definitions.lock().as_mut() {
+            Some(log) => log
+                .append(&line)
+                .map_err(|e| Error::Internal(format!("cannot write definitions of vhost '{}': {e}", self.name))),
+            None => Ok(()),
         }
-        let doc = json!({"exchanges": exchanges, "queues": queues, "bindings": bindings});
-        definitions::write_json(&self.definitions_path(), &doc, self.settings.sync)
-            .map_err(|e| Error::Internal(format!("cannot write definitions of vhost '{}': {e}", self.name)))
     }
 
     fn queue_dir(&self, name: &str, durable: bool) -> PathBuf {
@@ -362,6 +323,7 @@ impl VHost {
                 "exchange name '{name}' contains reserved prefix 'amq.*'"
             )));
         }
+        let args_json = opts.durable.then(|| table_to_json(&arguments));
         let ex = Arc::new(Exchange::new(
             name,
             parsed,
@@ -371,8 +333,14 @@ impl VHost {
             arguments,
         ));
         self.exchanges.write().entry(name.to_string()).or_insert(ex);
-        if opts.durable {
-            self.persist()?;
+        if let Some(args) = args_json {
+            self.log_change(definitions::exchange(
+                name,
+                parsed.name(),
+                opts.auto_delete,
+                opts.internal,
+                args,
+            ))?;
         }
         Ok(())
     }
@@ -408,7 +376,7 @@ impl VHost {
             ex.unbind(&b.destination, &b.routing_key, &b.arguments);
         }
         if ex.durable {
-            self.persist()?;
+            self.log_change(definitions::delete("exchange", name))?;
         }
         Ok(())
     }
@@ -497,7 +465,7 @@ impl VHost {
         self.queues.write().insert(name.to_string(), q.clone());
         // Every queue is bound to the default exchange implicitly (routed by name).
         if persistent {
-            self.persist()?;
+            self.log_change(definitions::queue(name, opts.auto_delete, table_to_json(&q.arguments)))?;
         }
         Ok(QueueDeclared {
             name: name.to_string(),
@@ -554,7 +522,7 @@ impl VHost {
         }
         if q.durable
             && q.exclusive_owner.is_none()
-            && let Err(e) = self.persist()
+            && let Err(e) = self.log_change(definitions::delete("queue", &q.name))
         {
             tracing::error!(vhost = %self.name, "{e}");
         }
@@ -589,8 +557,12 @@ impl VHost {
         let ex = self.get_exchange(exchange)?;
         check_binding_args(&ex, &arguments)?;
         let durable = ex.durable && q.durable && q.exclusive_owner.is_none();
-        if ex.bind(Destination::Queue(q), routing_key, arguments)? && durable && conn.is_some() {
-            self.persist()?;
+        let line = durable
+            .then(|| definitions::binding("bind", exchange, queue, true, routing_key, table_to_json(&arguments)));
+        if ex.bind(Destination::Queue(q), routing_key, arguments)?
+            && let Some(line) = line
+        {
+            self.log_change(line)?;
         }
         Ok(())
     }
@@ -612,9 +584,10 @@ impl VHost {
         let q = self.get_queue(queue)?;
         q.check_owner(conn)?;
         let ex = self.get_exchange(exchange)?;
-        let durable = ex.durable && q.durable;
+        let durable = ex.durable && q.durable && q.exclusive_owner.is_none();
         if ex.unbind(&Destination::Queue(q), routing_key, arguments) {
-            self.after_unbind(&ex, durable)?;
+            let line = definitions::binding("unbind", exchange, queue, true, routing_key, table_to_json(arguments));
+            self.after_unbind(&ex, durable.then_some(line))?;
         }
         Ok(())
     }
@@ -635,9 +608,20 @@ impl VHost {
         let dst = self.get_exchange(destination)?;
         let src = self.get_exchange(source)?;
         check_binding_args(&src, &arguments)?;
-        let durable = src.durable && dst.durable;
-        if src.bind(Destination::Exchange(dst), routing_key, arguments)? && durable {
-            self.persist()?;
+        let line = (src.durable && dst.durable).then(|| {
+            definitions::binding(
+                "bind",
+                source,
+                destination,
+                false,
+                routing_key,
+                table_to_json(&arguments),
+            )
+        });
+        if src.bind(Destination::Exchange(dst), routing_key, arguments)?
+            && let Some(line) = line
+        {
+            self.log_change(line)?;
         }
         Ok(())
     }
@@ -659,17 +643,26 @@ impl VHost {
         let src = self.get_exchange(source)?;
         let durable = src.durable && dst.durable;
         if src.unbind(&Destination::Exchange(dst), routing_key, arguments) {
-            self.after_unbind(&src, durable)?;
+            let line = definitions::binding(
+                "unbind",
+                source,
+                destination,
+                false,
+                routing_key,
+                table_to_json(arguments),
+            );
+            self.after_unbind(&src, durable.then_some(line))?;
         }
         Ok(())
     }
 
-    fn after_unbind(&self, source: &Arc<Exchange>, durable: bool) -> Result<()> {
+    /// Logs a removed binding and deletes its auto-delete source once unbound.
+    fn after_unbind(&self, source: &Arc<Exchange>, line: Option<serde_json::Value>) -> Result<()> {
+        if let Some(line) = line {
+            self.log_change(line)?;
+        }
         if source.auto_delete && !source.has_bindings() {
             return self.delete_exchange(&source.name, true);
-        }
-        if durable {
-            self.persist()?;
         }
         Ok(())
     }

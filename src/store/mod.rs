@@ -3,6 +3,7 @@
 
 pub mod definitions;
 pub mod group_sync;
+pub mod json_log;
 pub mod message_store;
 pub mod record;
 pub mod segment;
