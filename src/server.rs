@@ -63,6 +63,7 @@ impl Server {
         let settings = StoreSettings {
             segment_size: main.segment_size,
             sync: main.sync,
+            free_disk_min: main.free_disk_min,
         };
         let broker = Broker::open(
             &main.data_dir,
@@ -102,6 +103,7 @@ impl Server {
         };
         let ctx = AmqpContext::new(broker.clone(), amqp_settings, shutdown.clone());
         tokio::spawn(crate::amqp::listener::accept_loop(listener, ctx.clone()));
+        tokio::spawn(disk_check_loop(broker.clone(), shutdown.clone()));
         Ok(Server {
             broker,
             amqp_addr,
@@ -134,5 +136,16 @@ impl Server {
         })
         .await;
         tracing::info!("shutdown complete");
+    }
+}
+
+/// Measures free disk space a few times a second for the disk alarm.
+async fn disk_check_loop(broker: Arc<Broker>, shutdown: CancellationToken) {
+    broker.disk.check();
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(250)) => broker.disk.check(),
+            _ = shutdown.cancelled() => return,
+        }
     }
 }

@@ -41,6 +41,8 @@ pub struct ConnInfo {
     pub frame_max: u32,
     /// Client accepts server-sent basic.cancel.
     pub cancel_notify: bool,
+    /// Client understands connection.blocked / unblocked.
+    pub blocked_notify: bool,
     /// Negotiated heartbeat in seconds (0 = off).
     pub heartbeat: u16,
     /// Negotiated channel_max.
@@ -103,10 +105,15 @@ where
             })
         };
         let span = tracing::info_span!("conn", vhost = %info.vhost.name, user = %info.user);
+        let disk = info.ctx.broker.disk.subscribe();
         let mut conn = Connection {
             info,
             outbox: outbox.clone(),
             channels: HashMap::new(),
+            disk,
+            published: false,
+            told_blocked: false,
+            held: None,
         };
         conn.run(&mut rd, buf).instrument(span).await;
         conn.cleanup();
@@ -303,6 +310,7 @@ where
             .unwrap_or(false)
     };
     let (failure_close, cancel_notify) = (cap("authentication_failure_close"), cap("consumer_cancel_notify"));
+    let blocked_notify = cap("connection.blocked");
     let refused = |why: String| {
         tracing::warn!("authentication failed: {why}");
         if failure_close {
@@ -402,6 +410,7 @@ where
         vhost,
         frame_max,
         cancel_notify,
+        blocked_notify,
         heartbeat,
         channel_max,
         wakes: Default::default(),
@@ -413,6 +422,24 @@ struct Connection {
     info: ConnInfo,
     outbox: Arc<Outbox>,
     channels: HashMap<u16, Channel>,
+    /// The disk alarm: while it is on, a connection that publishes is not read.
+    disk: tokio::sync::watch::Receiver<bool>,
+    /// This connection has published (so the disk alarm blocks it).
+    published: bool,
+    /// Whether the client was last told it is blocked.
+    told_blocked: bool,
+    /// A publish held back by the disk alarm, handled first once it clears.
+    held: Option<Frame>,
+}
+
+fn is_publish(frame: &Frame) -> bool {
+    matches!(
+        frame,
+        Frame::Method {
+            method: Method::BasicPublish { .. },
+            ..
+        }
+    )
 }
 
 /// What the frame loop does after a frame.
@@ -436,7 +463,22 @@ impl Connection {
         let shutdown = self.info.ctx.shutdown.clone();
         loop {
             loop {
-                match parse_frame(&mut buf, self.info.frame_max) {
+                let next = match self.held.take() {
+                    Some(frame) if !*self.disk.borrow() => Ok(Some(frame)),
+                    Some(frame) => {
+                        self.held = Some(frame);
+                        break;
+                    }
+                    None => parse_frame(&mut buf, self.info.frame_max),
+                };
+                match next {
+                    Ok(Some(frame)) if *self.disk.borrow() && is_publish(&frame) => {
+                        // The disk alarm is on: hold this publish (and everything after
+                        // it) until space returns.
+                        self.published = true;
+                        self.held = Some(frame);
+                        break;
+                    }
                     Ok(Some(frame)) => match self.handle_frame(frame) {
                         Ok(Next::Continue) => {}
                         Ok(Next::Stop) => return,
@@ -457,6 +499,15 @@ impl Connection {
                 }
             }
             self.end_of_batch();
+            if self.disk_blocked() {
+                tokio::select! {
+                    _ = self.disk.changed() => continue,
+                    _ = shutdown.cancelled() => {
+                        self.fail(AmqpError::connection(code::CONNECTION_FORCED, "broker forced connection closure with reason 'shutdown'"));
+                        return;
+                    }
+                }
+            }
             if buf.capacity() - buf.len() < 4096 {
                 buf.reserve(64 * 1024);
             }
@@ -487,8 +538,31 @@ impl Connection {
                     self.await_close_ok(rd, &mut buf).await;
                     return;
                 }
+                _ = self.disk.changed() => {}
             }
         }
+    }
+
+    /// Follows the disk alarm: tells a publishing client that understands it when
+    /// it is blocked or unblocked, and returns true while this connection must not
+    /// be read (it publishes and the alarm is on).
+    fn disk_blocked(&mut self) -> bool {
+        // As in RabbitMQ, only connections that publish are blocked and told so.
+        let blocked = *self.disk.borrow_and_update() && self.published;
+        if blocked != self.told_blocked && self.info.blocked_notify {
+            let m = if blocked {
+                Method::ConnectionBlocked {
+                    reason: ShortStr::from("low on disk"),
+                }
+            } else {
+                Method::ConnectionUnblocked
+            };
+            self.outbox.send(|b| {
+                let _ = write_method(b, 0, &m);
+            });
+        }
+        self.told_blocked = blocked;
+        blocked
     }
 
     /// Sends connection.close for a connection-level error; channel-level errors
@@ -631,6 +705,9 @@ impl Connection {
 
     fn channel_method(&mut self, number: u16, method: Method) -> AmqpResult {
         let (class, id) = (method.class_id(), method.method_id());
+        if let Method::BasicPublish { .. } = method {
+            self.published = true;
+        }
         if let Method::ChannelOpen = method {
             if self.channels.contains_key(&number) {
                 return Err(AmqpError::connection(

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 use serde_json::json;
 
+use super::disk::DiskMonitor;
 use super::user::UserStore;
 use super::vhost::{StoreSettings, VHost};
 use super::{Error, Result};
@@ -21,6 +22,8 @@ pub struct Broker {
     pub users: UserStore,
     /// Group commit of the data directory.
     pub sync: GroupSync,
+    /// The free-disk-space alarm.
+    pub disk: DiskMonitor,
 }
 
 impl Broker {
@@ -35,6 +38,7 @@ impl Broker {
         std::fs::create_dir_all(data_dir)
             .map_err(|e| Error::Internal(format!("cannot create data dir {}: {e}", data_dir.display())))?;
         let users = UserStore::open(data_dir.join("users.json"), default_user, default_hash, settings.sync)?;
+        let disk = DiskMonitor::new(data_dir, settings.free_disk_min);
         let sync = GroupSync::start(data_dir, settings.sync)
             .map_err(|e| Error::Internal(format!("cannot start the sync thread: {e}")))?;
         let broker = Broker {
@@ -43,6 +47,7 @@ impl Broker {
             vhosts: RwLock::default(),
             users,
             sync,
+            disk,
         };
         let path = broker.vhosts_path();
         let names: Vec<String> = match definitions::read_json(&path) {

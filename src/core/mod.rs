@@ -5,6 +5,7 @@
 pub mod broker;
 pub mod consumer;
 pub mod definitions;
+pub mod disk;
 pub mod error;
 pub mod exchange;
 pub mod headers;

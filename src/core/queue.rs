@@ -122,7 +122,19 @@ impl Queue {
             st.store
                 .push(msg.timestamp, &msg.exchange, &msg.routing_key, props, &msg.body)
         })
-        .map_err(|e| Error::Internal(format!("cannot store message in queue '{}': {e}", self.name)))?;
+        .map_err(|e| {
+            let text = format!(
+                "cannot store message in queue '{}' in vhost '{}': {e}",
+                self.name, self.vhost
+            );
+            if e.kind() == std::io::ErrorKind::StorageFull {
+                // A full disk refuses this message; the connection and the stored
+                // messages are unaffected.
+                Error::ResourceError(text)
+            } else {
+                Error::Internal(text)
+            }
+        })?;
         Ok(was_empty)
     }
 

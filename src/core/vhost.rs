@@ -23,6 +23,8 @@ pub struct StoreSettings {
     pub segment_size: u64,
     /// Whether definition changes are synced to disk.
     pub sync: bool,
+    /// Publishers are blocked when free disk space falls below this (0 = off).
+    pub free_disk_min: u64,
 }
 
 /// The exchanges every vhost has.
