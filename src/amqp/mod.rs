@@ -6,6 +6,7 @@ pub mod connection;
 pub mod consumer;
 pub mod context;
 pub mod error;
+pub mod handshake;
 pub mod listener;
 pub mod outbox;
 pub mod publish;

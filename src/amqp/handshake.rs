@@ -1,0 +1,320 @@
+//! The opening of an AMQP connection: protocol header, connection.start /
+//! start-ok (PLAIN and AMQPLAIN), tune / tune-ok negotiation and connection.open,
+//! each with a timeout and the reply code RabbitMQ uses when a client gets it wrong.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use super::codec::{FieldTable, FieldValue, Frame, Method, ShortStr, parse_frame, write_method};
+use super::connection::{CLOSE_TIMEOUT, ConnInfo, HANDSHAKE_TIMEOUT, PROTOCOL_HEADER, PROTOCOL_HEADER_ALT};
+use super::context::AmqpContext;
+use super::error::{AmqpError, code};
+
+/// Why a connection ended before or during the handshake.
+#[derive(Debug, thiserror::Error)]
+pub enum HandshakeError {
+    #[error("socket: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("timed out")]
+    Timeout,
+    #[error("{0}")]
+    Protocol(String),
+    #[error("closed by server: {}", .0.text)]
+    Closed(AmqpError),
+}
+
+/// Reads until one whole frame is buffered, with a timeout.
+async fn read_frame<R: AsyncRead + Unpin>(
+    rd: &mut R,
+    buf: &mut BytesMut,
+    frame_max: u32,
+) -> Result<Frame, HandshakeError> {
+    loop {
+        match parse_frame(buf, frame_max) {
+            Ok(Some(f)) => return Ok(f),
+            Ok(None) => {}
+            Err(e) => {
+                return Err(HandshakeError::Closed(AmqpError::connection(e.reply_code(), e)));
+            }
+        }
+        buf.reserve(4096);
+        let n = tokio::time::timeout(HANDSHAKE_TIMEOUT, rd.read_buf(buf))
+            .await
+            .map_err(|_| HandshakeError::Timeout)??;
+        if n == 0 {
+            return Err(HandshakeError::Protocol("client closed the socket".into()));
+        }
+    }
+}
+
+/// Reads the next method on channel 0 during the handshake.
+async fn expect_method<R: AsyncRead + Unpin>(
+    rd: &mut R,
+    buf: &mut BytesMut,
+    frame_max: u32,
+    what: &str,
+) -> Result<Method, HandshakeError> {
+    loop {
+        match read_frame(rd, buf, frame_max).await? {
+            Frame::Method {
+                channel: 0,
+                method: Method::ConnectionClose { .. },
+            } => {
+                return Err(HandshakeError::Protocol("client closed the connection".into()));
+            }
+            Frame::Method { channel: 0, method } => return Ok(method),
+            Frame::Heartbeat { channel: 0 } => continue,
+            _ => {
+                return Err(HandshakeError::Closed(AmqpError::connection(
+                    code::COMMAND_INVALID,
+                    format!("expected {what}"),
+                )));
+            }
+        }
+    }
+}
+
+async fn send_close<W: AsyncWrite + Unpin>(wr: &mut W, e: &AmqpError) {
+    let mut out = BytesMut::new();
+    let _ = write_method(
+        &mut out,
+        0,
+        &Method::ConnectionClose {
+            reply_code: e.code,
+            reply_text: ShortStr::from(e.text.as_str()),
+            class_id: e.class_id,
+            method_id: e.method_id,
+        },
+    );
+    let _ = wr.write_all(&out).await;
+    let _ = wr.flush().await;
+}
+
+fn server_properties() -> FieldTable {
+    let mut caps = FieldTable::default();
+    for cap in [
+        "publisher_confirms",
+        "exchange_exchange_bindings",
+        "basic.nack",
+        "consumer_cancel_notify",
+        "connection.blocked",
+        "consumer_priorities",
+        "authentication_failure_close",
+        "per_consumer_qos",
+        "direct_reply_to",
+    ] {
+        caps.insert(cap, FieldValue::Bool(true));
+    }
+    let s = |v: &str| FieldValue::LongStr(Bytes::copy_from_slice(v.as_bytes()));
+    let mut props = FieldTable::default();
+    props.insert("product", s("LavinMQ"));
+    props.insert("version", s(env!("CARGO_PKG_VERSION")));
+    props.insert("platform", s("Rust"));
+    props.insert("information", s("https://lavinmq.com"));
+    props.insert("capabilities", FieldValue::Table(caps));
+    props
+}
+
+/// Extracts user and password from a start-ok response.
+fn credentials(mechanism: &str, response: &Bytes) -> Option<(String, String)> {
+    match mechanism {
+        "PLAIN" => {
+            let mut parts = response.split(|b| *b == 0);
+            let _authzid = parts.next()?;
+            let user = std::str::from_utf8(parts.next()?).ok()?;
+            let pass = std::str::from_utf8(parts.next()?).ok()?;
+            Some((user.to_string(), pass.to_string()))
+        }
+        "AMQPLAIN" => {
+            let table = FieldTable::decode_body(response.clone()).ok()?;
+            let user = table.get("LOGIN")?.as_str()?.to_string();
+            let pass = table.get("PASSWORD")?.as_str()?.to_string();
+            Some((user, pass))
+        }
+        _ => None,
+    }
+}
+
+pub async fn handshake<R, W>(
+    ctx: &Arc<AmqpContext>,
+    rd: &mut R,
+    wr: &mut W,
+    buf: &mut BytesMut,
+    peer: SocketAddr,
+) -> Result<ConnInfo, HandshakeError>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut header = [0u8; 8];
+    tokio::time::timeout(HANDSHAKE_TIMEOUT, rd.read_exact(&mut header))
+        .await
+        .map_err(|_| HandshakeError::Timeout)??;
+    if header != PROTOCOL_HEADER && header != PROTOCOL_HEADER_ALT {
+        wr.write_all(&PROTOCOL_HEADER).await?;
+        let _ = wr.flush().await;
+        return Err(HandshakeError::Protocol(format!(
+            "unsupported protocol header {:?}",
+            String::from_utf8_lossy(&header)
+        )));
+    }
+    let settings = &ctx.settings;
+    let mut out = BytesMut::new();
+    let start = Method::ConnectionStart {
+        version_major: 0,
+        version_minor: 9,
+        server_properties: server_properties(),
+        mechanisms: Bytes::from_static(b"PLAIN AMQPLAIN"),
+        locales: Bytes::from_static(b"en_US"),
+    };
+    let _ = write_method(&mut out, 0, &start);
+    wr.write_all(&out).await?;
+    let result = negotiate(ctx, rd, wr, buf, peer).await;
+    if let Err(HandshakeError::Closed(e)) = &result {
+        send_close(wr, e).await;
+        // Give the client a moment to read the close before the socket goes.
+        let _ = tokio::time::timeout(CLOSE_TIMEOUT, read_frame(rd, buf, settings.frame_max)).await;
+    }
+    result
+}
+
+async fn negotiate<R, W>(
+    ctx: &Arc<AmqpContext>,
+    rd: &mut R,
+    wr: &mut W,
+    buf: &mut BytesMut,
+    peer: SocketAddr,
+) -> Result<ConnInfo, HandshakeError>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let settings = &ctx.settings;
+    let Method::ConnectionStartOk {
+        client_properties,
+        mechanism,
+        response,
+        ..
+    } = expect_method(rd, buf, settings.frame_max, "connection.start-ok").await?
+    else {
+        return Err(HandshakeError::Closed(AmqpError::connection(
+            code::COMMAND_INVALID,
+            "expected connection.start-ok",
+        )));
+    };
+    let caps = client_properties.get("capabilities").and_then(|c| c.as_table());
+    let cap = |name: &str| {
+        caps.and_then(|c| c.get(name))
+            .and_then(|v| v.as_bool())
+            .unwrap_or(false)
+    };
+    let (failure_close, cancel_notify) = (cap("authentication_failure_close"), cap("consumer_cancel_notify"));
+    let blocked_notify = cap("connection.blocked");
+    let refused = |why: String| {
+        tracing::warn!("authentication failed: {why}");
+        if failure_close {
+            HandshakeError::Closed(AmqpError::connection(
+                code::ACCESS_REFUSED,
+                format!(
+                    "Login was refused using authentication mechanism {mechanism}. For details see the broker logfile."
+                ),
+            ))
+        } else {
+            HandshakeError::Protocol(why)
+        }
+    };
+    let Some((username, password)) = credentials(&mechanism, &response) else {
+        return Err(refused(format!(
+            "unsupported mechanism or malformed response ({mechanism})"
+        )));
+    };
+    let Some(user) = ctx.broker.users.authenticate(&username, &password) else {
+        return Err(refused(format!("wrong credentials for user '{username}'")));
+    };
+    if username == settings.default_user
+        && settings.default_user_only_loopback
+        && !peer.ip().to_canonical().is_loopback()
+    {
+        return Err(refused(format!("user '{username}' may only connect from loopback")));
+    }
+    let mut out = BytesMut::new();
+    let tune = Method::ConnectionTune {
+        channel_max: settings.channel_max,
+        frame_max: settings.frame_max,
+        heartbeat: settings.heartbeat,
+    };
+    let _ = write_method(&mut out, 0, &tune);
+    wr.write_all(&out).await?;
+    let Method::ConnectionTuneOk {
+        channel_max,
+        frame_max,
+        heartbeat,
+    } = expect_method(rd, buf, settings.frame_max, "connection.tune-ok").await?
+    else {
+        return Err(HandshakeError::Closed(AmqpError::connection(
+            code::COMMAND_INVALID,
+            "expected connection.tune-ok",
+        )));
+    };
+    let not_allowed = |t: String| HandshakeError::Closed(AmqpError::connection(code::NOT_ALLOWED, t).on(10, 31));
+    if frame_max != 0 && frame_max < 4096 {
+        return Err(not_allowed(format!("frame_max={frame_max} < 4096 min size")));
+    }
+    if frame_max > settings.frame_max {
+        return Err(not_allowed(format!(
+            "frame_max={frame_max} > {} max size",
+            settings.frame_max
+        )));
+    }
+    if channel_max > settings.channel_max {
+        return Err(not_allowed(format!(
+            "channel_max={channel_max} > {} max size",
+            settings.channel_max
+        )));
+    }
+    let frame_max = if frame_max == 0 { settings.frame_max } else { frame_max };
+    let channel_max = if channel_max == 0 {
+        settings.channel_max
+    } else {
+        channel_max
+    };
+    let Method::ConnectionOpen { virtual_host } = expect_method(rd, buf, frame_max, "connection.open").await? else {
+        return Err(HandshakeError::Closed(AmqpError::connection(
+            code::COMMAND_INVALID,
+            "expected connection.open",
+        )));
+    };
+    let vhost_name = if virtual_host.is_empty() { "/" } else { &virtual_host };
+    let Some(vhost) = ctx.broker.vhost(vhost_name) else {
+        return Err(HandshakeError::Closed(
+            AmqpError::connection(code::NOT_ALLOWED, format!("vhost {vhost_name} not found")).on(10, 40),
+        ));
+    };
+    if !user.permissions.contains_key(vhost_name) {
+        return Err(HandshakeError::Closed(
+            AmqpError::connection(
+                code::NOT_ALLOWED,
+                format!("access to vhost '{vhost_name}' refused for user '{username}'"),
+            )
+            .on(10, 40),
+        ));
+    }
+    let mut out = BytesMut::new();
+    let _ = write_method(&mut out, 0, &Method::ConnectionOpenOk);
+    wr.write_all(&out).await?;
+    Ok(ConnInfo {
+        ctx: ctx.clone(),
+        id: ctx.next_id(),
+        user: username,
+        vhost,
+        frame_max,
+        cancel_notify,
+        blocked_notify,
+        heartbeat,
+        channel_max,
+        wakes: Default::default(),
+    })
+}
