@@ -65,17 +65,29 @@ impl MessageStore {
     pub fn open(dir: &Path, label: &str, segment_size: u64) -> io::Result<Self> {
         std::fs::create_dir_all(dir)?;
         let mut ids = Vec::new();
+        let mut leftovers = Vec::new();
         for entry in std::fs::read_dir(dir)? {
             let name = entry?.file_name();
-            if let Some(id) = name
-                .to_str()
-                .and_then(|n| n.strip_prefix("msgs."))
-                .and_then(|n| n.parse::<u32>().ok())
-            {
-                ids.push(id);
+            let Some(name) = name.to_str() else { continue };
+            let Some((kind, id)) = name.split_once('.') else {
+                continue;
+            };
+            let Ok(id) = id.parse::<u32>() else { continue };
+            match kind {
+                "msgs" => ids.push(id),
+                "acks" | "meta" => leftovers.push((id, name.to_string())),
+                _ => {}
             }
         }
         ids.sort_unstable();
+        // Ack logs and metadata whose messages file is gone: say so, and remove them
+        // so that a new segment of that number does not inherit them.
+        for (id, name) in &leftovers {
+            if ids.binary_search(id).is_err() {
+                tracing::warn!(queue = %label, segment = id, "messages file missing; removing its {name}");
+                std::fs::remove_file(dir.join(name))?;
+            }
+        }
         let cursor = open_cursor(dir)?;
         let word = |i: usize| u32::from_le_bytes([cursor[i], cursor[i + 1], cursor[i + 2], cursor[i + 3]]);
         let redeliver_until = SegPos {

@@ -137,6 +137,14 @@ impl Segment {
     /// Creates a new, empty segment able to hold `capacity` bytes, with its space
     /// reserved on disk.
     pub fn create(dir: &Path, id: u32, capacity: usize) -> io::Result<Self> {
+        // Leftovers of an earlier segment with this number must not count against
+        // the new one.
+        for name in [acks_name(id), meta_name(id)] {
+            match std::fs::remove_file(dir.join(name)) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
         let path = dir.join(msgs_name(id));
         let capacity = capacity.max(SEGMENT_HEADER + MIN_RECORD);
         let file = open_rw(&path, true)?;
@@ -181,12 +189,18 @@ impl Segment {
         };
         let len = seg.file.metadata()?.len() as usize;
         let mut damage = Vec::new();
-        match seg.read_meta() {
+        let meta = seg.read_meta();
+        match meta {
             Some((msgs, end)) if end <= len => {
                 seg.msgs = msgs;
                 seg.end = end;
             }
             _ => {
+                if let Some((msgs, end)) = meta {
+                    damage.push(format!(
+                        "file is {len} bytes but its metadata says {msgs} messages in {end} bytes; rescanned"
+                    ));
+                }
                 if len >= SEGMENT_HEADER {
                     let map = map(&seg.file)?;
                     let version = u32::from_le_bytes([map[0], map[1], map[2], map[3]]);
