@@ -136,6 +136,8 @@ pub struct Channel {
     prefetch: u32,
     last_queue: String,
     pub(super) route_buf: Vec<Arc<Queue>>,
+    /// The exchange of the previous publish, to skip the lookup for the next.
+    pub(super) last_exchange: Option<Arc<crate::core::exchange::Exchange>>,
     pub(super) scratch: BytesMut,
 }
 
@@ -174,6 +176,7 @@ impl Channel {
             prefetch: u32::from(info.ctx.settings.default_prefetch),
             last_queue: String::new(),
             route_buf: Vec::new(),
+            last_exchange: None,
             scratch: BytesMut::new(),
         }
     }
@@ -675,12 +678,22 @@ pub(super) fn settle_entries(shared: &ChannelShared, entries: Vec<Unacked>, how:
         }
         i = j;
     }
+    // Tell each consumer once per run of its deliveries, not once per message.
     let mut from_consumers = 0;
-    for u in &entries {
-        if let Some(c) = &u.consumer {
-            from_consumers += 1;
-            c.settled(1);
+    let mut run: Option<(&Arc<AmqpConsumer>, u32)> = None;
+    for c in entries.iter().filter_map(|u| u.consumer.as_ref()) {
+        from_consumers += 1;
+        match &mut run {
+            Some((prev, n)) if Arc::ptr_eq(prev, c) => *n += 1,
+            _ => {
+                if let Some((prev, n)) = run.replace((c, 1)) {
+                    prev.settled(n);
+                }
+            }
         }
+    }
+    if let Some((c, n)) = run {
+        c.settled(n);
     }
     if from_consumers > 0 {
         shared.global_unacked.fetch_sub(from_consumers, Ordering::AcqRel);

@@ -17,6 +17,7 @@ use super::context::AmqpContext;
 use super::error::{AmqpError, AmqpResult, Scope, code};
 use super::handshake::handshake;
 use super::outbox::Outbox;
+use crate::core::message::Message;
 use crate::core::vhost::VHost;
 
 /// The protocol header of AMQP 0-9-1.
@@ -48,6 +49,8 @@ pub struct ConnInfo {
     pub heartbeat: u16,
     /// Negotiated channel_max.
     pub channel_max: u16,
+    /// Wall-clock milliseconds, read once per read batch for message timestamps.
+    pub now_ms: std::cell::Cell<i64>,
     /// Queues that received their first ready message during the current read
     /// batch; their consumers are woken once the batch is done.
     pub wakes: std::cell::RefCell<Vec<Arc<crate::core::queue::Queue>>>,
@@ -157,9 +160,11 @@ impl Connection {
         let idle_limit = (self.info.heartbeat > 0).then(|| Duration::from_secs(u64::from(self.info.heartbeat) * 2));
         let shutdown = self.info.ctx.shutdown.clone();
         loop {
+            self.info.now_ms.set(Message::now_ms());
+            let disk_alarm = *self.disk.borrow();
             loop {
                 let next = match self.held.take() {
-                    Some(frame) if !*self.disk.borrow() => Ok(Some(frame)),
+                    Some(frame) if !disk_alarm => Ok(Some(frame)),
                     Some(frame) => {
                         self.held = Some(frame);
                         break;
@@ -167,7 +172,7 @@ impl Connection {
                     None => parse_frame(&mut buf, self.info.frame_max),
                 };
                 match next {
-                    Ok(Some(frame)) if *self.disk.borrow() && is_publish(&frame) => {
+                    Ok(Some(frame)) if disk_alarm && is_publish(&frame) => {
                         // The disk alarm is on: hold this publish (and everything after
                         // it) until space returns.
                         self.published = true;

@@ -316,5 +316,6 @@ where
         heartbeat,
         channel_max,
         wakes: Default::default(),
+        now_ms: std::cell::Cell::new(crate::core::message::Message::now_ms()),
     })
 }

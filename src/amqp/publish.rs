@@ -26,7 +26,7 @@ pub struct PendingPublish {
     routing_key: ShortStr,
     mandatory: bool,
     immediate: bool,
-    header: Option<(BasicProperties, Bytes, u64)>,
+    header: Option<(Box<BasicProperties>, Bytes, u64)>,
     body: Body,
 }
 
@@ -103,7 +103,7 @@ impl Channel {
         info: &ConnInfo,
         class_id: u16,
         body_size: u64,
-        properties: BasicProperties,
+        properties: Box<BasicProperties>,
         raw: Bytes,
     ) -> AmqpResult {
         let Some(p) = self.publish.as_mut() else {
@@ -181,7 +181,7 @@ impl Channel {
             Body::Many(b) => b.freeze(),
         };
         let mut msg = Message {
-            timestamp: Message::now_ms(),
+            timestamp: info.now_ms.get(),
             exchange: p.exchange,
             routing_key: p.routing_key,
             properties,
@@ -240,9 +240,16 @@ impl Channel {
         immediate: bool,
     ) -> AmqpResult<bool> {
         let vhost = &info.vhost;
-        let Some(exchange) = vhost.exchange(&msg.exchange) else {
-            let text = format!("no exchange '{}' in vhost '{}'", msg.exchange, vhost.name);
-            return Err(AmqpError::channel(code::NOT_FOUND, text));
+        let exchange = match &self.last_exchange {
+            Some(e) if e.name == *msg.exchange && !e.is_deleted() => e.clone(),
+            _ => {
+                let Some(e) = vhost.exchange(&msg.exchange) else {
+                    let text = format!("no exchange '{}' in vhost '{}'", msg.exchange, vhost.name);
+                    return Err(AmqpError::channel(code::NOT_FOUND, text));
+                };
+                self.last_exchange = Some(e.clone());
+                e
+            }
         };
         if exchange.internal {
             let text = format!(

@@ -1,6 +1,6 @@
 //! Exchanges: named routers that hold bindings and pick destinations for a message.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
 use parking_lot::RwLock;
@@ -122,6 +122,7 @@ pub struct Exchange {
     /// Declaration arguments.
     pub arguments: FieldTable,
     bindings: RwLock<Bindings>,
+    deleted: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Exchange {
@@ -151,7 +152,19 @@ impl Exchange {
             internal,
             arguments,
             bindings: RwLock::default(),
+            deleted: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// True once the exchange was deleted (holders of a cached reference must
+    /// look it up again).
+    pub fn is_deleted(&self) -> bool {
+        self.deleted.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Marks the exchange deleted.
+    pub fn mark_deleted(&self) {
+        self.deleted.store(true, std::sync::atomic::Ordering::Release);
     }
 
     /// The alternate exchange named in the arguments, if any.

@@ -14,7 +14,7 @@ pub struct Message {
     /// Routing key it was published with.
     pub routing_key: ShortStr,
     /// Parsed properties, used for routing decisions and validation.
-    pub properties: BasicProperties,
+    pub properties: Box<BasicProperties>,
     /// The properties exactly as received, so that storing them needs no re-encoding;
     /// `None` once the broker changed a property.
     pub raw_properties: Option<Bytes>,

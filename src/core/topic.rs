@@ -3,7 +3,7 @@
 //! word and `#` zero or more, with RabbitMQ's rules: an empty routing key has no
 //! words, and empty words between dots are words like any other.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use smallvec::SmallVec;
 
@@ -26,7 +26,7 @@ struct Node<T> {
 impl<T> Default for Node<T> {
     fn default() -> Self {
         Node {
-            words: HashMap::new(),
+            words: HashMap::default(),
             star: None,
             hash: None,
             here: Vec::new(),

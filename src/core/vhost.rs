@@ -1,7 +1,9 @@
 //! Virtual hosts: isolated sets of exchanges, queues and bindings, with the
 //! operations clients perform on them and the routing of published messages.
 
-use std::collections::HashMap;
+// Names are short and chosen by clients we already authenticated: a fast
+// non-keyed hash beats SipHash on the per-message lookups.
+use rustc_hash::FxHashMap as HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -370,6 +372,7 @@ impl VHost {
             )));
         }
         self.exchanges.write().remove(name);
+        ex.mark_deleted();
         let dest = Destination::Exchange(ex.clone());
         for other in self.exchanges.read().values() {
             other.unbind_destination(&dest);

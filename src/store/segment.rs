@@ -153,7 +153,10 @@ impl Segment {
             let _ = std::fs::remove_file(&path);
             return Err(e);
         }
-        let mut map = map(&file)?;
+        // Populated up front: one call faults in the pages that every append would
+        // otherwise fault in one by one.
+        // SAFETY: as in `map`.
+        let mut map = unsafe { memmap2::MmapOptions::new().populate().map_mut(&file)? };
         map[0..4].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
         Ok(Segment {
             id,
