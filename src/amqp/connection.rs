@@ -181,7 +181,10 @@ impl Connection {
                     }
                     Ok(Some(frame)) => match self.handle_frame(frame) {
                         Ok(Next::Continue) => {}
-                        Ok(Next::Stop) => return,
+                        Ok(Next::Stop) => {
+                            self.end_of_batch();
+                            return;
+                        }
                         Err(e) => {
                             self.end_of_batch();
                             self.fail(e);
@@ -199,6 +202,9 @@ impl Connection {
                 }
             }
             self.end_of_batch();
+            // Let consumers and other connections run between read batches: without
+            // this a busy publisher keeps its thread for many batches in a row.
+            tokio::task::yield_now().await;
             if self.disk_blocked() {
                 tokio::select! {
                     _ = self.disk.changed() => continue,

@@ -19,6 +19,9 @@ use crate::core::queue::Queue;
 use crate::store::SegPos;
 use crate::store::record::RecordView;
 
+/// Delivery batches a consumer task runs before it yields to other tasks.
+const ROUNDS_PER_TURN: u32 = 16;
+
 /// A consumer created by basic.consume.
 pub struct AmqpConsumer {
     /// Broker-wide unique id.
@@ -97,6 +100,12 @@ impl AmqpConsumer {
                 return;
             }
             if self.queue.deliver_ready() {
+                // Keep going for a while before letting other tasks run: busy
+                // publishers must not starve the consumers of their messages.
+                let mut rounds = 1;
+                while rounds < ROUNDS_PER_TURN && !self.is_cancelled() && self.queue.deliver_ready() {
+                    rounds += 1;
+                }
                 tokio::task::yield_now().await;
             } else if self.channel.outbox.is_full() {
                 self.channel.outbox.wait_for_space().await;

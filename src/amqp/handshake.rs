@@ -26,6 +26,18 @@ pub enum HandshakeError {
     Closed(AmqpError),
 }
 
+/// The error for a client that sent something else than the method expected.
+fn expected(what: &str) -> HandshakeError {
+    HandshakeError::Closed(AmqpError::connection(code::COMMAND_INVALID, format!("expected {what}")))
+}
+
+/// Writes one method on channel 0.
+async fn send_method<W: AsyncWrite + Unpin>(wr: &mut W, method: &Method) -> std::io::Result<()> {
+    let mut out = BytesMut::new();
+    let _ = write_method(&mut out, 0, method);
+    wr.write_all(&out).await
+}
+
 /// Reads until one whole frame is buffered, with a timeout.
 async fn read_frame<R: AsyncRead + Unpin>(
     rd: &mut R,
@@ -67,12 +79,7 @@ async fn expect_method<R: AsyncRead + Unpin>(
             }
             Frame::Method { channel: 0, method } => return Ok(method),
             Frame::Heartbeat { channel: 0 } => continue,
-            _ => {
-                return Err(HandshakeError::Closed(AmqpError::connection(
-                    code::COMMAND_INVALID,
-                    format!("expected {what}"),
-                )));
-            }
+            _ => return Err(expected(what)),
         }
     }
 }
@@ -162,7 +169,6 @@ where
         )));
     }
     let settings = &ctx.settings;
-    let mut out = BytesMut::new();
     let start = Method::ConnectionStart {
         version_major: 0,
         version_minor: 9,
@@ -170,8 +176,7 @@ where
         mechanisms: Bytes::from_static(b"PLAIN AMQPLAIN"),
         locales: Bytes::from_static(b"en_US"),
     };
-    let _ = write_method(&mut out, 0, &start);
-    wr.write_all(&out).await?;
+    send_method(wr, &start).await?;
     let result = negotiate(ctx, rd, wr, buf, peer).await;
     if let Err(HandshakeError::Closed(e)) = &result {
         send_close(wr, e).await;
@@ -200,10 +205,7 @@ where
         ..
     } = expect_method(rd, buf, settings.frame_max, "connection.start-ok").await?
     else {
-        return Err(HandshakeError::Closed(AmqpError::connection(
-            code::COMMAND_INVALID,
-            "expected connection.start-ok",
-        )));
+        return Err(expected("connection.start-ok"));
     };
     let caps = client_properties.get("capabilities").and_then(|c| c.as_table());
     let cap = |name: &str| {
@@ -240,24 +242,19 @@ where
     {
         return Err(refused(format!("user '{username}' may only connect from loopback")));
     }
-    let mut out = BytesMut::new();
     let tune = Method::ConnectionTune {
         channel_max: settings.channel_max,
         frame_max: settings.frame_max,
         heartbeat: settings.heartbeat,
     };
-    let _ = write_method(&mut out, 0, &tune);
-    wr.write_all(&out).await?;
+    send_method(wr, &tune).await?;
     let Method::ConnectionTuneOk {
         channel_max,
         frame_max,
         heartbeat,
     } = expect_method(rd, buf, settings.frame_max, "connection.tune-ok").await?
     else {
-        return Err(HandshakeError::Closed(AmqpError::connection(
-            code::COMMAND_INVALID,
-            "expected connection.tune-ok",
-        )));
+        return Err(expected("connection.tune-ok"));
     };
     let not_allowed = |t: String| HandshakeError::Closed(AmqpError::connection(code::NOT_ALLOWED, t).on(10, 31));
     if frame_max != 0 && frame_max < 4096 {
@@ -282,10 +279,7 @@ where
         channel_max
     };
     let Method::ConnectionOpen { virtual_host } = expect_method(rd, buf, frame_max, "connection.open").await? else {
-        return Err(HandshakeError::Closed(AmqpError::connection(
-            code::COMMAND_INVALID,
-            "expected connection.open",
-        )));
+        return Err(expected("connection.open"));
     };
     let vhost_name = if virtual_host.is_empty() { "/" } else { &virtual_host };
     let Some(vhost) = ctx.broker.vhost(vhost_name) else {
@@ -302,9 +296,7 @@ where
             .on(10, 40),
         ));
     }
-    let mut out = BytesMut::new();
-    let _ = write_method(&mut out, 0, &Method::ConnectionOpenOk);
-    wr.write_all(&out).await?;
+    send_method(wr, &Method::ConnectionOpenOk).await?;
     Ok(ConnInfo {
         ctx: ctx.clone(),
         id: ctx.next_id(),

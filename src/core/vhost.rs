@@ -49,6 +49,9 @@ pub struct VHost {
     queues: RwLock<HashMap<String, Arc<Queue>>>,
     /// The log of durable definition changes (absent while replaying it).
     definitions: Mutex<Option<JsonLog>>,
+    /// Serialises queue creation, so that two connections declaring the same new
+    /// queue at once create it once.
+    declare_lock: Mutex<()>,
 }
 
 /// What a queue declaration returns.
@@ -143,6 +146,7 @@ impl VHost {
             exchanges: RwLock::default(),
             queues: RwLock::default(),
             definitions: Mutex::new(None),
+            declare_lock: Mutex::new(()),
         });
         {
             let mut ex = vhost.exchanges.write();
@@ -416,6 +420,7 @@ impl VHost {
             }
             name
         };
+        let _creating = self.declare_lock.lock();
         if let Some(q) = self.queue(name) {
             q.check_owner(conn)?;
             let v = &self.name;

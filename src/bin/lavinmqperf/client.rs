@@ -38,9 +38,19 @@ pub enum Error {
     /// The server sent something the codec could not decode.
     Codec(CodecError),
     /// The server closed the connection with connection.close.
-    ConnectionClosed { code: u16, text: String, class_id: u16, method_id: u16 },
+    ConnectionClosed {
+        code: u16,
+        text: String,
+        class_id: u16,
+        method_id: u16,
+    },
     /// The server closed a channel with channel.close.
-    ChannelClosed { code: u16, text: String, class_id: u16, method_id: u16 },
+    ChannelClosed {
+        code: u16,
+        text: String,
+        class_id: u16,
+        method_id: u16,
+    },
     /// The server cancelled our consumer (e.g. the queue was deleted).
     ConsumerCancelled(String),
     /// Anything else that does not follow the protocol.
@@ -50,7 +60,11 @@ pub enum Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let origin = |f: &mut fmt::Formatter<'_>, class_id: u16, method_id: u16| {
-            if class_id != 0 { write!(f, " (in method {class_id}.{method_id})") } else { Ok(()) }
+            if class_id != 0 {
+                write!(f, " (in method {class_id}.{method_id})")
+            } else {
+                Ok(())
+            }
         };
         match self {
             Error::Io(e) if e.kind() == io::ErrorKind::UnexpectedEof => write!(f, "connection closed by server"),
@@ -306,9 +320,16 @@ impl Connection {
             channel_max, frame_max, ..
         } = tune
         else {
-            return Err(Error::Protocol(format!("expected connection.tune, got {}", tune.name())));
+            return Err(Error::Protocol(format!(
+                "expected connection.tune, got {}",
+                tune.name()
+            )));
         };
-        let frame_max = if frame_max == 0 { FRAME_MAX } else { frame_max.min(FRAME_MAX) };
+        let frame_max = if frame_max == 0 {
+            FRAME_MAX
+        } else {
+            frame_max.min(FRAME_MAX)
+        };
         conn.tuning = Tuning { frame_max };
         conn.send(
             0,
@@ -323,8 +344,10 @@ impl Connection {
         let open = Method::ConnectionOpen {
             virtual_host: ShortStr::from(uri.vhost.as_str()),
         };
-        conn.call(0, &open, "connection.open-ok", |m| matches!(m, Method::ConnectionOpenOk))
-            .await?;
+        conn.call(0, &open, "connection.open-ok", |m| {
+            matches!(m, Method::ConnectionOpenOk)
+        })
+        .await?;
         Ok(conn)
     }
 
@@ -343,7 +366,11 @@ impl Connection {
             match self.reader.next_frame().await? {
                 Frame::Method { channel: ch, method } => {
                     if let Some(err) = close_error(&method) {
-                        let ok = if ch == 0 { Method::ConnectionCloseOk } else { Method::ChannelCloseOk };
+                        let ok = if ch == 0 {
+                            Method::ConnectionCloseOk
+                        } else {
+                            Method::ChannelCloseOk
+                        };
                         let _ = self.send(ch, &ok).await;
                         return Err(err);
                     }
@@ -393,9 +420,11 @@ impl Connection {
     /// confirm.select: publisher confirms on `channel`.
     pub async fn confirm_select(&mut self, channel: u16) -> Result<(), Error> {
         let m = Method::ConfirmSelect { nowait: false };
-        self.call(channel, &m, "confirm.select-ok", |m| matches!(m, Method::ConfirmSelectOk))
-            .await
-            .map(drop)
+        self.call(channel, &m, "confirm.select-ok", |m| {
+            matches!(m, Method::ConfirmSelectOk)
+        })
+        .await
+        .map(drop)
     }
 
     /// tx.select: transactions on `channel`.
@@ -431,7 +460,9 @@ impl Connection {
             arguments: queue.arguments.clone(),
         };
         match self
-            .call(channel, &m, "queue.declare-ok", |m| matches!(m, Method::QueueDeclareOk { .. }))
+            .call(channel, &m, "queue.declare-ok", |m| {
+                matches!(m, Method::QueueDeclareOk { .. })
+            })
             .await?
         {
             Method::QueueDeclareOk { queue, .. } => Ok(queue.to_string()),
@@ -448,7 +479,9 @@ impl Connection {
             nowait: false,
         };
         match self
-            .call(channel, &m, "queue.delete-ok", |m| matches!(m, Method::QueueDeleteOk { .. }))
+            .call(channel, &m, "queue.delete-ok", |m| {
+                matches!(m, Method::QueueDeleteOk { .. })
+            })
             .await?
         {
             Method::QueueDeleteOk { message_count } => Ok(message_count),
@@ -457,7 +490,13 @@ impl Connection {
     }
 
     /// queue.bind.
-    pub async fn queue_bind(&mut self, channel: u16, queue: &str, exchange: &str, routing_key: &str) -> Result<(), Error> {
+    pub async fn queue_bind(
+        &mut self,
+        channel: u16,
+        queue: &str,
+        exchange: &str,
+        routing_key: &str,
+    ) -> Result<(), Error> {
         let m = Method::QueueBind {
             queue: ShortStr::from(queue),
             exchange: ShortStr::from(exchange),
@@ -477,7 +516,9 @@ impl Connection {
             nowait: false,
         };
         match self
-            .call(channel, &m, "queue.purge-ok", |m| matches!(m, Method::QueuePurgeOk { .. }))
+            .call(channel, &m, "queue.purge-ok", |m| {
+                matches!(m, Method::QueuePurgeOk { .. })
+            })
             .await?
         {
             Method::QueuePurgeOk { message_count } => Ok(message_count),
@@ -503,7 +544,9 @@ impl Connection {
             arguments: arguments.clone(),
         };
         match self
-            .call(channel, &m, "basic.consume-ok", |m| matches!(m, Method::BasicConsumeOk { .. }))
+            .call(channel, &m, "basic.consume-ok", |m| {
+                matches!(m, Method::BasicConsumeOk { .. })
+            })
             .await?
         {
             Method::BasicConsumeOk { consumer_tag } => Ok(consumer_tag.to_string()),
@@ -543,6 +586,7 @@ pub fn close_method() -> Method {
 }
 
 /// Arguments of [`Connection::queue_declare`].
+#[derive(Clone)]
 pub struct QueueDeclare<'a> {
     pub name: &'a str,
     pub passive: bool,
@@ -590,7 +634,16 @@ mod tests {
     #[test]
     fn raw_view_matches_codec() {
         let mut buf = BytesMut::new();
-        write_basic_deliver(&mut buf, 1, "amq.ctag-xyz", 0x0102_0304_0506_0708, false, "", "perf-test").unwrap();
+        write_basic_deliver(
+            &mut buf,
+            1,
+            "amq.ctag-xyz",
+            0x0102_0304_0506_0708,
+            false,
+            "",
+            "perf-test",
+        )
+        .unwrap();
         let props = BasicProperties {
             delivery_mode: Some(2),
             ..Default::default()
@@ -628,7 +681,10 @@ mod tests {
             parse_frame(&mut copy, 0).unwrap().unwrap(),
             Frame::Header { body_size: 20, .. }
         ));
-        assert!(matches!(parse_frame(&mut copy, 0).unwrap().unwrap(), Frame::Body { .. }));
+        assert!(matches!(
+            parse_frame(&mut copy, 0).unwrap().unwrap(),
+            Frame::Body { .. }
+        ));
         assert!(copy.is_empty());
     }
 

@@ -113,7 +113,10 @@ mod tests {
         let u = parse("amqp://guest:guest@localhost").unwrap();
         assert_eq!((u.host.as_str(), u.port, u.vhost.as_str()), ("localhost", 5672, "/"));
         let u = parse("amqp://").unwrap();
-        assert_eq!((u.host.as_str(), u.user.as_str(), u.password.as_str()), ("localhost", "guest", "guest"));
+        assert_eq!(
+            (u.host.as_str(), u.user.as_str(), u.password.as_str()),
+            ("localhost", "guest", "guest")
+        );
     }
 
     #[test]

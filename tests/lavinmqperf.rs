@@ -1,0 +1,175 @@
+//! Runs the `lavinmqperf` binary against an in-process broker.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use lavinmq::config::Config;
+use lavinmq::server::Server;
+use tokio::process::Command;
+
+/// Longest any single lavinmqperf run may take before the test fails.
+const RUN_TIMEOUT: Duration = Duration::from_secs(60);
+
+struct Broker {
+    server: Server,
+    _dir: tempfile::TempDir,
+}
+
+async fn start_broker() -> Broker {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = Config::default();
+    config.main.data_dir = dir.path().to_path_buf();
+    config.amqp.bind = "127.0.0.1".into();
+    config.amqp.port = 0;
+    let server = Server::start(&config).await.expect("server starts");
+    Broker { server, _dir: dir }
+}
+
+impl Broker {
+    fn uri(&self) -> String {
+        format!("amqp://guest:guest@127.0.0.1:{}", self.server.amqp_addr().port())
+    }
+}
+
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    /// The summary object printed with `-j`.
+    fn json(&self) -> serde_json::Value {
+        let line = self
+            .stdout
+            .lines()
+            .find(|l| l.starts_with('{'))
+            .unwrap_or_else(|| panic!("no JSON summary in {:?} (stderr {:?})", self.stdout, self.stderr));
+        serde_json::from_str(line).expect("summary is JSON")
+    }
+}
+
+async fn perf(args: &[&str]) -> Run {
+    let child = Command::new(env!("CARGO_BIN_EXE_lavinmqperf"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn lavinmqperf");
+    let out = tokio::time::timeout(RUN_TIMEOUT, child.wait_with_output())
+        .await
+        .expect("lavinmqperf finishes")
+        .expect("lavinmqperf output");
+    Run {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Runs `line` (split at whitespace) against `uri`.
+async fn perf_at(uri: &str, line: &str) -> Run {
+    let mut args: Vec<&str> = line.split_whitespace().collect();
+    args.extend(["--uri", uri]);
+    perf(&args).await
+}
+
+fn assert_ok(run: &Run) {
+    assert_eq!(run.code, Some(0), "stdout {:?} stderr {:?}", run.stdout, run.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timed_run_reports_json() {
+    let broker = start_broker().await;
+    let uri = broker.uri();
+    let run = perf(&["throughput", "-z", "2", "-j", "--uri", &uri]).await;
+    assert_ok(&run);
+    let json = run.json();
+    assert!(json["elapsed_seconds"].as_f64().unwrap() > 0.0, "{json}");
+    assert!(json["avg_pub_rate"].as_u64().unwrap() > 0, "{json}");
+    assert!(json["avg_consume_rate"].as_u64().unwrap() > 0, "{json}");
+    assert!(run.stdout.contains("Publish rate: "), "{}", run.stdout);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counted_run_with_confirms_finishes() {
+    let broker = start_broker().await;
+    let uri = broker.uri();
+    let run = perf_at(&uri, "amqp throughput -C 1000 -D 1000 -c 100 -a 10 -j -q").await;
+    assert_ok(&run);
+    assert!(run.json()["avg_consume_rate"].as_u64().unwrap() > 0, "{}", run.stdout);
+    assert!(!run.stdout.contains("Publish rate: "), "quiet: {}", run.stdout);
+
+    // Several publishers and consumers share the limits; idle consumers stop too.
+    let run = perf_at(
+        &uri,
+        "throughput -x 2 -y 3 -C 3000 -D 3000 -c 100 -u shared-limits -j -q",
+    )
+    .await;
+    assert_ok(&run);
+    let json = run.json();
+    let elapsed = json["elapsed_seconds"].as_f64().unwrap();
+    let consumed = (json["avg_consume_rate"].as_f64().unwrap() * elapsed).round();
+    assert!((2990.0..=3010.0).contains(&consumed), "{json}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn latency_transactions_and_server_named_queue() {
+    let broker = start_broker().await;
+    let uri = broker.uri();
+    // `--queue=`: a server-named queue.
+    let run = perf_at(&uri, "throughput -C 500 -D 500 -t 50 -l --queue= -j").await;
+    assert_ok(&run);
+    let json = run.json();
+    assert_eq!(json["latency_count"].as_u64(), Some(500), "{json}");
+    assert!(json["latency_p99_ms"].as_f64().unwrap() >= json["latency_min_ms"].as_f64().unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_errors_exit_non_zero() {
+    let broker = start_broker().await;
+    let uri = broker.uri();
+    let run = perf(&["throughput", "-z", "2", "-e", "no-such-exchange", "--uri", &uri]).await;
+    assert_eq!(run.code, Some(1), "{run:?}", run = run.stdout);
+    assert!(run.stderr.contains("404"), "{}", run.stderr);
+
+    let bad = uri.replace("guest:guest", "guest:wrong");
+    let run = perf(&["throughput", "-z", "2", "--uri", &bad]).await;
+    assert_eq!(run.code, Some(1), "{}", run.stdout);
+    assert!(run.stderr.contains("ACCESS_REFUSED"), "{}", run.stderr);
+}
+
+#[tokio::test]
+async fn unimplemented_modes_exit_2() {
+    for args in [&["queue-count"][..], &["mqtt", "throughput"], &["amqp", "bind-churn"]] {
+        let run = perf(args).await;
+        assert_eq!(run.code, Some(2), "{args:?}");
+        assert!(run.stderr.contains("not implemented"), "{}", run.stderr);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_count_opens_connections() {
+    let broker = start_broker().await;
+    let uri = broker.uri();
+    // stdin is empty, so it stops after the first round.
+    let run = perf(&["connection-count", "-x", "5", "-c", "2", "-C", "1", "--uri", &uri]).await;
+    assert_ok(&run);
+    assert!(
+        run.stdout.contains("5 connections 10 channels 10 consumers"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_churn_reports_both_cases() {
+    let broker = start_broker().await;
+    let uri = broker.uri();
+    let run = perf(&["queue-churn", "-z", "1", "--uri", &uri]).await;
+    assert_ok(&run);
+    assert!(run.stdout.contains("create/delete transient queue"), "{}", run.stdout);
+    assert!(run.stdout.contains("create/delete durable queue"), "{}", run.stdout);
+}
