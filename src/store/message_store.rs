@@ -133,7 +133,9 @@ impl MessageStore {
         }
         let next = store.segments.keys().next_back().map_or(1, |id| id + 1);
         store.read.seg = store.segments.keys().next().copied().unwrap_or(next);
-        store.open_write_segment(next, 0)?;
+        // The write segment is created by the first publish, so that an idle queue
+        // reserves no disk space.
+        store.write_seg = next;
         Ok(store)
     }
 
@@ -165,7 +167,13 @@ impl MessageStore {
         body: &[u8],
     ) -> io::Result<SegPos> {
         let total = record::RECORD_HEADER + record::payload_len(exchange, routing_key, properties.len(), body.len());
-        let fits = self.segments.get(&self.write_seg).is_some_and(|s| s.free() >= total);
+        let fits = match self.segments.get(&self.write_seg) {
+            Some(s) => s.free() >= total,
+            None => {
+                self.open_write_segment(self.write_seg, total)?;
+                true
+            }
+        };
         if !fits {
             let sealed = self.write_seg;
             self.open_write_segment(sealed + 1, total)?;

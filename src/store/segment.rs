@@ -153,10 +153,9 @@ impl Segment {
             let _ = std::fs::remove_file(&path);
             return Err(e);
         }
-        // Populated up front: one call faults in the pages that every append would
-        // otherwise fault in one by one.
-        // SAFETY: as in `map`.
-        let mut map = unsafe { memmap2::MmapOptions::new().populate().map_mut(&file)? };
+        // Not populated: pages become resident only as messages are written, so an
+        // idle queue costs no memory.
+        let mut map = map(&file)?;
         map[0..4].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
         Ok(Segment {
             id,
