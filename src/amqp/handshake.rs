@@ -16,12 +16,16 @@ use super::error::{AmqpError, code};
 /// Why a connection ended before or during the handshake.
 #[derive(Debug, thiserror::Error)]
 pub enum HandshakeError {
+    /// The socket failed.
     #[error("socket: {0}")]
     Io(#[from] std::io::Error),
+    /// The client took longer than the handshake timeout for a step.
     #[error("timed out")]
     Timeout,
+    /// The client broke off or sent something unusable; the socket just closes.
     #[error("{0}")]
     Protocol(String),
+    /// The server closes with connection.close and this reply.
     #[error("closed by server: {}", .0.text)]
     Closed(AmqpError),
 }
@@ -84,6 +88,7 @@ async fn expect_method<R: AsyncRead + Unpin>(
     }
 }
 
+/// Sends connection.close with the error's reply code and text.
 async fn send_close<W: AsyncWrite + Unpin>(wr: &mut W, e: &AmqpError) {
     let mut out = BytesMut::new();
     let _ = write_method(
@@ -100,6 +105,7 @@ async fn send_close<W: AsyncWrite + Unpin>(wr: &mut W, e: &AmqpError) {
     let _ = wr.flush().await;
 }
 
+/// What connection.start tells clients about the server, capabilities included.
 fn server_properties() -> FieldTable {
     let mut caps = FieldTable::default();
     for cap in [
@@ -145,6 +151,8 @@ fn credentials(mechanism: &str, response: &Bytes) -> Option<(String, String)> {
     }
 }
 
+/// Runs the whole opening of a connection; on a protocol error the client gets
+/// connection.close with the reply code before the socket goes.
 pub async fn handshake<R, W>(
     ctx: &Arc<AmqpContext>,
     rd: &mut R,
@@ -186,6 +194,7 @@ where
     result
 }
 
+/// start-ok, tune, tune-ok, open and open-ok, after connection.start was sent.
 async fn negotiate<R, W>(
     ctx: &Arc<AmqpContext>,
     rd: &mut R,
