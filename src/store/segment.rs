@@ -24,6 +24,9 @@ pub const SEGMENT_HEADER: usize = 4;
 pub const FORMAT_VERSION: u32 = 1;
 /// Smallest possible record, used to size the ack log of a segment.
 const MIN_RECORD: usize = record::RECORD_HEADER + 8 + 1 + 1 + 4 + 8;
+/// How far ahead of the write cursor pages are faulted in, in one call, rather
+/// than one fault per page as messages are copied in.
+const PREFAULT: usize = 1 << 20;
 /// Size of a meta file: version, message count, data end, checksum.
 const META_LEN: usize = 16;
 
@@ -131,6 +134,8 @@ pub struct Segment {
     acks: Option<MmapMut>,
     sealed: bool,
     dir: PathBuf,
+    /// Pages of the map up to here are faulted in for writing.
+    prefaulted: usize,
 }
 
 impl Segment {
@@ -168,6 +173,7 @@ impl Segment {
             acks: None,
             sealed: false,
             dir: dir.to_path_buf(),
+            prefaulted: 0,
         })
     }
 
@@ -188,6 +194,7 @@ impl Segment {
             acks: None,
             sealed: true,
             dir: dir.to_path_buf(),
+            prefaulted: 0,
         };
         let len = seg.file.metadata()?.len() as usize;
         let mut damage = Vec::new();
@@ -295,6 +302,13 @@ impl Segment {
         let total = record::RECORD_HEADER + record::payload_len(exchange, routing_key, properties.len(), body.len());
         let pos = self.end;
         if let Some(map) = self.map.as_mut() {
+            if pos + total > self.prefaulted {
+                let to = (pos + total).max(self.prefaulted + PREFAULT).min(map.len());
+                // Best effort: on kernels without MADV_POPULATE_WRITE the pages
+                // simply fault in as they are written.
+                let _ = map.advise_range(memmap2::Advice::PopulateWrite, self.prefaulted, to - self.prefaulted);
+                self.prefaulted = to;
+            }
             record::write(
                 &mut map[pos..pos + total],
                 timestamp,
@@ -329,7 +343,11 @@ impl Segment {
     /// Maps a sealed segment again so that it can be read.
     pub fn ensure_mapped(&mut self) -> io::Result<()> {
         if self.map.is_none() {
-            self.map = Some(map(&self.file)?);
+            let m = map(&self.file)?;
+            // A reader walks the segment once from start to end: fault it all in
+            // with one call (it is unmapped again when the reader moves on).
+            let _ = m.advise(memmap2::Advice::PopulateRead);
+            self.map = Some(m);
         }
         Ok(())
     }
