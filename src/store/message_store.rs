@@ -186,7 +186,7 @@ impl MessageStore {
             .segments
             .get_mut(&self.write_seg)
             .ok_or_else(|| io::Error::other("write segment missing"))?;
-        let pos = seg.append(timestamp, exchange, routing_key, properties, body);
+        let pos = seg.append(timestamp, exchange, routing_key, properties, body)?;
         self.ready += 1;
         Ok(SegPos {
             seg: self.write_seg,
@@ -442,7 +442,7 @@ mod tests {
     fn large_message_gets_own_segment() {
         let dir = tempfile::tempdir().unwrap();
         let mut s = open(dir.path());
-        let big = "x".repeat(10_000);
+        let big = "x".repeat(100_000);
         push(&mut s, "small");
         let p = push(&mut s, &big);
         push(&mut s, "after");

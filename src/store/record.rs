@@ -66,6 +66,30 @@ pub fn write(dst: &mut [u8], timestamp: i64, exchange: &str, routing_key: &str, 
     dst[4..8].copy_from_slice(&crc.to_le_bytes());
 }
 
+/// Everything of a record but its body: the length and checksum header followed by
+/// the payload up to and including the body length. Writing these bytes and then
+/// the body gives the same record as [`write`].
+pub fn head(timestamp: i64, exchange: &str, routing_key: &str, properties: &[u8], body: &[u8]) -> Vec<u8> {
+    let payload = payload_len(exchange, routing_key, properties.len(), body.len());
+    let mut v = Vec::with_capacity(RECORD_HEADER + payload - body.len());
+    v.extend_from_slice(&[0; RECORD_HEADER]);
+    v.extend_from_slice(&timestamp.to_le_bytes());
+    v.push(exchange.len() as u8);
+    v.extend_from_slice(exchange.as_bytes());
+    v.push(routing_key.len() as u8);
+    v.extend_from_slice(routing_key.as_bytes());
+    v.extend_from_slice(&(properties.len() as u32).to_le_bytes());
+    v.extend_from_slice(properties);
+    v.extend_from_slice(&(body.len() as u64).to_le_bytes());
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&v[RECORD_HEADER..]);
+    crc.update(body);
+    let crc = crc.finalize();
+    v[0..4].copy_from_slice(&(payload as u32).to_le_bytes());
+    v[4..8].copy_from_slice(&crc.to_le_bytes());
+    v
+}
+
 /// Reads the total record size (header included) at the start of `src`, or `None`
 /// when the length field is zero (the unwritten tail of a segment).
 pub fn total_len(src: &[u8]) -> Result<Option<usize>, RecordError> {
@@ -166,6 +190,14 @@ mod tests {
         assert_eq!((r.timestamp, r.exchange, r.routing_key), (42, "ex", "rk"));
         assert_eq!(r.properties, &[1, 2, 3]);
         assert_eq!(r.body, b"hello");
+    }
+
+    #[test]
+    fn head_then_body_equals_write() {
+        let v = encode(b"some body");
+        let mut h = head(42, "ex", "rk", &[1, 2, 3], b"some body");
+        h.extend_from_slice(b"some body");
+        assert_eq!(h, v);
     }
 
     #[test]

@@ -27,6 +27,10 @@ const MIN_RECORD: usize = record::RECORD_HEADER + 8 + 1 + 1 + 4 + 8;
 /// How far ahead of the write cursor pages are faulted in, in one call, rather
 /// than one fault per page as messages are copied in.
 const PREFAULT: usize = 1 << 20;
+/// Records at least this big are written with `pwrite` rather than copied into
+/// the map: a full-page write needs no zero-filled page first, which a store
+/// through the map of a fresh file region does.
+const WRITE_THROUGH_FILE: usize = 64 * 1024;
 /// Size of a meta file: version, message count, data end, checksum.
 const META_LEN: usize = 16;
 
@@ -159,8 +163,11 @@ impl Segment {
             return Err(e);
         }
         // Not populated: pages become resident only as messages are written, so an
-        // idle queue costs no memory.
+        // idle queue costs no memory. No readahead either: every page of a new
+        // segment is about to be overwritten, and reading ahead would zero-fill
+        // megabytes of page cache on the first touch.
         let mut map = map(&file)?;
+        let _ = map.advise(memmap2::Advice::Random);
         map[0..4].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
         Ok(Segment {
             id,
@@ -298,10 +305,22 @@ impl Segment {
     }
 
     /// Appends one record; the caller checked `free()`.
-    pub fn append(&mut self, timestamp: i64, exchange: &str, routing_key: &str, properties: &[u8], body: &[u8]) -> u32 {
+    pub fn append(
+        &mut self,
+        timestamp: i64,
+        exchange: &str,
+        routing_key: &str,
+        properties: &[u8],
+        body: &[u8],
+    ) -> io::Result<u32> {
         let total = record::RECORD_HEADER + record::payload_len(exchange, routing_key, properties.len(), body.len());
         let pos = self.end;
-        if let Some(map) = self.map.as_mut() {
+        if total >= WRITE_THROUGH_FILE {
+            use std::os::unix::fs::FileExt;
+            let head = record::head(timestamp, exchange, routing_key, properties, body);
+            self.file.write_all_at(&head, pos as u64)?;
+            self.file.write_all_at(body, (pos + head.len()) as u64)?;
+        } else if let Some(map) = self.map.as_mut() {
             if pos + total > self.prefaulted {
                 let to = (pos + total).max(self.prefaulted + PREFAULT).min(map.len());
                 // Best effort: on kernels without MADV_POPULATE_WRITE the pages
@@ -320,7 +339,7 @@ impl Segment {
         }
         self.end += total;
         self.msgs += 1;
-        pos as u32
+        Ok(pos as u32)
     }
 
     /// Stops appending: records the metadata, unmaps, and gives back the space
@@ -393,7 +412,10 @@ impl Segment {
             let slots = capacity / MIN_RECORD + 1;
             let file = open_rw(&self.dir.join(acks_name(self.id)), true)?;
             reserve(&file, (slots * 4) as u64)?;
-            self.acks = Some(map(&file)?);
+            let acks = map(&file)?;
+            // Written front to back, 4 bytes at a time: no readahead of zeros.
+            let _ = acks.advise(memmap2::Advice::Random);
+            self.acks = Some(acks);
         }
         let acked = self.acked as usize;
         if let Some(acks) = self.acks.as_mut()
@@ -426,7 +448,7 @@ mod tests {
     fn filled(dir: &Path, n: usize) -> Segment {
         let mut s = Segment::create(dir, 1, 64 * 1024).unwrap();
         for i in 0..n {
-            s.append(1, "e", "k", &[], format!("body {i}").as_bytes());
+            s.append(1, "e", "k", &[], format!("body {i}").as_bytes()).unwrap();
         }
         s
     }
