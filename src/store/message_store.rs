@@ -287,22 +287,6 @@ impl MessageStore {
         }
     }
 
-    /// Peeks at the next ready message without taking it.
-    pub fn peek(&mut self) -> Option<SegPos> {
-        let (pos, redelivered) = self.shift()?;
-        self.ready += 1;
-        if redelivered {
-            self.requeued.insert(pos);
-        } else {
-            // Walk the cursor back onto this message.
-            self.read = pos;
-            if let Some(seg) = self.segments.get_mut(&pos.seg) {
-                seg.seen = seg.seen.saturating_sub(1);
-            }
-        }
-        Some(pos)
-    }
-
     /// A zero-copy view of the message at `p` (its segment must be mapped, which
     /// `shift` ensures for the positions it returns).
     pub fn read_at(&self, p: SegPos) -> Option<RecordView<'_>> {
@@ -358,13 +342,6 @@ impl MessageStore {
     /// Number of segment files (for tests and statistics).
     pub fn segment_count(&self) -> usize {
         self.segments.len()
-    }
-
-    /// Closes the store and deletes its directory.
-    pub fn delete(self) -> io::Result<()> {
-        let dir = self.dir.clone();
-        drop(self);
-        std::fs::remove_dir_all(dir)
     }
 }
 
