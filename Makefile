@@ -1,7 +1,7 @@
 .PHONY: run test bench lint
 
 run:
-	cargo build --release
+	cargo build --release --bin lavinmq
 	mkdir -p ./tmp/data
 	./target/release/lavinmq -D ./tmp/data
 

@@ -10,6 +10,8 @@
 // the modules under `src/bin/lavinmqperf/` explicitly.
 #[path = "lavinmqperf/churn.rs"]
 mod churn;
+#[path = "lavinmqperf/churn_loops.rs"]
+mod churn_loops;
 #[path = "lavinmqperf/client.rs"]
 mod client;
 #[path = "lavinmqperf/throughput.rs"]
@@ -28,15 +30,6 @@ channel-churn | consumer-churn | connection-count | queue-count] [arguments]
 
 Protocols: amqp (default), mqtt
 Run `lavinmqperf throughput --help` for the flags of a mode.";
-
-/// Modes LavinMQ's lavinmqperf has that this one does not (yet).
-const UNIMPLEMENTED: &[&str] = &[
-    "bind-churn",
-    "connection-churn",
-    "channel-churn",
-    "consumer-churn",
-    "queue-count",
-];
 
 static EPOCH: OnceLock<Instant> = OnceLock::new();
 
@@ -111,6 +104,26 @@ fn main() -> ExitCode {
             let args = churn::ConnectionCountArgs::parse_from(argv(mode, &rest[1..]));
             block_on(churn::connection_count(args))
         }
+        "bind-churn" => {
+            let args = churn_loops::ChurnArgs::parse_from(argv(mode, &rest[1..]));
+            block_on(churn_loops::bind_churn(args))
+        }
+        "channel-churn" => {
+            let args = churn_loops::ChurnArgs::parse_from(argv(mode, &rest[1..]));
+            block_on(churn_loops::channel_churn(args))
+        }
+        "connection-churn" => {
+            let args = churn_loops::ChurnArgs::parse_from(argv(mode, &rest[1..]));
+            block_on(churn_loops::connection_churn(args))
+        }
+        "consumer-churn" => {
+            let args = churn_loops::ChurnArgs::parse_from(argv(mode, &rest[1..]));
+            block_on(churn_loops::consumer_churn(args))
+        }
+        "queue-count" => {
+            let args = churn_loops::QueueCountArgs::parse_from(argv(mode, &rest[1..]));
+            block_on(churn_loops::queue_count(args))
+        }
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             ExitCode::SUCCESS
@@ -118,10 +131,6 @@ fn main() -> ExitCode {
         "-v" | "--version" => {
             println!("{}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS
-        }
-        m if UNIMPLEMENTED.contains(&m) => {
-            eprintln!("mode not implemented yet: {m}");
-            ExitCode::from(2)
         }
         m => {
             eprintln!("Unknown mode: {m}\n{USAGE}");

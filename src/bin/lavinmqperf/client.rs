@@ -1,7 +1,8 @@
 //! A minimal async AMQP 0-9-1 client on the broker's own codec: just enough
 //! for load generation (PLAIN handshake, channels, confirms, transactions,
-//! queue declare/bind/purge, qos, consume) and a raw view of the receive
-//! buffer so the hot loops can work on frames without copying them.
+//! queue declare/bind/unbind/purge, qos, consume/cancel) and a raw view of
+//! the receive buffer so the hot loops can work on frames without copying
+//! them.
 
 use std::fmt;
 use std::io;
@@ -509,6 +510,25 @@ impl Connection {
             .map(drop)
     }
 
+    /// queue.unbind.
+    pub async fn queue_unbind(
+        &mut self,
+        channel: u16,
+        queue: &str,
+        exchange: &str,
+        routing_key: &str,
+    ) -> Result<(), Error> {
+        let m = Method::QueueUnbind {
+            queue: ShortStr::from(queue),
+            exchange: ShortStr::from(exchange),
+            routing_key: ShortStr::from(routing_key),
+            arguments: FieldTable::new(),
+        };
+        self.call(channel, &m, "queue.unbind-ok", |m| matches!(m, Method::QueueUnbindOk))
+            .await
+            .map(drop)
+    }
+
     /// queue.purge; returns the number of messages purged.
     pub async fn queue_purge(&mut self, channel: u16, queue: &str) -> Result<u32, Error> {
         let m = Method::QueuePurge {
@@ -552,6 +572,32 @@ impl Connection {
             Method::BasicConsumeOk { consumer_tag } => Ok(consumer_tag.to_string()),
             _ => unreachable!("call checked the reply"),
         }
+    }
+
+    /// basic.cancel of the consumer `consumer_tag`.
+    pub async fn cancel(&mut self, channel: u16, consumer_tag: &str) -> Result<(), Error> {
+        let m = Method::BasicCancel {
+            consumer_tag: ShortStr::from(consumer_tag),
+            nowait: false,
+        };
+        self.call(channel, &m, "basic.cancel-ok", |m| {
+            matches!(m, Method::BasicCancelOk { .. })
+        })
+        .await
+        .map(drop)
+    }
+
+    /// channel.close, waiting for close-ok.
+    pub async fn close_channel(&mut self, channel: u16) -> Result<(), Error> {
+        let m = Method::ChannelClose {
+            reply_code: 200,
+            reply_text: ShortStr::from_static("bye"),
+            class_id: 0,
+            method_id: 0,
+        };
+        self.call(channel, &m, "channel.close-ok", |m| matches!(m, Method::ChannelCloseOk))
+            .await
+            .map(drop)
     }
 
     /// Closes the connection gracefully (connection.close, then waits for
