@@ -10,6 +10,7 @@ test:
 
 bench:
 	cargo bench
+	benches/side_by_side.sh
 
 lint:
 	cargo fmt --check
