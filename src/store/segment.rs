@@ -27,6 +27,10 @@ const MIN_RECORD: usize = record::RECORD_HEADER + 8 + 1 + 1 + 4 + 8;
 /// How far ahead of the write cursor pages are faulted in, in one call, rather
 /// than one fault per page as messages are copied in.
 const PREFAULT: usize = 1 << 20;
+/// Written pages further than this behind the write cursor are dropped from the
+/// process's resident memory (they stay in the page cache), so a queue that is
+/// written to but not read does not hold its whole segment resident.
+const RESIDENT_BEHIND: usize = 1 << 20;
 /// Records at least this big are written with `pwrite` rather than copied into
 /// the map: a full-page write needs no zero-filled page first, which a store
 /// through the map of a fresh file region does.
@@ -140,6 +144,8 @@ pub struct Segment {
     dir: PathBuf,
     /// Pages of the map up to here are faulted in for writing.
     prefaulted: usize,
+    /// Pages of the map before here were dropped from resident memory.
+    released: usize,
 }
 
 impl Segment {
@@ -181,6 +187,7 @@ impl Segment {
             sealed: false,
             dir: dir.to_path_buf(),
             prefaulted: 0,
+            released: 0,
         })
     }
 
@@ -202,6 +209,7 @@ impl Segment {
             sealed: true,
             dir: dir.to_path_buf(),
             prefaulted: 0,
+            released: 0,
         };
         let len = seg.file.metadata()?.len() as usize;
         let mut damage = Vec::new();
@@ -339,7 +347,24 @@ impl Segment {
         }
         self.end += total;
         self.msgs += 1;
+        self.release_behind();
         Ok(pos as u32)
+    }
+
+    /// Drops the pages well behind the write cursor from this process's resident
+    /// set. A reader that still needs them faults them back from the page cache.
+    fn release_behind(&mut self) {
+        let Some(map) = self.map.as_ref() else { return };
+        let upto = self.end.saturating_sub(RESIDENT_BEHIND) & !(RESIDENT_BEHIND - 1);
+        if upto > self.released + RESIDENT_BEHIND {
+            // SAFETY: the map is a shared mapping of a file, so MADV_DONTNEED only
+            // unmaps pages; their contents stay in the page cache (dirty ones
+            // included) and are read back on the next access.
+            let _ = unsafe {
+                map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, self.released, upto - self.released)
+            };
+            self.released = upto;
+        }
     }
 
     /// Stops appending: records the metadata, unmaps, and gives back the space
