@@ -70,8 +70,9 @@ scenarios() {
     local broker=$1 uri=$2 pid=$3 q="bench-$RANDOM"
     run "16 B, 1 publisher 1 consumer" "$broker" "$uri" "$pid" avg_consume_rate throughput -z "$DURATION" -u "$q-a"
     run "16 B, publish only" "$broker" "$uri" "$pid" avg_pub_rate throughput -z "$DURATION" -y 0 -u "$q-b"
-    "$PERF" throughput -y 0 -C "$BACKLOG" -u "$q-c" --uri "$uri" -q -j >/dev/null 2>&1 || true
-    run "16 B, consume only from a backlog" "$broker" "$uri" "$pid" avg_consume_rate throughput -x 0 -D "$BACKLOG" -u "$q-c"
+    # Fill the backlog (bounded: a broker in a memory alarm may stop reading).
+    "$PERF" throughput -y 0 -C "$BACKLOG" -z 60 -u "$q-c" --uri "$uri" -q -j >/dev/null 2>&1 || true
+    run "16 B, consume only from a backlog" "$broker" "$uri" "$pid" avg_consume_rate throughput -x 0 -D "$BACKLOG" -z 60 -u "$q-c"
     run "16 B, persistent, confirms and acks" "$broker" "$uri" "$pid" avg_consume_rate \
         throughput -z "$DURATION" -p -c 1000 -a 100 -P 1000 -u "$q-d"
     run "1 KiB, 1 publisher 1 consumer" "$broker" "$uri" "$pid" avg_consume_rate throughput -z "$DURATION" -s 1024 -u "$q-e"
