@@ -97,6 +97,11 @@ fn dir_name(name: &str) -> String {
     digest.iter().take(20).map(|b| format!("{b:02x}")).collect()
 }
 
+/// The default exchange can be neither declared, deleted nor bound.
+fn default_exchange_refused() -> Error {
+    Error::AccessRefused("operation not permitted on the default exchange".into())
+}
+
 fn no_queue(name: &str, vhost: &str) -> Error {
     Error::NotFound(format!("no queue '{name}' in vhost '{vhost}'"))
 }
@@ -275,9 +280,7 @@ impl VHost {
             return self.get_exchange(name).map(|_| ());
         }
         if name.is_empty() {
-            return Err(Error::AccessRefused(
-                "operation not permitted on the default exchange".into(),
-            ));
+            return Err(default_exchange_refused());
         }
         let Some(parsed) = ExchangeKind::parse(kind) else {
             return Err(Error::CommandInvalid(format!("unknown exchange type '{kind}'")));
@@ -356,9 +359,7 @@ impl VHost {
     /// Deletes an exchange; deleting a missing one succeeds, as in RabbitMQ.
     pub fn delete_exchange(&self, name: &str, if_unused: bool) -> Result<()> {
         if name.is_empty() {
-            return Err(Error::AccessRefused(
-                "operation not permitted on the default exchange".into(),
-            ));
+            return Err(default_exchange_refused());
         }
         if name.starts_with("amq.") {
             return Err(Error::AccessRefused(format!(
@@ -556,9 +557,7 @@ impl VHost {
         conn: Option<ConnectionId>,
     ) -> Result<()> {
         if exchange.is_empty() {
-            return Err(Error::AccessRefused(
-                "operation not permitted on the default exchange".to_string(),
-            ));
+            return Err(default_exchange_refused());
         }
         let q = self.get_queue(queue)?;
         if let Some(conn) = conn {
@@ -587,9 +586,7 @@ impl VHost {
         conn: ConnectionId,
     ) -> Result<()> {
         if exchange.is_empty() {
-            return Err(Error::AccessRefused(
-                "operation not permitted on the default exchange".to_string(),
-            ));
+            return Err(default_exchange_refused());
         }
         let q = self.get_queue(queue)?;
         q.check_owner(conn)?;
@@ -611,9 +608,7 @@ impl VHost {
         arguments: FieldTable,
     ) -> Result<()> {
         if source.is_empty() || destination.is_empty() {
-            return Err(Error::AccessRefused(
-                "operation not permitted on the default exchange".to_string(),
-            ));
+            return Err(default_exchange_refused());
         }
         let dst = self.get_exchange(destination)?;
         let src = self.get_exchange(source)?;
@@ -645,9 +640,7 @@ impl VHost {
         arguments: &FieldTable,
     ) -> Result<()> {
         if source.is_empty() || destination.is_empty() {
-            return Err(Error::AccessRefused(
-                "operation not permitted on the default exchange".to_string(),
-            ));
+            return Err(default_exchange_refused());
         }
         let dst = self.get_exchange(destination)?;
         let src = self.get_exchange(source)?;

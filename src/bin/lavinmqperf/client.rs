@@ -467,7 +467,7 @@ impl Connection {
             .await?
         {
             Method::QueueDeclareOk { queue, .. } => Ok(queue.to_string()),
-            _ => unreachable!("call checked the reply"),
+            other => Err(Error::Protocol(format!("unexpected reply {}", other.name()))),
         }
     }
 
@@ -486,7 +486,7 @@ impl Connection {
             .await?
         {
             Method::QueueDeleteOk { message_count } => Ok(message_count),
-            _ => unreachable!("call checked the reply"),
+            other => Err(Error::Protocol(format!("unexpected reply {}", other.name()))),
         }
     }
 
@@ -542,7 +542,7 @@ impl Connection {
             .await?
         {
             Method::QueuePurgeOk { message_count } => Ok(message_count),
-            _ => unreachable!("call checked the reply"),
+            other => Err(Error::Protocol(format!("unexpected reply {}", other.name()))),
         }
     }
 
@@ -570,7 +570,7 @@ impl Connection {
             .await?
         {
             Method::BasicConsumeOk { consumer_tag } => Ok(consumer_tag.to_string()),
-            _ => unreachable!("call checked the reply"),
+            other => Err(Error::Protocol(format!("unexpected reply {}", other.name()))),
         }
     }
 
