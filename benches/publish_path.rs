@@ -228,7 +228,7 @@ fn parse_route_append(
                 for q in route_buf.iter() {
                     // `true`: the queue was empty, its consumers are woken at the end of
                     // the read batch (as `ConnInfo::defer_wake` does).
-                    if q.publish(&msg, scratch).expect("publish") && !wakes.iter().any(|w| Arc::ptr_eq(w, q)) {
+                    if q.publish(&msg, scratch).expect("publish").woke && !wakes.iter().any(|w| Arc::ptr_eq(w, q)) {
                         wakes.push(q.clone());
                     }
                 }

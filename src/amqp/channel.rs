@@ -573,30 +573,16 @@ impl Channel {
         q.check_owner(info.id)?;
         let n = self.number();
         let frame_max = self.shared.frame_max;
-        let mut st = q.lock();
-        loop {
-            let Some((pos, redelivered)) = st.store.shift() else {
-                self.shared.outbox.write(|out| {
-                    let _ = write_method(out, n, &Method::BasicGetEmpty);
-                });
-                break;
-            };
-            let remaining = st.store.ready_count() as u32;
-            let Some(m) = st.store.read_at(pos) else {
-                let _ = st.store.ack(pos);
-                continue;
-            };
-            let mut unacked = self.shared.unacked.lock();
+        let shared = &self.shared;
+        let found = q.get(no_ack, |m, pos, redelivered, remaining| {
+            let mut unacked = shared.unacked.lock();
             let tag = unacked.next_tag();
-            self.shared.outbox.write(|out| {
+            shared.outbox.write(|out| {
                 let _ = write_basic_get_ok(out, n, tag, redelivered, m.exchange, m.routing_key, remaining);
                 let _ = write_header_raw(out, n, m.body.len() as u64, m.properties);
                 write_body(out, n, m.body, frame_max);
             });
-            if no_ack {
-                let _ = st.store.ack(pos);
-            } else {
-                st.unacked += 1;
+            if !no_ack {
                 unacked.push(Unacked {
                     tag,
                     queue: q.clone(),
@@ -604,7 +590,11 @@ impl Channel {
                     consumer: None,
                 });
             }
-            break;
+        });
+        if !found {
+            self.shared.outbox.write(|out| {
+                let _ = write_method(out, n, &Method::BasicGetEmpty);
+            });
         }
         Ok(())
     }
@@ -635,8 +625,11 @@ impl Channel {
     /// messages requeued, the reply-to registration dropped.
     pub fn close(&mut self, info: &ConnInfo) {
         let consumers: Vec<_> = self.shared.consumers.lock().drain().map(|(_, c)| c).collect();
+        // Stop the consumers first, requeue, and only then detach them: the
+        // requeued messages must be in place before another consumer (a single
+        // active consumer's successor) is woken, so that it gets them first.
         for c in &consumers {
-            detach(info, c);
+            c.cancel();
         }
         if let Some((_, token)) = self.shared.reply_to.lock().take() {
             info.ctx.unregister_reply_to(&token);
@@ -646,6 +639,9 @@ impl Channel {
             self.shared.unacked.lock().restore(held);
         }
         self.recover();
+        for c in &consumers {
+            detach(info, c);
+        }
         self.publish = None;
     }
 }
@@ -673,7 +669,8 @@ pub(super) fn settle_entries(shared: &ChannelShared, entries: Vec<Unacked>, how:
         }
         let positions = entries[i..j].iter().map(|u| u.pos);
         match how {
-            Settle::Ack | Settle::Discard => q.ack(positions),
+            Settle::Ack => q.ack(positions),
+            Settle::Discard => q.reject(positions),
             Settle::Requeue => q.requeue(positions),
         }
         i = j;

@@ -264,6 +264,7 @@ impl Channel {
         let extra = take_cc_bcc(&mut msg)?;
         let extra_refs: SmallVec<[&str; 4]> = extra.iter().map(String::as_str).collect();
         let mut durable = false;
+        let mut rejected = false;
         let (routed, had_route) = if exchange.name.is_empty() && msg.routing_key.starts_with(REPLY_TO_PREFIX) {
             let ok = self.deliver_direct_reply(info, &msg);
             (ok, ok)
@@ -277,9 +278,10 @@ impl Channel {
             let mut result = Ok(());
             for q in &queues {
                 match q.publish(&msg, &mut self.scratch) {
-                    Ok(woke) => {
+                    Ok(p) => {
                         durable |= q.durable;
-                        if woke {
+                        rejected |= p.rejected;
+                        if p.woke {
                             info.defer_wake(q);
                         }
                     }
@@ -310,7 +312,11 @@ impl Channel {
         let needs_sync = durable && msg.properties.is_persistent() && info.ctx.broker.sync.enabled();
         if self.confirm {
             let seq = self.confirm_seq;
-            if needs_sync || self.shared.awaiting_sync() {
+            if rejected {
+                // A queue at its limit refused the message (reject-publish).
+                let n = self.shared.number;
+                self.shared.outbox.write(|b| write_basic_nack(b, n, seq, false, false));
+            } else if needs_sync || self.shared.awaiting_sync() {
                 // Confirms stay in order: once one waits for a sync, later ones do too.
                 self.shared.await_sync(seq);
                 let waiter: Arc<dyn SyncWaiter> = self.shared.clone();

@@ -3,7 +3,10 @@
 //! later `mqtt`, `http`) translate their protocol into these operations.
 
 pub mod broker;
+pub mod consistent_hash;
 pub mod consumer;
+pub mod dead_letter;
+pub mod dedup;
 pub mod definitions;
 pub mod disk;
 pub mod error;
@@ -11,6 +14,7 @@ pub mod exchange;
 pub mod headers;
 pub mod message;
 pub mod queue;
+pub mod queue_settings;
 pub mod table_json;
 pub mod topic;
 pub mod user;

@@ -1,23 +1,54 @@
-//! Queues: an ordered message store plus the consumers attached to it.
+//! Queues: an ordered message store plus the consumers attached to it, obeying
+//! the queue's settings (TTL, length limits, dead-lettering, priorities, single
+//! active consumer, delivery limit).
 //!
-//! The state sits behind one mutex that is never held across an `.await`: publishers
-//! append under it, and consumers pull from it in batches.
+//! The state sits behind one mutex that is never held across an `.await`:
+//! publishers append under it, and consumers pull from it in batches. Messages the
+//! queue drops while locked are collected and dead-lettered after the lock is
+//! released, so that a dead-letter cycle between two queues cannot deadlock.
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
 
+use bytes::{Bytes, BytesMut};
 use parking_lot::{Mutex, MutexGuard};
+use rustc_hash::FxHashMap;
+use serde_json::{Map, Value};
+use tokio::sync::Notify;
 
 use super::consumer::Consumer;
+use super::dead_letter::{self, DeadLetter, Reason};
 use super::message::Message;
-use super::{Error, FieldTable, Result};
-use crate::store::{MessageStore, SegPos};
+use super::queue_settings::{Overflow, QueueSettings};
+use super::vhost::VHost;
+use super::{BasicProperties, Error, FieldTable, FieldValue, Result};
+use crate::store::record::RecordView;
+use crate::store::{QueueStore, SegPos};
+use crate::wire::properties::raw_expiration;
 
 /// Messages delivered per acquisition of the queue lock.
 const DELIVERY_BATCH: usize = 256;
 
 /// Identity of the connection that owns an exclusive queue.
 pub type ConnectionId = u64;
+
+/// How a queue is declared: everything but its messages.
+#[derive(Debug, Clone)]
+pub struct QueueSpec {
+    /// Queue name.
+    pub name: String,
+    /// Survives a restart.
+    pub durable: bool,
+    /// Deleted when its last consumer goes.
+    pub auto_delete: bool,
+    /// The owning connection of an exclusive queue.
+    pub exclusive_owner: Option<ConnectionId>,
+    /// Declaration arguments, verbatim.
+    pub arguments: FieldTable,
+    /// What the arguments ask for.
+    pub declared: QueueSettings,
+}
 
 /// A declared queue.
 pub struct Queue {
@@ -33,21 +64,44 @@ pub struct Queue {
     pub exclusive_owner: Option<ConnectionId>,
     /// Declaration arguments.
     pub arguments: FieldTable,
+    /// The settings the arguments ask for, before policies.
+    pub declared: QueueSettings,
+    vhost_ref: Weak<VHost>,
+    me: Weak<Queue>,
     state: Mutex<QueueState>,
+    /// Wakes the task that expires messages and the queue itself.
+    housekeeping: Notify,
+    housekeeping_started: AtomicBool,
 }
 
 /// The mutable part of a queue.
 pub struct QueueState {
     /// Messages on disk.
-    pub store: MessageStore,
+    pub store: QueueStore,
+    /// Effective settings: arguments merged with policies.
+    pub settings: QueueSettings,
+    /// Names of the policy and operator policy in force, if any.
+    pub policies: (Option<String>, Option<String>),
     consumers: Vec<Arc<dyn Consumer>>,
     next_consumer: usize,
     exclusive_consumer: bool,
     had_consumers: bool,
+    /// With a single active consumer: the active one left with messages still
+    /// unacknowledged; its successor waits until they are settled, so that
+    /// requeued messages reach it first and in order.
+    sac_draining: bool,
     /// Delivered, not yet acknowledged messages.
     pub unacked: u64,
     /// Set once the queue is deleted; nothing may be added after that.
     pub deleted: bool,
+    /// Times each returned message was requeued (with a delivery limit only).
+    delivery_counts: FxHashMap<SegPos, u32>,
+    /// Last use (declare, get, consumer change), for `x-expires`.
+    last_used_ms: i64,
+    /// Dropped messages waiting to be dead-lettered once the lock is released.
+    dead: Vec<DeadLetter>,
+    /// Properties re-encoded with an `x-delivery-count` header.
+    props_scratch: BytesMut,
 }
 
 impl std::fmt::Debug for Queue {
@@ -59,38 +113,77 @@ impl std::fmt::Debug for Queue {
     }
 }
 
+/// What became of a message offered to a queue.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Published {
+    /// The queue had no ready message before: call [`Queue::wake_consumers`]
+    /// (possibly after publishing more, so that consumers wake once per burst).
+    pub woke: bool,
+    /// The queue refused it (`reject-publish` overflow): a confirm must be a nack.
+    pub rejected: bool,
+}
+
+/// When the message in `view` expires (ms since the epoch), if it has a TTL.
+fn expires_at(settings: &QueueSettings, view: &RecordView<'_>) -> Option<i64> {
+    let per_message = raw_expiration(view.properties).and_then(|s| s.parse::<u64>().ok());
+    let ttl = match (settings.message_ttl, per_message) {
+        (Some(a), Some(b)) => a.min(b),
+        (a, b) => a.or(b)?,
+    };
+    Some(view.timestamp.saturating_add(ttl.min(i64::MAX as u64) as i64))
+}
+
+fn decode_properties(raw: &[u8]) -> BasicProperties {
+    BasicProperties::decode(&mut Bytes::copy_from_slice(raw)).unwrap_or_default()
+}
+
 impl Queue {
-    /// Opens a queue whose messages live in `dir` (recovered if present).
-    #[allow(clippy::too_many_arguments)]
+    /// Opens a queue of `vhost` whose messages live in `dir` (recovered if present).
     pub fn open(
-        name: &str,
-        vhost: &str,
-        durable: bool,
-        auto_delete: bool,
-        exclusive_owner: Option<ConnectionId>,
-        arguments: FieldTable,
+        spec: QueueSpec,
+        vhost: &VHost,
+        vhost_ref: Weak<VHost>,
         dir: &Path,
         segment_size: u64,
-    ) -> Result<Self> {
-        let store = MessageStore::open(dir, name, segment_size)
+    ) -> Result<Arc<Self>> {
+        let name = &spec.name;
+        let store = QueueStore::open(dir, name, segment_size, spec.declared.max_priority)
             .map_err(|e| Error::Internal(format!("cannot open queue '{name}' at {}: {e}", dir.display())))?;
-        Ok(Queue {
-            name: name.to_string(),
-            vhost: vhost.to_string(),
-            durable,
-            auto_delete,
-            exclusive_owner,
-            arguments,
+        let q = Arc::new_cyclic(|me| Queue {
+            name: spec.name.clone(),
+            vhost: vhost.name.clone(),
+            durable: spec.durable,
+            auto_delete: spec.auto_delete,
+            exclusive_owner: spec.exclusive_owner,
+            arguments: spec.arguments,
+            declared: spec.declared.clone(),
+            vhost_ref,
+            me: me.clone(),
             state: Mutex::new(QueueState {
                 store,
+                settings: spec.declared,
+                policies: (None, None),
                 consumers: Vec::new(),
                 next_consumer: 0,
                 exclusive_consumer: false,
                 had_consumers: false,
+                sac_draining: false,
                 unacked: 0,
                 deleted: false,
+                delivery_counts: FxHashMap::default(),
+                last_used_ms: Message::now_ms(),
+                dead: Vec::new(),
+                props_scratch: BytesMut::new(),
             }),
-        })
+            housekeeping: Notify::new(),
+            housekeeping_started: AtomicBool::new(false),
+        });
+        let s = &q.declared;
+        if s.message_ttl.is_some() || s.expires.is_some() || q.lock().store.ready_count() > 0 {
+            // Recovered messages may carry a per-message TTL.
+            q.start_housekeeping();
+        }
+        Ok(q)
     }
 
     /// Locks the queue state; never hold the guard across an `.await`.
@@ -109,18 +202,71 @@ impl Queue {
         }
     }
 
-    /// Appends a message. Returns true when the queue had no ready message before,
-    /// in which case the caller must call [`Queue::wake_consumers`] (it may first
-    /// publish more, so that consumers wake once for a burst).
-    pub fn publish(&self, msg: &Message, scratch: &mut bytes::BytesMut) -> Result<bool> {
+    /// Republishes what the queue dropped to its dead-letter exchange.
+    fn route_dead(&self, dead: Vec<DeadLetter>) {
+        if dead.is_empty() {
+            return;
+        }
+        if let Some(vhost) = self.vhost_ref.upgrade() {
+            vhost.publish_dead_letters(dead);
+        }
+    }
+
+    /// Takes the dead letters collected under the lock and releases it.
+    fn unlock_and_route(&self, mut st: MutexGuard<'_, QueueState>) {
+        let dead = std::mem::take(&mut st.dead);
+        drop(st);
+        self.route_dead(dead);
+    }
+
+    /// Appends a message, applying the length limit, TTL and overflow settings.
+    pub fn publish(&self, msg: &Message, scratch: &mut BytesMut) -> Result<Published> {
         let mut st = self.state.lock();
         if st.deleted {
-            return Ok(false);
+            return Ok(Published::default());
+        }
+        let (overflow, max_length, max_bytes) = (
+            st.settings.overflow,
+            st.settings.max_length,
+            st.settings.max_length_bytes,
+        );
+        if overflow != Overflow::DropHead && (max_length.is_some() || max_bytes.is_some()) {
+            let len = st.store.ready_count() + 1;
+            let over = max_length.is_some_and(|m| len > m)
+                || max_bytes.is_some_and(|m| st.store.ready_bytes() + msg.body.len() as u64 > m);
+            if over {
+                if overflow == Overflow::RejectPublishDlx {
+                    self.dead_letter_message(&mut st, msg, Reason::Maxlen);
+                }
+                self.unlock_and_route(st);
+                return Ok(Published {
+                    woke: false,
+                    rejected: true,
+                });
+            }
+        }
+        let per_message = msg.properties.expiration.as_ref().and_then(|e| e.parse::<u64>().ok());
+        let ttl = match (st.settings.message_ttl, per_message) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if ttl == Some(0) && !st.consumers.iter().any(|c| c.has_capacity()) {
+            // Nobody can take it now, and it may not wait.
+            self.dead_letter_message(&mut st, msg, Reason::Expired);
+            self.unlock_and_route(st);
+            return Ok(Published::default());
         }
         let was_empty = st.store.ready_count() == 0;
+        let priority = msg.properties.priority.unwrap_or(0);
         msg.with_encoded_properties(scratch, |props| {
-            st.store
-                .push(msg.timestamp, &msg.exchange, &msg.routing_key, props, &msg.body)
+            st.store.push(
+                priority,
+                msg.timestamp,
+                &msg.exchange,
+                &msg.routing_key,
+                props,
+                &msg.body,
+            )
         })
         .map_err(|e| {
             let text = format!(
@@ -135,7 +281,96 @@ impl Queue {
                 Error::Internal(text)
             }
         })?;
-        Ok(was_empty)
+        let limited = st.settings.max_length.is_some() || st.settings.max_length_bytes.is_some();
+        if limited || ttl == Some(0) {
+            // A consumer waiting right now takes the message before any limit
+            // applies, as RabbitMQ hands it over without enqueueing it.
+            let mut touched = Touched::new();
+            if st.consumers.iter().any(|c| c.has_capacity()) {
+                self.deliver_locked(&mut st, &mut touched, msg.timestamp);
+            }
+            self.drop_over_limit(&mut st);
+            self.unlock_and_route(st);
+            touched.flush();
+            return Ok(Published {
+                woke: was_empty,
+                rejected: false,
+            });
+        }
+        if ttl.is_some() && was_empty {
+            drop(st);
+            self.start_housekeeping();
+            self.housekeeping.notify_one();
+        }
+        Ok(Published {
+            woke: was_empty,
+            rejected: false,
+        })
+    }
+
+    /// Drops (dead-letters) messages from the head while over a length limit.
+    fn drop_over_limit(&self, st: &mut QueueState) {
+        if st.settings.overflow != Overflow::DropHead {
+            return;
+        }
+        loop {
+            let over = st.settings.max_length.is_some_and(|m| st.store.ready_count() > m)
+                || st.settings.max_length_bytes.is_some_and(|m| st.store.ready_bytes() > m);
+            if !over {
+                return;
+            }
+            let Some((pos, _)) = st.store.shift() else { return };
+            self.drop_stored(st, pos, Reason::Maxlen);
+        }
+    }
+
+    /// Removes a stored message for good, dead-lettering it if the queue has a DLX.
+    fn drop_stored(&self, st: &mut QueueState, pos: SegPos, reason: Reason) {
+        if let Some(dlx) = st.settings.dead_letter_exchange.as_deref()
+            && let Some(view) = st.store.read_at(pos)
+        {
+            let target = dead_letter::Target {
+                queue: &self.name,
+                exchange: dlx,
+                routing_key: st.settings.dead_letter_routing_key.as_deref(),
+            };
+            let dl = dead_letter::make(
+                view.exchange,
+                view.routing_key,
+                decode_properties(view.properties),
+                Bytes::copy_from_slice(view.body),
+                target,
+                reason,
+                Message::now_ms(),
+            );
+            st.dead.push(dl);
+        }
+        st.delivery_counts.remove(&pos);
+        if let Err(e) = st.store.ack(pos) {
+            tracing::error!(queue = %self.name, "cannot record removal: {e}");
+        }
+    }
+
+    /// Dead-letters a message that never entered the queue.
+    fn dead_letter_message(&self, st: &mut QueueState, msg: &Message, reason: Reason) {
+        let Some(dlx) = st.settings.dead_letter_exchange.as_deref() else {
+            return;
+        };
+        let target = dead_letter::Target {
+            queue: &self.name,
+            exchange: dlx,
+            routing_key: st.settings.dead_letter_routing_key.as_deref(),
+        };
+        let dl = dead_letter::make(
+            &msg.exchange,
+            &msg.routing_key,
+            (*msg.properties).clone(),
+            msg.body.clone(),
+            target,
+            reason,
+            Message::now_ms(),
+        );
+        st.dead.push(dl);
     }
 
     /// Wakes every consumer so that those with capacity pull.
@@ -147,51 +382,104 @@ impl Queue {
     /// true when it stopped at the batch limit with more to do. Any consumer's task
     /// may run this: it serves every consumer of the queue, in round-robin order.
     pub fn deliver_ready(&self) -> bool {
-        let mut touched: smallvec::SmallVec<[Arc<dyn Consumer>; 4]> = smallvec::SmallVec::new();
-        let mut more = false;
-        {
-            let mut st = self.state.lock();
-            if st.deleted {
+        let mut touched = Touched::new();
+        let mut st = self.state.lock();
+        if st.deleted {
+            return false;
+        }
+        let more = self.deliver_locked(&mut st, &mut touched, Message::now_ms());
+        self.unlock_and_route(st);
+        touched.flush();
+        more
+    }
+
+    fn deliver_locked(&self, st: &mut QueueState, touched: &mut Touched, now: i64) -> bool {
+        for _ in 0..DELIVERY_BATCH {
+            if st.store.ready_count() == 0 {
                 return false;
             }
-            for n in 0..=DELIVERY_BATCH {
-                if n == DELIVERY_BATCH {
-                    more = true;
-                    break;
-                }
-                if st.store.ready_count() == 0 {
-                    break;
-                }
-                let Some(i) = st.pick_consumer() else { break };
-                let Some((pos, redelivered)) = st.store.shift() else {
-                    break;
-                };
-                let st = &mut *st;
-                let consumer = &st.consumers[i];
-                match st.store.read_at(pos) {
-                    Some(view) => consumer.deliver(&view, pos, redelivered),
-                    None => {
-                        tracing::error!(queue = %self.name, "unreadable message at {pos:?} dropped");
-                        let _ = st.store.ack(pos);
-                        continue;
-                    }
-                }
-                if consumer.no_ack() {
-                    if let Err(e) = st.store.ack(pos) {
-                        tracing::error!(queue = %self.name, "cannot record ack: {e}");
-                    }
-                } else {
-                    st.unacked += 1;
-                }
-                if !touched.iter().any(|c| Arc::ptr_eq(c, consumer)) {
-                    touched.push(consumer.clone());
-                }
+            let Some(i) = st.pick_consumer() else { return false };
+            let Some((pos, redelivered)) = st.store.shift() else {
+                return false;
+            };
+            let Some(view) = st.store.read_at(pos) else {
+                tracing::error!(queue = %self.name, "unreadable message at {pos:?} dropped");
+                let _ = st.store.ack(pos);
+                continue;
+            };
+            // A message with TTL 0 is stored only while a consumer is ready; it
+            // goes to the consumer picked now rather than expiring.
+            if let Some(at) = expires_at(&st.settings, &view)
+                && now >= at
+                && at != view.timestamp
+            {
+                self.drop_stored(st, pos, Reason::Expired);
+                continue;
             }
+            let consumer = &st.consumers[i];
+            let count = st.delivery_counts.get(&pos).copied().unwrap_or(0);
+            if count > 0 {
+                let view = with_delivery_count(view, count, &mut st.props_scratch);
+                consumer.deliver(&view, pos, redelivered);
+            } else {
+                consumer.deliver(&view, pos, redelivered);
+            }
+            if consumer.no_ack() {
+                st.delivery_counts.remove(&pos);
+                if let Err(e) = st.store.ack(pos) {
+                    tracing::error!(queue = %self.name, "cannot record ack: {e}");
+                }
+            } else {
+                st.unacked += 1;
+            }
+            touched.add(consumer);
         }
-        for c in touched {
-            c.flush();
-        }
-        more
+        true
+    }
+
+    /// basic.get: hands the next message to `f` (with its position, redelivered
+    /// flag and the number of messages left), under the queue lock. Returns false
+    /// when the queue is empty.
+    pub fn get(&self, no_ack: bool, f: impl FnOnce(&RecordView<'_>, SegPos, bool, u32)) -> bool {
+        let mut guard = self.state.lock();
+        let st: &mut QueueState = &mut guard;
+        let now = Message::now_ms();
+        st.last_used_ms = now;
+        let found = loop {
+            let Some((pos, redelivered)) = st.store.shift() else {
+                break false;
+            };
+            let remaining = st.store.ready_count().min(u64::from(u32::MAX)) as u32;
+            let Some(view) = st.store.read_at(pos) else {
+                let _ = st.store.ack(pos);
+                continue;
+            };
+            if expires_at(&st.settings, &view).is_some_and(|at| now >= at) {
+                self.drop_stored(st, pos, Reason::Expired);
+                continue;
+            }
+            let count = st.delivery_counts.get(&pos).copied().unwrap_or(0);
+            if count > 0 {
+                f(
+                    &with_delivery_count(view, count, &mut st.props_scratch),
+                    pos,
+                    redelivered,
+                    remaining,
+                );
+            } else {
+                f(&view, pos, redelivered, remaining);
+            }
+            if no_ack {
+                st.delivery_counts.remove(&pos);
+                let _ = st.store.ack(pos);
+            } else {
+                st.unacked += 1;
+            }
+            break true;
+        };
+        self.unlock_and_route(guard);
+        self.housekeeping.notify_one();
+        found
     }
 
     /// True when some consumer could take a message right now.
@@ -199,10 +487,20 @@ impl Queue {
         self.state.lock().consumers.iter().any(|c| c.has_capacity())
     }
 
-    /// Ready messages and attached consumers.
+    /// Ready messages and attached consumers (expired messages at the head are
+    /// removed first, so that the count is what a consumer would get).
     pub fn counts(&self) -> (u64, u32) {
-        let st = self.state.lock();
-        (st.store.ready_count(), st.consumers.len() as u32)
+        let mut st = self.state.lock();
+        self.expire_head(&mut st, Message::now_ms());
+        let counts = (st.store.ready_count(), st.consumers.len() as u32);
+        self.unlock_and_route(st);
+        counts
+    }
+
+    /// Marks the queue as used now (declared again), for `x-expires`.
+    pub fn touch(&self) {
+        self.state.lock().last_used_ms = Message::now_ms();
+        self.housekeeping.notify_one();
     }
 
     /// Attaches a consumer.
@@ -222,6 +520,7 @@ impl Queue {
         }
         st.exclusive_consumer = exclusive;
         st.had_consumers = true;
+        st.last_used_ms = Message::now_ms();
         consumer.notify();
         st.consumers.push(consumer);
         Ok(())
@@ -231,11 +530,20 @@ impl Queue {
     pub fn remove_consumer(&self, id: u64) -> bool {
         let mut st = self.state.lock();
         let before = st.consumers.len();
+        if st.settings.single_active_consumer
+            && st.unacked > 0
+            && st.active_consumer().is_some_and(|i| st.consumers[i].id() == id)
+        {
+            st.sac_draining = true;
+        }
         st.consumers.retain(|c| c.id() != id);
         if st.consumers.len() != before {
             st.exclusive_consumer = false;
-            // A departing consumer may leave messages others can now take.
+            st.last_used_ms = Message::now_ms();
+            // A departing consumer may leave messages others can now take (with a
+            // single active consumer, the next one is promoted this way).
             st.notify_consumers();
+            self.housekeeping.notify_one();
         }
         self.auto_delete && st.had_consumers && st.consumers.is_empty() && !st.deleted
     }
@@ -254,6 +562,7 @@ impl Queue {
             }
             (std::mem::take(&mut st.consumers), count)
         };
+        self.housekeeping.notify_one();
         for c in consumers {
             c.queue_deleted();
         }
@@ -270,24 +579,196 @@ impl Queue {
         let mut st = self.state.lock();
         for p in positions {
             st.unacked = st.unacked.saturating_sub(1);
+            if !st.delivery_counts.is_empty() {
+                st.delivery_counts.remove(&p);
+            }
             if !st.deleted
                 && let Err(e) = st.store.ack(p)
             {
                 tracing::error!(queue = %self.name, "cannot record ack: {e}");
             }
         }
+        st.settled();
     }
 
-    /// Puts delivered messages back in their original order.
-    pub fn requeue(&self, positions: impl IntoIterator<Item = SegPos>) {
+    /// Rejects delivered messages without requeueing: they are dead-lettered
+    /// (reason `rejected`) when the queue has a dead-letter exchange.
+    pub fn reject(&self, positions: impl IntoIterator<Item = SegPos>) {
         let mut st = self.state.lock();
         for p in positions {
             st.unacked = st.unacked.saturating_sub(1);
             if !st.deleted {
-                st.store.requeue(p);
+                self.drop_stored(&mut st, p, Reason::Rejected);
             }
         }
+        st.settled();
+        self.unlock_and_route(st);
+    }
+
+    /// Puts delivered messages back in their original order; with a delivery
+    /// limit, a message returned once too often is dead-lettered instead.
+    pub fn requeue(&self, positions: impl IntoIterator<Item = SegPos>) {
+        let mut st = self.state.lock();
+        for p in positions {
+            st.unacked = st.unacked.saturating_sub(1);
+            if st.deleted {
+                continue;
+            }
+            if let Some(limit) = st.settings.delivery_limit {
+                let count = st.delivery_counts.entry(p).or_insert(0);
+                *count += 1;
+                if u64::from(*count) > limit {
+                    self.drop_stored(&mut st, p, Reason::DeliveryLimit);
+                    continue;
+                }
+            }
+            st.store.requeue(p);
+        }
+        st.sac_draining = st.sac_draining && st.unacked > 0;
         st.notify_consumers();
+        self.unlock_and_route(st);
+    }
+
+    /// Applies the policy and operator policy (name and definition) that match
+    /// this queue now; `None` removes one.
+    pub fn apply_policies(
+        &self,
+        policy: Option<(&str, &Map<String, Value>)>,
+        operator: Option<(&str, &Map<String, Value>)>,
+    ) {
+        let settings = self
+            .declared
+            .with_policies(&self.arguments, policy.map(|p| p.1), operator.map(|p| p.1));
+        let mut st = self.state.lock();
+        st.policies = (policy.map(|p| p.0.to_string()), operator.map(|p| p.0.to_string()));
+        if st.settings == settings {
+            return;
+        }
+        st.settings = settings;
+        self.drop_over_limit(&mut st);
+        let timed = st.settings.message_ttl.is_some() || st.settings.expires.is_some();
+        st.notify_consumers();
+        self.unlock_and_route(st);
+        if timed {
+            self.start_housekeeping();
+        }
+        self.housekeeping.notify_one();
+    }
+
+    /// Removes expired messages from the head; returns when the new head expires.
+    fn expire_head(&self, st: &mut QueueState, now: i64) -> Option<i64> {
+        loop {
+            let (pos, _) = st.store.peek()?;
+            let view = st.store.read_at(pos)?;
+            let at = expires_at(&st.settings, &view)?;
+            if now < at {
+                return Some(at);
+            }
+            if at == view.timestamp && st.consumers.iter().any(|c| c.has_capacity()) {
+                // TTL 0 and a consumer about to take it: look again shortly.
+                return Some(now + 10);
+            }
+            let _ = st.store.shift();
+            self.drop_stored(st, pos, Reason::Expired);
+        }
+    }
+
+    /// Starts the task that expires messages and the queue (once).
+    fn start_housekeeping(&self) {
+        if self.housekeeping_started.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            self.housekeeping_started.store(false, Ordering::Release);
+            return;
+        };
+        let me = self.me.clone();
+        rt.spawn(housekeeping(me));
+    }
+
+    /// One round of housekeeping: expires messages, and returns the next
+    /// deadline and whether the queue itself has expired.
+    fn housekeeping_round(&self, now: i64) -> (Option<i64>, bool) {
+        let mut st = self.state.lock();
+        if st.deleted {
+            return (None, false);
+        }
+        let next_message = self.expire_head(&mut st, now);
+        let expiry = match st.settings.expires {
+            Some(ms) if st.consumers.is_empty() => Some(st.last_used_ms.saturating_add(ms as i64)),
+            _ => None,
+        };
+        self.unlock_and_route(st);
+        if expiry.is_some_and(|at| now >= at) {
+            return (None, true);
+        }
+        let next = [next_message, expiry].into_iter().flatten().min();
+        (next, false)
+    }
+}
+
+/// Expires messages when their TTL runs out and deletes the queue when its
+/// `x-expires` time passes unused. Ends when the queue is deleted.
+async fn housekeeping(queue: Weak<Queue>) {
+    loop {
+        let Some(q) = queue.upgrade() else { return };
+        let (next, expired) = q.housekeeping_round(Message::now_ms());
+        if expired {
+            if let Some(vhost) = q.vhost_ref.upgrade() {
+                tracing::info!(queue = %q.name, vhost = %q.vhost, "queue expired");
+                vhost.remove_queue(&q);
+            }
+            return;
+        }
+        if q.lock().deleted {
+            return;
+        }
+        let wait = next.map(|at| std::time::Duration::from_millis((at - Message::now_ms()).clamp(1, 3_600_000) as u64));
+        match wait {
+            Some(d) => {
+                tokio::select! {
+                    _ = tokio::time::sleep(d) => {}
+                    _ = q.housekeeping.notified() => {}
+                }
+            }
+            None => q.housekeeping.notified().await,
+        }
+    }
+}
+
+/// The record with an `x-delivery-count` header added to its properties.
+fn with_delivery_count<'a>(view: RecordView<'a>, count: u32, scratch: &'a mut BytesMut) -> RecordView<'a> {
+    let mut props = decode_properties(view.properties);
+    props
+        .headers
+        .get_or_insert_with(FieldTable::new)
+        .insert("x-delivery-count", FieldValue::I64(i64::from(count)));
+    scratch.clear();
+    let _ = props.encode(scratch);
+    RecordView {
+        properties: &scratch[..],
+        ..view
+    }
+}
+
+/// Consumers that got messages under the lock and must flush after it.
+struct Touched(smallvec::SmallVec<[Arc<dyn Consumer>; 4]>);
+
+impl Touched {
+    fn new() -> Self {
+        Touched(smallvec::SmallVec::new())
+    }
+
+    fn add(&mut self, c: &Arc<dyn Consumer>) {
+        if !self.0.iter().any(|t| Arc::ptr_eq(t, c)) {
+            self.0.push(c.clone());
+        }
+    }
+
+    fn flush(self) {
+        for c in self.0 {
+            c.flush();
+        }
     }
 }
 
@@ -299,10 +780,38 @@ impl QueueState {
         }
     }
 
+    /// After acks or rejects: a waiting single active consumer may start once
+    /// nothing is unacknowledged.
+    fn settled(&mut self) {
+        if self.sac_draining && self.unacked == 0 {
+            self.sac_draining = false;
+            self.notify_consumers();
+        }
+    }
+
+    /// The single active consumer: the first registered of the highest priority.
+    fn active_consumer(&self) -> Option<usize> {
+        let mut active: Option<(i32, usize)> = None;
+        for (i, c) in self.consumers.iter().enumerate() {
+            if active.is_none_or(|(p, _)| c.priority() > p) {
+                active = Some((c.priority(), i));
+            }
+        }
+        active.map(|(_, i)| i)
+    }
+
     /// Picks the consumer for the next message: the highest priority among those
-    /// with capacity, round-robin among equals (as RabbitMQ dispatches).
+    /// with capacity, round-robin among equals (as RabbitMQ dispatches). With a
+    /// single active consumer, only that one receives.
     fn pick_consumer(&mut self) -> Option<usize> {
         let n = self.consumers.len();
+        if self.settings.single_active_consumer {
+            if self.sac_draining {
+                return None;
+            }
+            let i = self.active_consumer()?;
+            return self.consumers[i].has_capacity().then_some(i);
+        }
         let mut best: Option<(i32, usize)> = None;
         for k in 0..n {
             let i = (self.next_consumer + k) % n;

@@ -9,11 +9,13 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 
+use super::dead_letter::{self, DeadLetter};
 use super::definitions;
 use super::exchange::{Destination, Exchange, ExchangeKind};
 use super::headers::tables_equivalent;
 use super::message::Message;
-use super::queue::{ConnectionId, Queue};
+use super::queue::{ConnectionId, Queue, QueueSpec};
+use super::queue_settings::{QueueSettings, QueueType};
 use super::table_json::{json_to_table, table_to_json};
 use super::{Error, FieldTable, Result};
 use crate::store::json_log::JsonLog;
@@ -52,6 +54,8 @@ pub struct VHost {
     /// Serialises queue creation, so that two connections declaring the same new
     /// queue at once create it once.
     declare_lock: Mutex<()>,
+    /// This vhost, for the queues it creates (they dead-letter through it).
+    me: std::sync::Weak<VHost>,
 }
 
 /// What a queue declaration returns.
@@ -144,7 +148,7 @@ impl VHost {
         if transient.exists() {
             std::fs::remove_dir_all(&transient)?;
         }
-        let vhost = Arc::new(VHost {
+        let vhost = Arc::new_cyclic(|me| VHost {
             name: name.to_string(),
             dir,
             settings,
@@ -152,6 +156,7 @@ impl VHost {
             queues: RwLock::default(),
             definitions: Mutex::new(None),
             declare_lock: Mutex::new(()),
+            me: me.clone(),
         });
         {
             let mut ex = vhost.exchanges.write();
@@ -192,20 +197,21 @@ impl VHost {
                 },
                 "queue" => {
                     let dir = self.queue_dir(name, true);
-                    let args = json_to_table(&d["arguments"]);
-                    let auto_delete = flag("auto_delete");
-                    Queue::open(
-                        name,
-                        &self.name,
-                        true,
-                        auto_delete,
-                        None,
-                        args,
-                        &dir,
-                        self.settings.segment_size,
-                    )
-                    .map(|q| {
-                        self.queues.write().insert(name.to_string(), Arc::new(q));
+                    let arguments = json_to_table(&d["arguments"]);
+                    let declared = QueueSettings::from_arguments(&arguments).unwrap_or_else(|e| {
+                        tracing::warn!(vhost = %self.name, "queue '{name}': {}", e.describe(name, &self.name));
+                        QueueSettings::default()
+                    });
+                    let spec = QueueSpec {
+                        name: name.to_string(),
+                        durable: true,
+                        auto_delete: flag("auto_delete"),
+                        exclusive_owner: None,
+                        arguments,
+                        declared,
+                    };
+                    self.open_queue(spec, &dir).map(|q| {
+                        self.queues.write().insert(name.to_string(), q);
                     })
                 }
                 "bind" => {
@@ -233,6 +239,10 @@ impl VHost {
                 .map_err(|e| Error::Internal(format!("cannot write definitions of vhost '{}': {e}", self.name))),
             None => Ok(()),
         }
+    }
+
+    fn open_queue(&self, spec: QueueSpec, dir: &Path) -> Result<Arc<Queue>> {
+        Queue::open(spec, self, self.me.clone(), dir, self.settings.segment_size)
     }
 
     fn queue_dir(&self, name: &str, durable: bool) -> PathBuf {
@@ -444,11 +454,9 @@ impl VHost {
                     q.auto_delete,
                 ));
             }
-            if !tables_equivalent(&q.arguments, &arguments) {
-                return Err(Error::PreconditionFailed(format!(
-                    "inequivalent arguments for queue '{name}' in vhost '{v}'"
-                )));
-            }
+            super::queue_settings::check_equivalent(&q.arguments, &arguments, name, v)
+                .map_err(Error::PreconditionFailed)?;
+            q.touch();
             let (m, c) = q.counts();
             return Ok(QueueDeclared {
                 name: name.to_string(),
@@ -456,6 +464,9 @@ impl VHost {
                 consumer_count: c,
             });
         }
+        let declared = QueueSettings::from_arguments(&arguments)
+            .map_err(|e| Error::PreconditionFailed(e.describe(name, &self.name)))?;
+        check_queue_type(&declared, opts, name, &self.name)?;
         let owner = opts.exclusive.then_some(conn);
         let persistent = opts.durable && !opts.exclusive;
         let dir = self.queue_dir(name, persistent);
@@ -463,16 +474,15 @@ impl VHost {
             // Left over from a queue of the same name deleted while the broker was down.
             std::fs::remove_dir_all(&dir)?;
         }
-        let q = Arc::new(Queue::open(
-            name,
-            &self.name,
-            opts.durable,
-            opts.auto_delete,
-            owner,
+        let spec = QueueSpec {
+            name: name.to_string(),
+            durable: opts.durable,
+            auto_delete: opts.auto_delete,
+            exclusive_owner: owner,
             arguments,
-            &dir,
-            self.settings.segment_size,
-        )?);
+            declared,
+        };
+        let q = self.open_queue(spec, &dir)?;
         self.queues.write().insert(name.to_string(), q.clone());
         // Every queue is bound to the default exchange implicitly (routed by name).
         if persistent {
@@ -722,6 +732,31 @@ impl VHost {
         }
     }
 
+    /// Routes messages queues dropped to their dead-letter exchanges. A missing
+    /// exchange drops the message; so does a cycle without a rejection in it.
+    pub fn publish_dead_letters(&self, dead: Vec<DeadLetter>) {
+        let mut queues = Vec::new();
+        let mut scratch = bytes::BytesMut::new();
+        for dl in dead {
+            let Some(ex) = self.exchange(&dl.message.exchange) else {
+                continue;
+            };
+            let extra: smallvec::SmallVec<[&str; 2]> = dl.extra_keys.iter().map(String::as_str).collect();
+            self.route(&ex, &dl.message, &extra, &mut queues);
+            for q in queues.drain(..) {
+                if dead_letter::is_cycle(&dl.message, dl.reason, &q.name) {
+                    tracing::debug!(queue = %q.name, "dead-letter cycle, message dropped");
+                    continue;
+                }
+                match q.publish(&dl.message, &mut scratch) {
+                    Ok(p) if p.woke => q.wake_consumers(),
+                    Ok(_) => {}
+                    Err(e) => tracing::error!(vhost = %self.name, "cannot dead-letter into '{}': {e}", q.name),
+                }
+            }
+        }
+    }
+
     /// Deletes the exclusive queues owned by a closing connection.
     pub fn connection_closed(&self, conn: ConnectionId) {
         let owned: Vec<_> = self
@@ -742,6 +777,34 @@ fn check_binding_args(ex: &Exchange, arguments: &FieldTable) -> Result<()> {
         return Err(Error::PreconditionFailed(
             "invalid x-match field value; expected one of [all, any, all-with-x, any-with-x]".into(),
         ));
+    }
+    Ok(())
+}
+
+/// Quorum queues and streams must be durable and shared, as in RabbitMQ.
+fn check_queue_type(settings: &QueueSettings, opts: &QueueOptions, name: &str, vhost: &str) -> Result<()> {
+    let kind = settings.queue_type;
+    if kind == QueueType::Classic {
+        return Ok(());
+    }
+    let bad = if !opts.durable {
+        Some("non-durable")
+    } else if opts.exclusive {
+        Some("exclusive-owner")
+    } else if opts.auto_delete {
+        Some("auto-delete")
+    } else {
+        None
+    };
+    if let Some(prop) = bad {
+        return Err(Error::PreconditionFailed(format!(
+            "invalid property '{prop}' for queue '{name}' in vhost '{vhost}'"
+        )));
+    }
+    if kind == QueueType::Stream {
+        return Err(Error::PreconditionFailed(format!(
+            "queue '{name}' in vhost '{vhost}': stream queues are not supported yet"
+        )));
     }
     Ok(())
 }

@@ -43,6 +43,8 @@ pub struct MessageStore {
     redeliver_until: SegPos,
     cursor: Option<MmapMut>,
     ready: u64,
+    /// Body bytes of the ready messages; `None` until counted after a restart.
+    ready_bytes: Option<u64>,
 }
 
 fn open_cursor(dir: &Path) -> io::Result<MmapMut> {
@@ -109,6 +111,7 @@ impl MessageStore {
             redeliver_until,
             cursor: Some(cursor),
             ready: 0,
+            ready_bytes: None,
         };
         for id in ids {
             match Segment::open(dir, id) {
@@ -130,6 +133,9 @@ impl MessageStore {
                     tracing::error!(queue = %label, segment = id, "cannot open segment, skipped: {e}");
                 }
             }
+        }
+        if store.ready == 0 {
+            store.ready_bytes = Some(0);
         }
         let next = store.segments.keys().next_back().map_or(1, |id| id + 1);
         store.read.seg = store.segments.keys().next().copied().unwrap_or(next);
@@ -188,10 +194,24 @@ impl MessageStore {
             .ok_or_else(|| io::Error::other("write segment missing"))?;
         let pos = seg.append(timestamp, exchange, routing_key, properties, body)?;
         self.ready += 1;
+        if let Some(b) = self.ready_bytes.as_mut() {
+            *b += body.len() as u64;
+        }
         Ok(SegPos {
             seg: self.write_seg,
             pos,
         })
+    }
+
+    /// The next ready message without taking it: requeued ones first, in their
+    /// original order. Returns its position and whether it was delivered before.
+    pub fn peek(&mut self) -> Option<(SegPos, bool)> {
+        if let Some(p) = self.requeued.first().copied() {
+            self.map_segment(p.seg);
+            return Some((p, true));
+        }
+        let (here, _) = self.settle_read()?;
+        Some((here, here < self.redeliver_until))
     }
 
     /// Takes the next ready message: requeued ones first, in their original order.
@@ -199,13 +219,43 @@ impl MessageStore {
     pub fn shift(&mut self) -> Option<(SegPos, bool)> {
         if let Some(p) = self.requeued.pop_first() {
             self.ready = self.ready.saturating_sub(1);
-            if let Some(seg) = self.segments.get_mut(&p.seg)
-                && let Err(e) = seg.ensure_mapped()
-            {
-                tracing::error!(queue = %self.label, segment = p.seg, "cannot map segment: {e}");
-            }
+            self.map_segment(p.seg);
+            self.forget_bytes(p);
             return Some((p, true));
         }
+        let (here, next) = self.settle_read()?;
+        self.read.pos = next;
+        if let Some(seg) = self.segments.get_mut(&here.seg) {
+            seg.seen += 1;
+        }
+        self.ready = self.ready.saturating_sub(1);
+        self.save_cursor();
+        self.forget_bytes(here);
+        Some((here, here < self.redeliver_until))
+    }
+
+    fn map_segment(&mut self, id: u32) {
+        if let Some(seg) = self.segments.get_mut(&id)
+            && let Err(e) = seg.ensure_mapped()
+        {
+            tracing::error!(queue = %self.label, segment = id, "cannot map segment: {e}");
+        }
+    }
+
+    /// Subtracts the body of the message at `p` from the ready bytes, if counted.
+    fn forget_bytes(&mut self, p: SegPos) {
+        if self.ready_bytes.is_some() {
+            let n = self.read_at(p).map_or(0, |v| v.body.len() as u64);
+            if let Some(b) = self.ready_bytes.as_mut() {
+                *b = b.saturating_sub(n);
+            }
+        }
+    }
+
+    /// Moves the read cursor onto the next unread record that is neither acked
+    /// nor damaged, without taking it. Returns its position and where the record
+    /// after it starts.
+    fn settle_read(&mut self) -> Option<(SegPos, u32)> {
         loop {
             let seg = self.segments.get_mut(&self.read.seg)?;
             if let Err(e) = seg.ensure_mapped() {
@@ -218,17 +268,14 @@ impl MessageStore {
             match seg.step(self.read.pos) {
                 Ok(Some(next)) => {
                     let here = self.read;
-                    self.read.pos = next;
                     if !self.recovered_acks.is_empty()
                         && let Some(acks) = self.recovered_acks.get(&here.seg)
                         && acks.binary_search(&here.pos).is_ok()
                     {
+                        self.read.pos = next;
                         continue;
                     }
-                    seg.seen += 1;
-                    self.ready = self.ready.saturating_sub(1);
-                    self.save_cursor();
-                    return Some((here, here < self.redeliver_until));
+                    return Some((here, next));
                 }
                 Ok(None) => {
                     if !self.leave_read_segment() {
@@ -246,6 +293,47 @@ impl MessageStore {
                 }
             }
         }
+    }
+
+    /// Body bytes of the ready messages. After a restart they are counted once, by
+    /// walking the stored records, on the first call.
+    pub fn ready_bytes(&mut self) -> u64 {
+        if let Some(b) = self.ready_bytes {
+            return b;
+        }
+        let mut total = 0u64;
+        for p in self.requeued.clone() {
+            self.map_segment(p.seg);
+            total += self.read_at(p).map_or(0, |v| v.body.len() as u64);
+        }
+        let ids: Vec<u32> = self.segments.range(self.read.seg..).map(|(id, _)| *id).collect();
+        for id in ids {
+            self.map_segment(id);
+            let Some(seg) = self.segments.get(&id) else { continue };
+            let acks = self.recovered_acks.get(&id);
+            let mut pos = if id == self.read.seg {
+                self.read.pos
+            } else {
+                SEGMENT_HEADER as u32
+            };
+            loop {
+                match seg.step(pos) {
+                    Ok(Some(next)) => {
+                        if acks.is_none_or(|a| a.binary_search(&pos).is_err())
+                            && let Some(rec) = seg.record_at(pos)
+                            && let Ok(view) = record::parse(rec)
+                        {
+                            total += view.body.len() as u64;
+                        }
+                        pos = next;
+                    }
+                    Ok(None) => break,
+                    Err(resume) => pos = resume,
+                }
+            }
+        }
+        self.ready_bytes = Some(total);
+        total
     }
 
     /// Moves the read cursor to the next segment, settling the count of the one
@@ -322,6 +410,13 @@ impl MessageStore {
     pub fn requeue(&mut self, p: SegPos) {
         if self.requeued.insert(p) {
             self.ready += 1;
+            if self.ready_bytes.is_some() {
+                self.map_segment(p.seg);
+                let n = self.read_at(p).map_or(0, |v| v.body.len() as u64);
+                if let Some(b) = self.ready_bytes.as_mut() {
+                    *b += n;
+                }
+            }
         }
     }
 

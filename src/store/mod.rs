@@ -5,8 +5,10 @@ pub mod definitions;
 pub mod group_sync;
 pub mod json_log;
 pub mod message_store;
+pub mod queue_store;
 pub mod record;
 pub mod segment;
 
 pub use group_sync::{GroupSync, SyncWaiter};
 pub use message_store::{MessageStore, SegPos};
+pub use queue_store::QueueStore;

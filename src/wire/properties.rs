@@ -180,6 +180,46 @@ impl BasicProperties {
     }
 }
 
+/// The `expiration` property read straight from encoded properties, without
+/// decoding the rest: TTL checks run on every delivery from a queue with a TTL
+/// and must not allocate. `None` when absent or when the bytes are malformed.
+pub fn raw_expiration(raw: &[u8]) -> Option<&str> {
+    let flags = u16::from_be_bytes([*raw.first()?, *raw.get(1)?]);
+    if flags & EXPIRATION == 0 || flags & CONTINUATION != 0 {
+        return None;
+    }
+    let mut at = 2usize;
+    let short = |at: &mut usize| -> Option<()> {
+        let n = usize::from(*raw.get(*at)?);
+        *at += 1 + n;
+        Some(())
+    };
+    if flags & CONTENT_TYPE != 0 {
+        short(&mut at)?;
+    }
+    if flags & CONTENT_ENCODING != 0 {
+        short(&mut at)?;
+    }
+    if flags & HEADERS != 0 {
+        let len = raw.get(at..at + 4)?;
+        at += 4 + u32::from_be_bytes([len[0], len[1], len[2], len[3]]) as usize;
+    }
+    if flags & DELIVERY_MODE != 0 {
+        at += 1;
+    }
+    if flags & PRIORITY != 0 {
+        at += 1;
+    }
+    if flags & CORRELATION_ID != 0 {
+        short(&mut at)?;
+    }
+    if flags & REPLY_TO != 0 {
+        short(&mut at)?;
+    }
+    let n = usize::from(*raw.get(at)?);
+    std::str::from_utf8(raw.get(at + 1..at + 1 + n)?).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -229,6 +269,18 @@ mod tests {
         let mut out = BytesMut::new();
         none.encode(&mut out).unwrap();
         assert_eq!(&out[..], &[0, 0]);
+    }
+
+    #[test]
+    fn raw_expiration_matches_decoded() {
+        let mut out = BytesMut::new();
+        full().encode(&mut out).unwrap();
+        assert_eq!(raw_expiration(&out), Some("60000"));
+        let mut out = BytesMut::new();
+        BasicProperties::default().encode(&mut out).unwrap();
+        assert_eq!(raw_expiration(&out), None);
+        assert_eq!(raw_expiration(&[0x01]), None);
+        assert_eq!(raw_expiration(&[0x01, 0x00, 9, b'1']), None);
     }
 
     #[test]

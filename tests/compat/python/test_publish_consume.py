@@ -499,7 +499,6 @@ def test_no_properties_roundtrip(cq):
         assert getattr(p, attr) is None, attr
 
 
-@pytest.mark.xfail(strict=True, reason="queue features (TTL, length limits, dead-lettering, priorities) are not implemented yet")
 def test_priority_queue_orders_by_priority(ch, cleanup):
     ch.confirm_delivery()
     q = uniq("prio")
@@ -511,7 +510,6 @@ def test_priority_queue_orders_by_priority(ch, cleanup):
     assert got == [b"9", b"5", b"5", b"1", b"None"]
 
 
-@pytest.mark.xfail(strict=True, reason="queue features (TTL, length limits, dead-lettering, priorities) are not implemented yet")
 def test_per_message_ttl_expires(conn, cq):
     ch, q = cq
     ch.basic_publish("", q, b"short", pika.BasicProperties(expiration="30"))

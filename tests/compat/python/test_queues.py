@@ -226,7 +226,6 @@ def test_declare_amq_prefixed_queue_403(ch):
         ch.queue_declare("amq." + uniq("q"))
 
 
-@pytest.mark.xfail(strict=True, reason="queue features (TTL, length limits, dead-lettering, priorities) are not implemented yet")
 def test_max_length_drops_head(ch, cleanup):
     ch.confirm_delivery()  # publishes are confirmed => enqueued before counting
     name = uniq("maxlen")
@@ -238,7 +237,6 @@ def test_max_length_drops_head(ch, cleanup):
     assert got == [b"3", b"4"]
 
 
-@pytest.mark.xfail(strict=True, reason="queue features (TTL, length limits, dead-lettering, priorities) are not implemented yet")
 def test_message_ttl_expires(conn, ch, cleanup):
     name = uniq("ttl")
     ch.queue_declare(name, arguments={"x-message-ttl": 50})
@@ -249,7 +247,6 @@ def test_message_ttl_expires(conn, ch, cleanup):
     assert m is None
 
 
-@pytest.mark.xfail(strict=True, reason="queue features (TTL, length limits, dead-lettering, priorities) are not implemented yet")
 def test_dead_letter_on_reject(ch, cleanup):
     ch.confirm_delivery()  # publishes are confirmed => enqueued before counting
     dlq = uniq("dlq")
