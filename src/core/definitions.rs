@@ -4,7 +4,8 @@
 //!
 //! Line shapes: `{"exchange": {...}}`, `{"delete_exchange": "name"}`,
 //! `{"queue": {...}}`, `{"delete_queue": "name"}`, `{"bind": {...}}`,
-//! `{"unbind": {...}}`, where the objects use RabbitMQ's definitions-export
+//! `{"unbind": {...}}`, `{"policy": {...}}`, `{"delete_policy": "name"}` (and the
+//! same for `operator_policy`), where the objects use RabbitMQ's definitions-export
 //! field names (`name`, `type`, `durable`, `auto_delete`, `internal`,
 //! `arguments`, `source`, `destination`, `destination_type`, `routing_key`).
 
@@ -59,6 +60,7 @@ pub fn compact(lines: Vec<Value>, vhost: &str) -> Vec<Value> {
     let mut exchanges: BTreeMap<String, Value> = BTreeMap::new();
     let mut queues: BTreeMap<String, Value> = BTreeMap::new();
     let mut bindings: Vec<Value> = Vec::new();
+    let mut policies: BTreeMap<(String, String), Value> = BTreeMap::new();
     for line in lines {
         let Some((op, body)) = line.as_object().and_then(|o| o.iter().next()) else {
             tracing::warn!(vhost, "skipping definitions line that is not an object: {line}");
@@ -86,6 +88,15 @@ pub fn compact(lines: Vec<Value>, vhost: &str) -> Vec<Value> {
                     !(d == n && t == "queue")
                 });
             }
+            ("policy" | "operator_policy", Some(n)) => {
+                policies.insert((op.clone(), n.to_string()), line.clone());
+            }
+            ("delete_policy", Some(n)) => {
+                policies.remove(&("policy".to_string(), n.to_string()));
+            }
+            ("delete_operator_policy", Some(n)) => {
+                policies.remove(&("operator_policy".to_string(), n.to_string()));
+            }
             ("bind", _) => {
                 let key = binding_key(body);
                 if !bindings.iter().any(|b| binding_key(&b["bind"]) == key) {
@@ -103,6 +114,7 @@ pub fn compact(lines: Vec<Value>, vhost: &str) -> Vec<Value> {
         .into_values()
         .chain(queues.into_values())
         .chain(bindings)
+        .chain(policies.into_values())
         .collect()
 }
 

@@ -123,6 +123,8 @@ pub struct Exchange {
     pub arguments: FieldTable,
     bindings: RwLock<Bindings>,
     deleted: std::sync::atomic::AtomicBool,
+    /// The alternate exchange a policy sets (the argument wins over it).
+    policy_alternate_exchange: RwLock<Option<String>>,
 }
 
 impl std::fmt::Debug for Exchange {
@@ -153,6 +155,7 @@ impl Exchange {
             arguments,
             bindings: RwLock::default(),
             deleted: std::sync::atomic::AtomicBool::new(false),
+            policy_alternate_exchange: RwLock::new(None),
         }
     }
 
@@ -167,12 +170,23 @@ impl Exchange {
         self.deleted.store(true, std::sync::atomic::Ordering::Release);
     }
 
-    /// The alternate exchange named in the arguments, if any.
-    pub fn alternate_exchange(&self) -> Option<&str> {
+    /// The alternate exchange named in the arguments or, failing that, by a policy.
+    pub fn alternate_exchange(&self) -> Option<String> {
         self.arguments
             .get("alternate-exchange")
             .or_else(|| self.arguments.get("x-alternate-exchange"))
             .and_then(|v| v.as_str())
+            .map(str::to_string)
+            .or_else(|| self.policy_alternate_exchange.read().clone())
+    }
+
+    /// Applies the policy definition that matches this exchange now (`None`: none).
+    pub fn apply_policy(&self, definition: Option<&serde_json::Map<String, serde_json::Value>>) {
+        let ae = definition
+            .and_then(|d| d.get("alternate-exchange"))
+            .and_then(|v| v.as_str())
+            .map(str::to_string);
+        *self.policy_alternate_exchange.write() = ae;
     }
 
     /// Adds a binding; false if an identical one exists.

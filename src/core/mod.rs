@@ -13,6 +13,7 @@ pub mod error;
 pub mod exchange;
 pub mod headers;
 pub mod message;
+pub mod policy;
 pub mod queue;
 pub mod queue_settings;
 pub mod table_json;

@@ -14,6 +14,7 @@ use super::definitions;
 use super::exchange::{Destination, Exchange, ExchangeKind};
 use super::headers::tables_equivalent;
 use super::message::Message;
+use super::policy::{self, ApplyTo, Policy};
 use super::queue::{ConnectionId, Queue, QueueSpec};
 use super::queue_settings::{QueueSettings, QueueType};
 use super::table_json::{json_to_table, table_to_json};
@@ -54,6 +55,10 @@ pub struct VHost {
     /// Serialises queue creation, so that two connections declaring the same new
     /// queue at once create it once.
     declare_lock: Mutex<()>,
+    /// Policies by name.
+    policies: RwLock<std::collections::BTreeMap<String, Policy>>,
+    /// Operator policies by name.
+    operator_policies: RwLock<std::collections::BTreeMap<String, Policy>>,
     /// This vhost, for the queues it creates (they dead-letter through it).
     me: std::sync::Weak<VHost>,
 }
@@ -156,6 +161,8 @@ impl VHost {
             queues: RwLock::default(),
             definitions: Mutex::new(None),
             declare_lock: Mutex::new(()),
+            policies: RwLock::default(),
+            operator_policies: RwLock::default(),
             me: me.clone(),
         });
         {
@@ -174,6 +181,7 @@ impl VHost {
         })?;
         vhost.apply_definitions(current);
         *vhost.definitions.lock() = Some(log);
+        vhost.apply_policies();
         Ok(vhost)
     }
 
@@ -212,6 +220,12 @@ impl VHost {
                     };
                     self.open_queue(spec, &dir).map(|q| {
                         self.queues.write().insert(name.to_string(), q);
+                    })
+                }
+                "policy" | "operator_policy" => {
+                    let operator = op == "operator_policy";
+                    Policy::from_json(d, operator).map(|p| {
+                        self.policy_map(operator).write().insert(p.name.clone(), p);
                     })
                 }
                 "bind" => {
@@ -353,6 +367,7 @@ impl VHost {
             opts.internal,
             arguments,
         ));
+        self.apply_policies_to_exchange(&ex);
         self.exchanges.write().entry(name.to_string()).or_insert(ex);
         if let Some(args) = args_json {
             self.log_change(definitions::exchange(
@@ -483,6 +498,7 @@ impl VHost {
             declared,
         };
         let q = self.open_queue(spec, &dir)?;
+        self.apply_policies_to_queue(&q);
         self.queues.write().insert(name.to_string(), q.clone());
         // Every queue is bound to the default exchange implicitly (routed by name).
         if persistent {
@@ -726,10 +742,76 @@ impl VHost {
             self.route_from(&e, key, headers, out, visited);
         }
         if out.len() == before
-            && let Some(ae) = exchange.alternate_exchange().and_then(|n| self.exchange(n))
+            && let Some(ae) = exchange.alternate_exchange().and_then(|n| self.exchange(&n))
         {
             self.route_from(&ae, key, headers, out, visited);
         }
+    }
+
+    fn policy_map(&self, operator: bool) -> &RwLock<std::collections::BTreeMap<String, Policy>> {
+        if operator {
+            &self.operator_policies
+        } else {
+            &self.policies
+        }
+    }
+
+    /// Creates or replaces a policy (`operator`: an operator policy) and applies
+    /// it to the existing queues and exchanges at once.
+    pub fn set_policy(&self, policy: Policy, operator: bool) -> Result<()> {
+        let line =
+            serde_json::json!({ if operator { "operator_policy" } else { "policy" }: policy.to_json(&self.name) });
+        self.policy_map(operator).write().insert(policy.name.clone(), policy);
+        self.log_change(line)?;
+        self.apply_policies();
+        Ok(())
+    }
+
+    /// Removes a policy; NOT_FOUND if there is none of that name.
+    pub fn delete_policy(&self, name: &str, operator: bool) -> Result<()> {
+        if self.policy_map(operator).write().remove(name).is_none() {
+            return Err(Error::NotFound(format!("no policy '{name}' in vhost '{}'", self.name)));
+        }
+        self.log_change(definitions::delete(
+            if operator { "operator_policy" } else { "policy" },
+            name,
+        ))?;
+        self.apply_policies();
+        Ok(())
+    }
+
+    /// The policies (or operator policies), by name.
+    pub fn policies(&self, operator: bool) -> Vec<Policy> {
+        self.policy_map(operator).read().values().cloned().collect()
+    }
+
+    /// Re-evaluates which policies apply to every queue and exchange.
+    fn apply_policies(&self) {
+        for q in self.queues() {
+            self.apply_policies_to_queue(&q);
+        }
+        let exchanges: Vec<_> = self.exchanges.read().values().cloned().collect();
+        for e in exchanges {
+            self.apply_policies_to_exchange(&e);
+        }
+    }
+
+    fn apply_policies_to_queue(&self, q: &Queue) {
+        let kind = q.declared.queue_type.name();
+        let policies = self.policies.read();
+        let operators = self.operator_policies.read();
+        let p = policy::select(policies.values(), &q.name, |t| t.covers_queue(kind));
+        let o = policy::select(operators.values(), &q.name, |t| t.covers_queue(kind));
+        q.apply_policies(
+            p.map(|p| (p.name.as_str(), &p.definition)),
+            o.map(|p| (p.name.as_str(), &p.definition)),
+        );
+    }
+
+    fn apply_policies_to_exchange(&self, e: &Exchange) {
+        let policies = self.policies.read();
+        let p = policy::select(policies.values(), &e.name, ApplyTo::covers_exchanges);
+        e.apply_policy(p.map(|p| &p.definition));
     }
 
     /// Routes messages queues dropped to their dead-letter exchanges. A missing
