@@ -100,6 +100,8 @@ impl Server {
             max_consumers_per_channel: amqp.max_consumers_per_channel,
             default_user: main.default_user.clone(),
             default_user_only_loopback: main.default_user_only_loopback,
+            consumer_timeout: main.consumer_timeout,
+            consumer_timeout_check: std::time::Duration::from_secs(main.consumer_timeout_loop_interval.max(1)),
         };
         let ctx = AmqpContext::new(broker.clone(), amqp_settings, shutdown.clone());
         tokio::spawn(crate::amqp::listener::accept_loop(listener, ctx.clone()));

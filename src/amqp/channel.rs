@@ -51,6 +51,8 @@ pub struct ChannelShared {
     pub reply_to: Mutex<Option<(String, String)>>,
     /// Newest publisher-confirm sequence number waiting for a sync (0 = none).
     awaiting_sync: AtomicU64,
+    /// The broker-wide consumer timeout (queues may set their own).
+    pub consumer_timeout: Option<u64>,
 }
 
 impl SyncWaiter for ChannelShared {
@@ -167,6 +169,7 @@ impl Channel {
                 cancel_notify: info.cancel_notify,
                 reply_to: Mutex::new(None),
                 awaiting_sync: AtomicU64::new(0),
+                consumer_timeout: info.ctx.settings.consumer_timeout,
             }),
             closing: false,
             publish: None,
@@ -588,6 +591,7 @@ impl Channel {
                     queue: q.clone(),
                     pos,
                     consumer: None,
+                    deadline: None,
                 });
             }
         });

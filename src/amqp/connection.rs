@@ -159,6 +159,8 @@ impl Connection {
     async fn run<R: AsyncRead + Unpin>(&mut self, rd: &mut R, mut buf: BytesMut) {
         let idle_limit = (self.info.heartbeat > 0).then(|| Duration::from_secs(u64::from(self.info.heartbeat) * 2));
         let shutdown = self.info.ctx.shutdown.clone();
+        let mut timeout_check = tokio::time::interval(self.info.ctx.settings.consumer_timeout_check);
+        timeout_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             self.info.now_ms.set(Message::now_ms());
             let disk_alarm = *self.disk.borrow();
@@ -245,8 +247,28 @@ impl Connection {
                     return;
                 }
                 _ = self.disk.changed() => {}
+                _ = timeout_check.tick() => self.close_timed_out_channels(),
             }
         }
+    }
+
+    /// Closes (406) every channel holding a delivery unacknowledged for longer
+    /// than its consumer timeout, as RabbitMQ does.
+    fn close_timed_out_channels(&mut self) {
+        let now = Message::now_ms();
+        let expired: Vec<(u16, u64)> = self
+            .channels
+            .iter()
+            .filter(|(_, ch)| !ch.closing)
+            .filter_map(|(n, ch)| ch.shared.unacked.lock().timed_out(now).map(|t| (*n, t)))
+            .collect();
+        for (n, timeout) in expired {
+            let text = format!(
+                "delivery acknowledgement on channel {n} timed out. Timeout value used: {timeout} ms. This timeout value can be configured, see consumers doc guide to learn more"
+            );
+            self.close_channel(n, AmqpError::channel(code::PRECONDITION_FAILED, text));
+        }
+        self.outbox.flush();
     }
 
     /// Follows the disk alarm: tells a publishing client that understands it when

@@ -151,11 +151,13 @@ impl Consumer for AmqpConsumer {
         if !self.no_ack {
             self.unacked.fetch_add(1, Ordering::AcqRel);
             self.channel.global_unacked.fetch_add(1, Ordering::AcqRel);
+            let timeout = self.queue.consumer_timeout().or(self.channel.consumer_timeout);
             unacked.push(Unacked {
                 tag,
                 queue: self.queue.clone(),
                 pos,
                 consumer: self.me.upgrade(),
+                deadline: timeout.map(|t| (crate::core::message::Message::now_ms(), t)),
             });
         }
         if self.channel.outbox.is_full() {

@@ -33,6 +33,11 @@ pub struct AmqpSettings {
     pub default_user: String,
     /// The default user may only connect from loopback.
     pub default_user_only_loopback: bool,
+    /// Milliseconds a delivery may stay unacknowledged, unless the queue says
+    /// otherwise (`consumer_timeout`).
+    pub consumer_timeout: Option<u64>,
+    /// How often unacknowledged deliveries are checked against their timeout.
+    pub consumer_timeout_check: std::time::Duration,
 }
 
 impl Default for AmqpSettings {
@@ -47,6 +52,8 @@ impl Default for AmqpSettings {
             max_consumers_per_channel: 0,
             default_user: "guest".into(),
             default_user_only_loopback: true,
+            consumer_timeout: None,
+            consumer_timeout_check: std::time::Duration::from_secs(60),
         }
     }
 }

@@ -18,6 +18,9 @@ pub struct Unacked {
     pub pos: SegPos,
     /// Consumer it went to (`None` for basic.get), whose prefetch it counts against.
     pub consumer: Option<Arc<AmqpConsumer>>,
+    /// When it was delivered (ms since the epoch) and how long it may stay
+    /// unacknowledged, when a consumer timeout applies.
+    pub deadline: Option<(i64, u64)>,
 }
 
 /// Delivery tags and the unacked deliveries of a channel.
@@ -64,6 +67,16 @@ impl UnackedList {
     /// Removes every entry.
     pub fn take_all(&mut self) -> Vec<Unacked> {
         self.list.drain(..).collect()
+    }
+
+    /// The first delivery kept unacknowledged past its consumer timeout at
+    /// `now`: its timeout in milliseconds.
+    pub fn timed_out(&self, now: i64) -> Option<u64> {
+        self.list
+            .iter()
+            .filter_map(|u| u.deadline)
+            .find(|&(at, timeout)| now.saturating_sub(at) > timeout as i64)
+            .map(|(_, timeout)| timeout)
     }
 
     /// Number of unacked deliveries.

@@ -8,7 +8,7 @@
 //! released, so that a dead-letter cycle between two queues cannot deadlock.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use bytes::{Bytes, BytesMut};
@@ -72,6 +72,9 @@ pub struct Queue {
     /// Wakes the task that expires messages and the queue itself.
     housekeeping: Notify,
     housekeeping_started: AtomicBool,
+    /// The effective consumer timeout in ms (`u64::MAX`: none), readable
+    /// without the lock on every delivery.
+    consumer_timeout_ms: AtomicU64,
 }
 
 /// The mutable part of a queue.
@@ -149,6 +152,7 @@ impl Queue {
         let name = &spec.name;
         let store = QueueStore::open(dir, name, segment_size, spec.declared.max_priority)
             .map_err(|e| Error::Internal(format!("cannot open queue '{name}' at {}: {e}", dir.display())))?;
+        let consumer_timeout = spec.declared.consumer_timeout.unwrap_or(u64::MAX);
         let q = Arc::new_cyclic(|me| Queue {
             name: spec.name.clone(),
             vhost: vhost.name.clone(),
@@ -177,6 +181,7 @@ impl Queue {
             }),
             housekeeping: Notify::new(),
             housekeeping_started: AtomicBool::new(false),
+            consumer_timeout_ms: AtomicU64::new(consumer_timeout),
         });
         let s = &q.declared;
         if s.message_ttl.is_some() || s.expires.is_some() || q.lock().store.ready_count() > 0 {
@@ -184,6 +189,13 @@ impl Queue {
             q.start_housekeeping();
         }
         Ok(q)
+    }
+
+    /// Milliseconds a delivery from this queue may stay unacknowledged, if the
+    /// queue (or its policy) limits it.
+    pub fn consumer_timeout(&self) -> Option<u64> {
+        let ms = self.consumer_timeout_ms.load(Ordering::Acquire);
+        (ms != u64::MAX).then_some(ms)
     }
 
     /// Locks the queue state; never hold the guard across an `.await`.
@@ -644,6 +656,8 @@ impl Queue {
         if st.settings == settings {
             return;
         }
+        self.consumer_timeout_ms
+            .store(settings.consumer_timeout.unwrap_or(u64::MAX), Ordering::Release);
         st.settings = settings;
         self.drop_over_limit(&mut st);
         let timed = st.settings.message_ttl.is_some() || st.settings.expires.is_some();
