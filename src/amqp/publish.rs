@@ -14,6 +14,7 @@ use super::codec::{
 };
 use super::connection::ConnInfo;
 use super::error::{AmqpError, AmqpResult, code};
+use crate::core::delayed;
 use crate::core::message::Message;
 use crate::store::SyncWaiter;
 
@@ -265,9 +266,18 @@ impl Channel {
         let extra_refs: SmallVec<[&str; 4]> = extra.iter().map(String::as_str).collect();
         let mut durable = false;
         let mut rejected = false;
+        let delay = exchange
+            .delayed
+            .as_ref()
+            .and_then(|d| delayed::delay_of(msg.properties.headers.as_ref()).map(|ms| (d, ms)));
         let (routed, had_route) = if exchange.name.is_empty() && msg.routing_key.starts_with(REPLY_TO_PREFIX) {
             let ok = self.deliver_direct_reply(info, &msg);
             (ok, ok)
+        } else if let Some((held, ms)) = delay {
+            // Routed when released; until then it counts as routed, as in RabbitMQ.
+            held.push(&msg, ms, &mut self.scratch)?;
+            durable = exchange.durable;
+            (true, true)
         } else {
             let mut queues = std::mem::take(&mut self.route_buf);
             vhost.route(&exchange, &msg, &extra_refs, &mut queues);

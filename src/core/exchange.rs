@@ -5,6 +5,8 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 
+use super::consistent_hash::{self, ConsistentHasher, HashAlgorithm};
+use super::dedup::{DedupCache, DedupSettings};
 use super::headers::headers_match;
 use super::queue::Queue;
 use super::topic::TopicTrie;
@@ -21,6 +23,9 @@ pub enum ExchangeKind {
     Topic,
     /// Message headers against binding arguments.
     Headers,
+    /// One destination per message, picked by hashing the routing key (or a
+    /// header) onto the destinations weighted by their binding keys.
+    ConsistentHash,
 }
 
 impl ExchangeKind {
@@ -31,6 +36,7 @@ impl ExchangeKind {
             "fanout" => Some(ExchangeKind::Fanout),
             "topic" => Some(ExchangeKind::Topic),
             "headers" => Some(ExchangeKind::Headers),
+            "x-consistent-hash" => Some(ExchangeKind::ConsistentHash),
             _ => None,
         }
     }
@@ -42,6 +48,7 @@ impl ExchangeKind {
             ExchangeKind::Fanout => "fanout",
             ExchangeKind::Topic => "topic",
             ExchangeKind::Headers => "headers",
+            ExchangeKind::ConsistentHash => "x-consistent-hash",
         }
     }
 }
@@ -105,6 +112,7 @@ struct Bindings {
     all: Vec<Binding>,
     direct: HashMap<String, Vec<Destination>>,
     topic: TopicTrie<Destination>,
+    hash: Option<ConsistentHasher<Destination>>,
 }
 
 /// A declared exchange.
@@ -125,6 +133,13 @@ pub struct Exchange {
     deleted: std::sync::atomic::AtomicBool,
     /// The alternate exchange a policy sets (the argument wins over it).
     policy_alternate_exchange: RwLock<Option<String>>,
+    /// Recently seen message ids, with `x-message-deduplication`.
+    dedup: Option<parking_lot::Mutex<DedupCache>>,
+    /// The type as declared (`x-delayed-message` for a delayed exchange of the
+    /// plugin's kind), reported back and compared on redeclaration.
+    pub declared_type: String,
+    /// Where messages with an `x-delay` wait, for a delayed exchange.
+    pub delayed: Option<std::sync::Arc<super::delayed::DelayedMessages>>,
 }
 
 impl std::fmt::Debug for Exchange {
@@ -146,6 +161,16 @@ impl Exchange {
         internal: bool,
         arguments: FieldTable,
     ) -> Self {
+        let bindings = Bindings {
+            hash: (kind == ExchangeKind::ConsistentHash)
+                .then(|| ConsistentHasher::new(HashAlgorithm::from_arguments(&arguments, HashAlgorithm::Ring))),
+            ..Default::default()
+        };
+        // Declaration validated the arguments; bad ones restored from disk are ignored.
+        let dedup = DedupSettings::from_arguments(&arguments)
+            .ok()
+            .flatten()
+            .map(|s| parking_lot::Mutex::new(DedupCache::new(s)));
         Exchange {
             name: name.to_string(),
             kind,
@@ -153,9 +178,26 @@ impl Exchange {
             auto_delete,
             internal,
             arguments,
-            bindings: RwLock::default(),
+            bindings: RwLock::new(bindings),
             deleted: std::sync::atomic::AtomicBool::new(false),
             policy_alternate_exchange: RwLock::new(None),
+            dedup,
+            declared_type: kind.name().to_string(),
+            delayed: None,
+        }
+    }
+
+    /// Checks declaration arguments that the exchange interprets.
+    pub fn validate_arguments(arguments: &FieldTable) -> std::result::Result<(), String> {
+        DedupSettings::from_arguments(arguments).map(|_| ())
+    }
+
+    /// With deduplication on: true when this message was seen recently (it is
+    /// then not routed); otherwise remembers it.
+    pub fn is_duplicate(&self, headers: Option<&FieldTable>, now_ms: i64) -> bool {
+        match &self.dedup {
+            Some(cache) => cache.lock().is_duplicate(headers, now_ms),
+            None => false,
         }
     }
 
@@ -200,6 +242,13 @@ impl Exchange {
         if exists {
             return Ok(false);
         }
+        if self.kind == ExchangeKind::ConsistentHash {
+            let weight = consistent_hash::parse_weight(routing_key)
+                .ok_or_else(|| super::Error::PreconditionFailed(consistent_hash::INVALID_WEIGHT.into()))?;
+            if let Some(h) = b.hash.as_mut() {
+                h.add(destination.name(), weight, destination.clone());
+            }
+        }
         match self.kind {
             ExchangeKind::Direct => b
                 .direct
@@ -207,7 +256,7 @@ impl Exchange {
                 .or_default()
                 .push(destination.clone()),
             ExchangeKind::Topic => b.topic.insert(routing_key, destination.clone()),
-            ExchangeKind::Fanout | ExchangeKind::Headers => {}
+            ExchangeKind::Fanout | ExchangeKind::Headers | ExchangeKind::ConsistentHash => {}
         }
         b.all.push(Binding {
             destination,
@@ -245,6 +294,11 @@ impl Exchange {
                 }
                 ExchangeKind::Topic => {
                     b.topic.remove(routing_key, destination);
+                }
+                ExchangeKind::ConsistentHash => {
+                    if let (Some(w), Some(h)) = (consistent_hash::parse_weight(routing_key), b.hash.as_mut()) {
+                        h.remove(destination.name(), w, destination);
+                    }
                 }
                 _ => {}
             }
@@ -292,6 +346,14 @@ impl Exchange {
                     if headers_match(&x.arguments, headers) {
                         f(&x.destination);
                     }
+                }
+            }
+            ExchangeKind::ConsistentHash => {
+                // A non-string hash header makes the message unroutable.
+                if let Ok(key) = consistent_hash::hash_key(routing_key, &self.arguments, headers)
+                    && let Some(d) = b.hash.as_ref().and_then(|h| h.get_bytes(key))
+                {
+                    f(d);
                 }
             }
         }

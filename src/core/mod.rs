@@ -8,6 +8,7 @@ pub mod consumer;
 pub mod dead_letter;
 pub mod dedup;
 pub mod definitions;
+pub mod delayed;
 pub mod disk;
 pub mod error;
 pub mod exchange;

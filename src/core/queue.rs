@@ -19,6 +19,7 @@ use tokio::sync::Notify;
 
 use super::consumer::Consumer;
 use super::dead_letter::{self, DeadLetter, Reason};
+use super::dedup::{DedupCache, DedupSettings};
 use super::message::Message;
 use super::queue_settings::{Overflow, QueueSettings};
 use super::vhost::VHost;
@@ -105,6 +106,8 @@ pub struct QueueState {
     dead: Vec<DeadLetter>,
     /// Properties re-encoded with an `x-delivery-count` header.
     props_scratch: BytesMut,
+    /// Recently seen message ids, with `x-message-deduplication`.
+    dedup: Option<DedupCache>,
 }
 
 impl std::fmt::Debug for Queue {
@@ -153,6 +156,11 @@ impl Queue {
         let store = QueueStore::open(dir, name, segment_size, spec.declared.max_priority)
             .map_err(|e| Error::Internal(format!("cannot open queue '{name}' at {}: {e}", dir.display())))?;
         let consumer_timeout = spec.declared.consumer_timeout.unwrap_or(u64::MAX);
+        // Declaration validated the arguments; bad ones restored from disk are ignored.
+        let dedup = DedupSettings::from_arguments(&spec.arguments)
+            .ok()
+            .flatten()
+            .map(DedupCache::new);
         let q = Arc::new_cyclic(|me| Queue {
             name: spec.name.clone(),
             vhost: vhost.name.clone(),
@@ -178,6 +186,7 @@ impl Queue {
                 last_used_ms: Message::now_ms(),
                 dead: Vec::new(),
                 props_scratch: BytesMut::new(),
+                dedup,
             }),
             housekeeping: Notify::new(),
             housekeeping_started: AtomicBool::new(false),
@@ -235,6 +244,11 @@ impl Queue {
     pub fn publish(&self, msg: &Message, scratch: &mut BytesMut) -> Result<Published> {
         let mut st = self.state.lock();
         if st.deleted {
+            return Ok(Published::default());
+        }
+        if let Some(cache) = st.dedup.as_mut()
+            && cache.is_duplicate(msg.properties.headers.as_ref(), msg.timestamp)
+        {
             return Ok(Published::default());
         }
         let (overflow, max_length, max_bytes) = (
@@ -339,7 +353,7 @@ impl Queue {
     /// Removes a stored message for good, dead-lettering it if the queue has a DLX.
     fn drop_stored(&self, st: &mut QueueState, pos: SegPos, reason: Reason) {
         if let Some(dlx) = st.settings.dead_letter_exchange.as_deref()
-            && let Some(view) = st.store.read_at(pos)
+            && let Some(view) = st.store.read_mapped(pos)
         {
             let target = dead_letter::Target {
                 queue: &self.name,

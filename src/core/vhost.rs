@@ -194,15 +194,19 @@ impl VHost {
             let flag = |k: &str| d[k].as_bool().unwrap_or(false);
             let name = d["name"].as_str().unwrap_or_default();
             let result = match op.as_str() {
-                "exchange" => match d["type"].as_str().and_then(ExchangeKind::parse) {
-                    Some(kind) => {
-                        let args = json_to_table(&d["arguments"]);
-                        let ex = Exchange::new(name, kind, true, flag("auto_delete"), flag("internal"), args);
-                        self.exchanges.write().insert(name.to_string(), Arc::new(ex));
-                        Ok(())
-                    }
-                    None => Err(Error::CommandInvalid(format!("unknown exchange type in {d}"))),
-                },
+                "exchange" => {
+                    let opts = ExchangeOptions {
+                        durable: true,
+                        auto_delete: flag("auto_delete"),
+                        internal: flag("internal"),
+                        passive: false,
+                    };
+                    let kind = d["type"].as_str().unwrap_or_default();
+                    self.new_exchange(name, kind, &opts, json_to_table(&d["arguments"]))
+                        .map(|ex| {
+                            self.exchanges.write().insert(name.to_string(), ex);
+                        })
+                }
                 "queue" => {
                     let dir = self.queue_dir(name, true);
                     let arguments = json_to_table(&d["arguments"]);
@@ -306,13 +310,12 @@ impl VHost {
         if name.is_empty() {
             return Err(default_exchange_refused());
         }
-        let Some(parsed) = ExchangeKind::parse(kind) else {
-            return Err(Error::CommandInvalid(format!("unknown exchange type '{kind}'")));
-        };
+        resolve_type(kind, &arguments)?;
+        Exchange::validate_arguments(&arguments).map_err(Error::PreconditionFailed)?;
         if let Some(existing) = self.exchange(name) {
             let v = &self.name;
-            if existing.kind != parsed {
-                return Err(inequivalent("type", "exchange", name, v, kind, existing.kind.name()));
+            if existing.declared_type != kind {
+                return Err(inequivalent("type", "exchange", name, v, kind, &existing.declared_type));
             }
             if existing.durable != opts.durable {
                 return Err(inequivalent(
@@ -359,26 +362,63 @@ impl VHost {
             )));
         }
         let args_json = opts.durable.then(|| table_to_json(&arguments));
-        let ex = Arc::new(Exchange::new(
-            name,
-            parsed,
-            opts.durable,
-            opts.auto_delete,
-            opts.internal,
-            arguments,
-        ));
+        let ex = self.new_exchange(name, kind, opts, arguments)?;
         self.apply_policies_to_exchange(&ex);
         self.exchanges.write().entry(name.to_string()).or_insert(ex);
         if let Some(args) = args_json {
-            self.log_change(definitions::exchange(
-                name,
-                parsed.name(),
-                opts.auto_delete,
-                opts.internal,
-                args,
-            ))?;
+            self.log_change(definitions::exchange(name, kind, opts.auto_delete, opts.internal, args))?;
         }
         Ok(())
+    }
+
+    fn delayed_dir(&self, name: &str, durable: bool) -> PathBuf {
+        let base = if durable {
+            self.dir.clone()
+        } else {
+            self.dir.join("transient")
+        };
+        base.join(format!("delayed.{}", dir_name(name)))
+    }
+
+    /// Builds an exchange of declared type `kind`, with its delayed-message store
+    /// when it is a delayed exchange.
+    fn new_exchange(
+        &self,
+        name: &str,
+        kind: &str,
+        opts: &ExchangeOptions,
+        arguments: FieldTable,
+    ) -> Result<Arc<Exchange>> {
+        let (base, delayed) = resolve_type(kind, &arguments)?;
+        let mut ex = Exchange::new(name, base, opts.durable, opts.auto_delete, opts.internal, arguments);
+        ex.declared_type = kind.to_string();
+        if delayed {
+            let dir = self.delayed_dir(name, opts.durable);
+            ex.delayed = Some(super::delayed::DelayedMessages::open(
+                &dir,
+                name,
+                self.settings.segment_size,
+            )?);
+        }
+        let ex = Arc::new(ex);
+        if let Some(d) = &ex.delayed {
+            d.spawn(self.me.clone(), Arc::downgrade(&ex));
+        }
+        Ok(ex)
+    }
+
+    /// Routes a message through `exchange` (no deduplication, no delay: it is
+    /// being released) and stores it in the queues it reaches.
+    pub fn publish_routed(&self, exchange: &Exchange, msg: &Message, scratch: &mut bytes::BytesMut) {
+        let mut queues = Vec::new();
+        self.route_unchecked(exchange, msg, &[], &mut queues);
+        for q in queues {
+            match q.publish(msg, scratch) {
+                Ok(p) if p.woke => q.wake_consumers(),
+                Ok(_) => {}
+                Err(e) => tracing::error!(vhost = %self.name, "cannot publish into '{}': {e}", q.name),
+            }
+        }
     }
 
     /// Deletes an exchange; deleting a missing one succeeds, as in RabbitMQ.
@@ -403,6 +443,9 @@ impl VHost {
         }
         self.exchanges.write().remove(name);
         ex.mark_deleted();
+        if ex.delayed.is_some() {
+            let _ = std::fs::remove_dir_all(self.delayed_dir(name, ex.durable));
+        }
         let dest = Destination::Exchange(ex.clone());
         for other in self.exchanges.read().values() {
             other.unbind_destination(&dest);
@@ -481,6 +524,7 @@ impl VHost {
         }
         let declared = QueueSettings::from_arguments(&arguments)
             .map_err(|e| Error::PreconditionFailed(e.describe(name, &self.name)))?;
+        super::dedup::DedupSettings::validate_arguments(&arguments).map_err(Error::PreconditionFailed)?;
         check_queue_type(&declared, opts, name, &self.name)?;
         let owner = opts.exclusive.then_some(conn);
         let persistent = opts.durable && !opts.exclusive;
@@ -701,6 +745,13 @@ impl VHost {
     /// and holds each queue once.
     pub fn route(&self, exchange: &Exchange, msg: &Message, extra_keys: &[&str], out: &mut Vec<Arc<Queue>>) {
         out.clear();
+        if exchange.is_duplicate(msg.properties.headers.as_ref(), msg.timestamp) {
+            return;
+        }
+        self.route_unchecked(exchange, msg, extra_keys, out);
+    }
+
+    fn route_unchecked(&self, exchange: &Exchange, msg: &Message, extra_keys: &[&str], out: &mut Vec<Arc<Queue>>) {
         let headers = msg.properties.headers.as_ref();
         let mut visited: smallvec::SmallVec<[*const Exchange; 8]> = smallvec::SmallVec::new();
         let keys = std::iter::once(&*msg.routing_key).chain(extra_keys.iter().copied());
@@ -889,4 +940,25 @@ fn check_queue_type(settings: &QueueSettings, opts: &QueueOptions, name: &str, v
         )));
     }
     Ok(())
+}
+
+/// The routing kind of a declared exchange type, and whether it delays messages:
+/// RabbitMQ's `x-delayed-message` takes its kind from `x-delayed-type`; LavinMQ
+/// marks any type delayed with `x-delayed-exchange: true`.
+fn resolve_type(kind: &str, arguments: &FieldTable) -> Result<(ExchangeKind, bool)> {
+    if kind == "x-delayed-message" {
+        return arguments
+            .get("x-delayed-type")
+            .and_then(|v| v.as_str())
+            .and_then(ExchangeKind::parse)
+            .map(|k| (k, true))
+            .ok_or_else(|| {
+                Error::PreconditionFailed("Invalid argument, 'x-delayed-type' must be an existing exchange type".into())
+            });
+    }
+    let Some(parsed) = ExchangeKind::parse(kind) else {
+        return Err(Error::CommandInvalid(format!("unknown exchange type '{kind}'")));
+    };
+    let delayed = arguments.get("x-delayed-exchange").and_then(|v| v.as_bool()) == Some(true);
+    Ok((parsed, delayed))
 }

@@ -382,6 +382,13 @@ impl MessageStore {
         record::parse(rec).ok()
     }
 
+    /// A view of the message at `p`, mapping its segment first if the reader
+    /// already left it (for messages held long after they were taken).
+    pub fn read_mapped(&mut self, p: SegPos) -> Option<RecordView<'_>> {
+        self.map_segment(p.seg);
+        self.read_at(p)
+    }
+
     /// Permanently removes a delivered message.
     pub fn ack(&mut self, p: SegPos) -> io::Result<()> {
         let Some(seg) = self.segments.get_mut(&p.seg) else {

@@ -149,6 +149,13 @@ impl QueueStore {
         self.levels.get(level)?.as_ref()?.read_at(p)
     }
 
+    /// A view of the message at `p`, mapping its segment again if needed (for
+    /// messages delivered long ago, whose segment the reader has left).
+    pub fn read_mapped(&mut self, p: SegPos) -> Option<RecordView<'_>> {
+        let (level, p) = decode(p);
+        self.levels.get_mut(level)?.as_mut()?.read_mapped(p)
+    }
+
     /// Permanently removes a delivered message.
     pub fn ack(&mut self, p: SegPos) -> io::Result<()> {
         let (level, p) = decode(p);

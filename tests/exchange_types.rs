@@ -1,0 +1,249 @@
+//! Exchange extensions: consistent hashing, delayed messages and deduplication.
+
+mod common;
+
+use common::*;
+use lapin::options::{ConfirmSelectOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
+use lapin::types::{AMQPValue, FieldTable, LongString};
+use lapin::{BasicProperties, Channel, ExchangeKind};
+
+fn table(pairs: &[(&str, AMQPValue)]) -> FieldTable {
+    let mut t = FieldTable::default();
+    for (k, v) in pairs {
+        t.insert((*k).into(), v.clone());
+    }
+    t
+}
+
+fn text(s: &str) -> AMQPValue {
+    AMQPValue::LongString(LongString::from(s))
+}
+
+async fn declare_exchange(ch: &Channel, name: &str, kind: &str, durable: bool, args: FieldTable) -> lapin::Result<()> {
+    let opts = ExchangeDeclareOptions {
+        durable,
+        ..Default::default()
+    };
+    ch.exchange_declare(name.into(), ExchangeKind::Custom(kind.into()), opts, args)
+        .await
+}
+
+async fn bind(ch: &Channel, q: &str, ex: &str, key: &str) -> lapin::Result<()> {
+    ch.queue_bind(
+        q.into(),
+        ex.into(),
+        key.into(),
+        QueueBindOptions::default(),
+        FieldTable::default(),
+    )
+    .await
+}
+
+async fn count(ch: &Channel, q: &str) -> u32 {
+    let opts = QueueDeclareOptions {
+        passive: true,
+        ..Default::default()
+    };
+    ch.queue_declare(q.into(), opts, FieldTable::default())
+        .await
+        .expect("passive declare")
+        .message_count()
+}
+
+fn headers(pairs: &[(&str, AMQPValue)]) -> BasicProperties {
+    BasicProperties::default().with_headers(table(pairs))
+}
+
+#[tokio::test]
+async fn consistent_hash_sends_each_message_to_one_weighted_queue() {
+    let b = start().await;
+    let (_c, ch) = b.channel().await;
+    let ex = uniq("chx");
+    declare_exchange(&ch, &ex, "x-consistent-hash", false, FieldTable::default())
+        .await
+        .unwrap();
+    let queues: Vec<String> = (0..3).map(|i| uniq(&format!("ch{i}"))).collect();
+    for (q, weight) in queues.iter().zip(["100", "100", "200"]) {
+        declare_queue(&ch, q).await;
+        bind(&ch, q, &ex, weight).await.unwrap();
+    }
+    ch.confirm_select(ConfirmSelectOptions::default()).await.unwrap();
+    for i in 0..600 {
+        publish(&ch, &ex, &format!("key-{i}"), b"x").await;
+    }
+    // The same key always lands in the same queue.
+    for _ in 0..10 {
+        publish(&ch, &ex, "sticky", b"s").await;
+    }
+    ch.wait_for_confirms().await.unwrap();
+    let mut counts = Vec::new();
+    for q in &queues {
+        counts.push(count(&ch, q).await);
+    }
+    assert_eq!(counts.iter().sum::<u32>(), 610, "{counts:?}");
+    // Placement depends on the (random) queue names; every queue gets a share.
+    assert!(counts.iter().all(|&c| c > 0), "{counts:?}");
+}
+
+#[tokio::test]
+async fn consistent_hash_refuses_a_non_numeric_weight() {
+    let b = start().await;
+    let (conn, ch) = b.channel().await;
+    let ex = uniq("chx");
+    declare_exchange(&ch, &ex, "x-consistent-hash", false, FieldTable::default())
+        .await
+        .unwrap();
+    let q = uniq("q");
+    declare_queue(&ch, &q).await;
+    let mut ev = events(&conn);
+    let _ = bind(&ch, &q, &ex, "heavy").await;
+    let msg = expect_error(&mut ev, 406).await;
+    assert!(msg.contains("Routing key must to be a number"), "{msg}");
+}
+
+#[tokio::test]
+async fn consistent_hash_on_a_header() {
+    let b = start().await;
+    let (_c, ch) = b.channel().await;
+    let ex = uniq("chh");
+    let args = table(&[("x-hash-on", text("user"))]);
+    declare_exchange(&ch, &ex, "x-consistent-hash", false, args)
+        .await
+        .unwrap();
+    let (q1, q2) = (uniq("h1"), uniq("h2"));
+    for q in [&q1, &q2] {
+        declare_queue(&ch, q).await;
+        bind(&ch, q, &ex, "10").await.unwrap();
+    }
+    ch.confirm_select(ConfirmSelectOptions::default()).await.unwrap();
+    for i in 0..20 {
+        // Different routing keys, one header value: one queue gets them all.
+        publish_props(&ch, &ex, &format!("rk{i}"), b"x", headers(&[("user", text("alice"))])).await;
+    }
+    ch.wait_for_confirms().await.unwrap();
+    let (a, b2) = (count(&ch, &q1).await, count(&ch, &q2).await);
+    assert_eq!(a + b2, 20);
+    assert!(a == 20 || b2 == 20, "{a} + {b2}");
+}
+
+#[tokio::test]
+async fn delayed_message_exchange_holds_messages_until_due() {
+    let b = start().await;
+    let (_c, ch) = b.channel().await;
+    let ex = uniq("delay");
+    let args = table(&[("x-delayed-type", text("direct"))]);
+    declare_exchange(&ch, &ex, "x-delayed-message", false, args.clone())
+        .await
+        .unwrap();
+    // Redeclaring with the same type and arguments is fine.
+    declare_exchange(&ch, &ex, "x-delayed-message", false, args)
+        .await
+        .unwrap();
+    let q = uniq("delayed-q");
+    declare_queue(&ch, &q).await;
+    bind(&ch, &q, &ex, "k").await.unwrap();
+    ch.confirm_select(ConfirmSelectOptions::default()).await.unwrap();
+    publish_props(
+        &ch,
+        &ex,
+        "k",
+        b"later",
+        headers(&[("x-delay", AMQPValue::LongInt(400))]),
+    )
+    .await;
+    publish(&ch, &ex, "k", b"now").await;
+    ch.wait_for_confirms().await.unwrap();
+    assert_eq!(count(&ch, &q).await, 1, "only the undelayed message is there at once");
+    eventually("delayed message released", || async { count(&ch, &q).await == 2 }).await;
+}
+
+#[tokio::test]
+async fn delayed_messages_survive_a_restart() {
+    let mut b = start().await;
+    let ex = uniq("delay-durable");
+    let q = uniq("delay-durable-q");
+    {
+        let (_c, ch) = b.channel().await;
+        // LavinMQ's way of declaring a delayed exchange.
+        let args = table(&[("x-delayed-exchange", AMQPValue::Boolean(true))]);
+        declare_exchange(&ch, &ex, "fanout", true, args).await.unwrap();
+        let opts = QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        };
+        ch.queue_declare(q.as_str().into(), opts, FieldTable::default())
+            .await
+            .unwrap();
+        bind(&ch, &q, &ex, "").await.unwrap();
+        ch.confirm_select(ConfirmSelectOptions::default()).await.unwrap();
+        let props = headers(&[("x-delay", AMQPValue::LongInt(700))]).with_delivery_mode(2);
+        publish_props(&ch, &ex, "", b"after restart", props).await;
+        ch.wait_for_confirms().await.unwrap();
+        assert_eq!(count(&ch, &q).await, 0);
+    }
+    b.restart().await;
+    let v = b.server().broker.vhost("/").unwrap();
+    let held = v
+        .exchange(&ex)
+        .expect("exchange restored")
+        .delayed
+        .as_ref()
+        .map(|d| d.len());
+    assert_eq!(held, Some(1), "the delayed message is held again");
+    let (_c, ch) = b.channel().await;
+    eventually("delayed message released after restart", || async {
+        count(&ch, &q).await == 1
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn delayed_message_needs_a_valid_delayed_type() {
+    let b = start().await;
+    let (conn, ch) = b.channel().await;
+    let mut ev = events(&conn);
+    let _ = declare_exchange(&ch, &uniq("bad"), "x-delayed-message", false, FieldTable::default()).await;
+    let msg = expect_error(&mut ev, 406).await;
+    assert!(msg.contains("x-delayed-type"), "{msg}");
+}
+
+#[tokio::test]
+async fn deduplicating_exchange_routes_a_message_id_once() {
+    let b = start().await;
+    let (_c, ch) = b.channel().await;
+    let ex = uniq("dedup-ex");
+    let args = table(&[("x-message-deduplication", AMQPValue::Boolean(true))]);
+    declare_exchange(&ch, &ex, "fanout", false, args).await.unwrap();
+    let q = uniq("dedup-ex-q");
+    declare_queue(&ch, &q).await;
+    bind(&ch, &q, &ex, "").await.unwrap();
+    ch.confirm_select(ConfirmSelectOptions::default()).await.unwrap();
+    for id in ["a", "a", "b", "a"] {
+        publish_props(&ch, &ex, "", b"m", headers(&[("x-deduplication-header", text(id))])).await;
+    }
+    publish(&ch, &ex, "", b"no id").await;
+    ch.wait_for_confirms().await.unwrap();
+    assert_eq!(count(&ch, &q).await, 3);
+}
+
+#[tokio::test]
+async fn deduplicating_queue_with_custom_header_and_cache_size() {
+    let b = start().await;
+    let (_c, ch) = b.channel().await;
+    let q = uniq("dedup-q");
+    let args = table(&[
+        ("x-message-deduplication", AMQPValue::Boolean(true)),
+        ("x-deduplication-header", text("msg-id")),
+        ("x-cache-size", AMQPValue::LongInt(1)),
+    ]);
+    ch.queue_declare(q.as_str().into(), QueueDeclareOptions::default(), args)
+        .await
+        .unwrap();
+    ch.confirm_select(ConfirmSelectOptions::default()).await.unwrap();
+    // With room for one id, "a" is forgotten once "b" is seen.
+    for id in ["a", "a", "b", "a"] {
+        publish_props(&ch, "", &q, b"m", headers(&[("msg-id", text(id))])).await;
+    }
+    ch.wait_for_confirms().await.unwrap();
+    assert_eq!(count(&ch, &q).await, 3);
+}
