@@ -470,6 +470,8 @@ impl VHost {
         if opts.passive {
             let q = self.get_queue(name)?;
             q.check_owner(conn)?;
+            // As in RabbitMQ, any declare (passive too) counts as use for x-expires.
+            q.touch();
             let (m, c) = q.counts();
             return Ok(QueueDeclared {
                 name: q.name.clone(),
