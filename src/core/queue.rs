@@ -597,7 +597,19 @@ impl Queue {
 
     /// Removes all ready messages.
     pub fn purge(&self) -> Result<u64> {
-        self.state.lock().store.purge().map_err(Error::from)
+        let mut st = self.state.lock();
+        if !st.delivery_counts.is_empty() {
+            let st = &mut *st;
+            let counts = &mut st.delivery_counts;
+            let mut n = 0;
+            while let Some((p, _)) = st.store.shift() {
+                counts.remove(&p);
+                st.store.ack(p)?;
+                n += 1;
+            }
+            return Ok(n);
+        }
+        st.store.purge().map_err(Error::from)
     }
 
     /// Acknowledges delivered messages.
