@@ -520,8 +520,34 @@ impl Channel {
             );
             return Ok(());
         }
+        let explicit_tag = !tag.starts_with("amq.ctag-");
         let q = info.vhost.get_queue(self.queue_name(queue)?)?;
         q.check_owner(info.id)?;
+        let stream_options = if q.is_stream() {
+            if no_ack {
+                return Err(AmqpError::connection(
+                    code::NOT_IMPLEMENTED,
+                    format!(
+                        "automatic acknowledgement not supported by stream queues queue '{}' in vhost '{}'",
+                        q.name, q.vhost
+                    ),
+                ));
+            }
+            if self.prefetch == 0 {
+                return Err(AmqpError::channel(
+                    code::PRECONDITION_FAILED,
+                    format!(
+                        "consumer prefetch count is not set for 'queue '{}' in vhost '{}''",
+                        q.name, q.vhost
+                    ),
+                ));
+            }
+            let opts = crate::core::stream::ConsumerOptions::from_arguments(args)
+                .map_err(|e| AmqpError::channel(code::PRECONDITION_FAILED, e))?;
+            Some(opts)
+        } else {
+            None
+        };
         let priority = match args.get("x-priority") {
             None => 0,
             Some(v) => match v.as_i64().and_then(|p| i32::try_from(p).ok()) {
@@ -543,7 +569,10 @@ impl Channel {
             priority,
             self.prefetch,
         );
-        q.add_consumer(consumer.clone(), exclusive)?;
+        match &stream_options {
+            Some(opts) => q.add_stream_consumer(consumer.clone(), explicit_tag, opts)?,
+            None => q.add_consumer(consumer.clone(), exclusive)?,
+        }
         self.shared.consumers.lock().insert(tag.clone(), consumer.clone());
         self.reply(
             nowait,
@@ -574,6 +603,15 @@ impl Channel {
     fn get(&mut self, info: &ConnInfo, queue: &str, no_ack: bool) -> AmqpResult {
         let q = info.vhost.get_queue(self.queue_name(queue)?)?;
         q.check_owner(info.id)?;
+        if q.is_stream() {
+            return Err(AmqpError::connection(
+                code::NOT_IMPLEMENTED,
+                format!(
+                    "basic.get not supported by stream queues queue '{}' in vhost '{}'",
+                    q.name, q.vhost
+                ),
+            ));
+        }
         let n = self.number();
         let frame_max = self.shared.frame_max;
         let shared = &self.shared;
@@ -672,6 +710,14 @@ pub(super) fn settle_entries(shared: &ChannelShared, entries: Vec<Unacked>, how:
             j += 1;
         }
         let positions = entries[i..j].iter().map(|u| u.pos);
+        if q.is_stream() {
+            for u in &entries[i..j] {
+                let id = u.consumer.as_ref().map_or(0, |c| c.id);
+                q.settle_stream(id, [u.pos], how != Settle::Requeue);
+            }
+            i = j;
+            continue;
+        }
         match how {
             Settle::Ack => q.ack(positions),
             Settle::Discard => q.reject(positions),

@@ -17,6 +17,7 @@ pub mod message;
 pub mod policy;
 pub mod queue;
 pub mod queue_settings;
+pub mod stream;
 pub mod table_json;
 pub mod topic;
 pub mod user;

@@ -21,7 +21,8 @@ use super::consumer::Consumer;
 use super::dead_letter::{self, DeadLetter, Reason};
 use super::dedup::{DedupCache, DedupSettings};
 use super::message::Message;
-use super::queue_settings::{Overflow, QueueSettings};
+use super::queue_settings::{Overflow, QueueSettings, QueueType};
+use super::stream::{self, ConsumerOptions, StreamState};
 use super::vhost::VHost;
 use super::{BasicProperties, Error, FieldTable, FieldValue, Result};
 use crate::store::record::RecordView;
@@ -108,6 +109,8 @@ pub struct QueueState {
     props_scratch: BytesMut,
     /// Recently seen message ids, with `x-message-deduplication`.
     dedup: Option<DedupCache>,
+    /// The log and readers of a stream queue.
+    pub stream: Option<StreamState>,
 }
 
 impl std::fmt::Debug for Queue {
@@ -156,6 +159,13 @@ impl Queue {
         let store = QueueStore::open(dir, name, segment_size, spec.declared.max_priority)
             .map_err(|e| Error::Internal(format!("cannot open queue '{name}' at {}: {e}", dir.display())))?;
         let consumer_timeout = spec.declared.consumer_timeout.unwrap_or(u64::MAX);
+        let stream = if spec.declared.queue_type == QueueType::Stream {
+            let s = StreamState::open(dir, name, segment_size, spec.declared.max_age)
+                .map_err(|e| Error::Internal(format!("cannot open stream '{name}' at {}: {e}", dir.display())))?;
+            Some(s)
+        } else {
+            None
+        };
         // Declaration validated the arguments; bad ones restored from disk are ignored.
         let dedup = DedupSettings::from_arguments(&spec.arguments)
             .ok()
@@ -187,6 +197,7 @@ impl Queue {
                 dead: Vec::new(),
                 props_scratch: BytesMut::new(),
                 dedup,
+                stream,
             }),
             housekeeping: Notify::new(),
             housekeeping_started: AtomicBool::new(false),
@@ -250,6 +261,9 @@ impl Queue {
             && cache.is_duplicate(msg.properties.headers.as_ref(), msg.timestamp)
         {
             return Ok(Published::default());
+        }
+        if st.stream.is_some() {
+            return self.append_to_stream(&mut st, msg, scratch);
         }
         let (overflow, max_length, max_bytes) = (
             st.settings.overflow,
@@ -332,6 +346,94 @@ impl Queue {
             woke: was_empty,
             rejected: false,
         })
+    }
+
+    fn append_to_stream(&self, st: &mut QueueState, msg: &Message, scratch: &mut BytesMut) -> Result<Published> {
+        let (max_len, max_bytes, max_age) = (
+            st.settings.max_length,
+            st.settings.max_length_bytes,
+            st.settings.max_age,
+        );
+        let Some(s) = st.stream.as_mut() else {
+            return Ok(Published::default());
+        };
+        msg.with_encoded_properties(scratch, |props| {
+            s.store
+                .push(msg.timestamp, &msg.exchange, &msg.routing_key, props, &msg.body)
+        })
+        .map_err(|e| Error::Internal(format!("cannot append to stream '{}': {e}", self.name)))?;
+        if max_len.is_some() || max_bytes.is_some() || max_age.is_some() {
+            s.store
+                .apply_retention(max_len, max_bytes, max_age.map(|age| (msg.timestamp, age)));
+        }
+        // Readers at the end wait for new messages: wake them all.
+        Ok(Published {
+            woke: true,
+            rejected: false,
+        })
+    }
+
+    /// True for a stream queue.
+    pub fn is_stream(&self) -> bool {
+        self.declared.queue_type == QueueType::Stream
+    }
+
+    /// Attaches a stream consumer, starting where its arguments (or the offset
+    /// tracked for its tag) say.
+    pub fn add_stream_consumer(
+        &self,
+        consumer: Arc<dyn Consumer>,
+        explicit_tag: bool,
+        opts: &ConsumerOptions,
+    ) -> Result<()> {
+        let (id, tag) = (consumer.id(), consumer.tag().to_string());
+        self.add_consumer(consumer, false)?;
+        if let Some(s) = self.state.lock().stream.as_mut() {
+            s.add_reader(id, &tag, explicit_tag, opts);
+        }
+        Ok(())
+    }
+
+    /// Settles stream deliveries of consumer `id` (`acked`: ack, nack or reject;
+    /// otherwise returned to the queue, which a stream ignores).
+    pub fn settle_stream(&self, id: u64, positions: impl IntoIterator<Item = SegPos>, acked: bool) {
+        let mut st = self.state.lock();
+        let mut n = 0;
+        let offsets: Vec<u64> = positions
+            .into_iter()
+            .inspect(|_| n += 1)
+            .map(stream::pos_offset)
+            .collect();
+        st.unacked = st.unacked.saturating_sub(n);
+        if let Some(s) = st.stream.as_mut() {
+            s.settle(id, offsets, acked, Message::now_ms());
+        }
+        st.notify_consumers();
+    }
+
+    /// Delivers stream messages to consumers with capacity, each from its own
+    /// place in the stream, with an `x-stream-offset` header.
+    fn deliver_stream(&self, st: &mut QueueState, touched: &mut Touched) -> bool {
+        let Some(s) = st.stream.as_mut() else { return false };
+        let mut delivered = 0;
+        let mut progress = true;
+        while progress && delivered < DELIVERY_BATCH {
+            progress = false;
+            for c in &st.consumers {
+                if delivered >= DELIVERY_BATCH || !c.has_capacity() || !s.has_next(c.id()) {
+                    continue;
+                }
+                let Some(next) = s.next_for(c.id()) else { continue };
+                let Some(view) = s.store.view(next.at) else { continue };
+                let view = with_header(view, "x-stream-offset", next.offset as i64, &mut st.props_scratch);
+                c.deliver(&view, stream::offset_pos(next.offset), false);
+                st.unacked += 1;
+                delivered += 1;
+                progress = true;
+                touched.add(c);
+            }
+        }
+        delivered >= DELIVERY_BATCH
     }
 
     /// Drops (dead-letters) messages from the head while over a length limit.
@@ -420,6 +522,9 @@ impl Queue {
     }
 
     fn deliver_locked(&self, st: &mut QueueState, touched: &mut Touched, now: i64) -> bool {
+        if st.stream.is_some() {
+            return self.deliver_stream(st, touched);
+        }
         for _ in 0..DELIVERY_BATCH {
             if st.store.ready_count() == 0 {
                 return false;
@@ -517,6 +622,9 @@ impl Queue {
     /// removed first, so that the count is what a consumer would get).
     pub fn counts(&self) -> (u64, u32) {
         let mut st = self.state.lock();
+        if let Some(s) = &st.stream {
+            return (s.store.len(), st.consumers.len() as u32);
+        }
         self.expire_head(&mut st, Message::now_ms());
         let counts = (st.store.ready_count(), st.consumers.len() as u32);
         self.unlock_and_route(st);
@@ -563,6 +671,9 @@ impl Queue {
             st.sac_draining = true;
         }
         st.consumers.retain(|c| c.id() != id);
+        if let Some(s) = st.stream.as_mut() {
+            s.remove_reader(id);
+        }
         if st.consumers.len() != before {
             st.exclusive_consumer = false;
             st.last_used_ms = Message::now_ms();
@@ -598,6 +709,10 @@ impl Queue {
     /// Removes all ready messages.
     pub fn purge(&self) -> Result<u64> {
         let mut st = self.state.lock();
+        if st.stream.is_some() {
+            // A stream is a log: it is trimmed by retention only.
+            return Ok(0);
+        }
         if !st.delivery_counts.is_empty() {
             let st = &mut *st;
             let counts = &mut st.delivery_counts;
@@ -778,11 +893,16 @@ async fn housekeeping(queue: Weak<Queue>) {
 
 /// The record with an `x-delivery-count` header added to its properties.
 fn with_delivery_count<'a>(view: RecordView<'a>, count: u32, scratch: &'a mut BytesMut) -> RecordView<'a> {
+    with_header(view, "x-delivery-count", i64::from(count), scratch)
+}
+
+/// The record with header `name` set to `value` in its properties.
+fn with_header<'a>(view: RecordView<'a>, name: &str, value: i64, scratch: &'a mut BytesMut) -> RecordView<'a> {
     let mut props = decode_properties(view.properties);
     props
         .headers
         .get_or_insert_with(FieldTable::new)
-        .insert("x-delivery-count", FieldValue::I64(i64::from(count)));
+        .insert(name, FieldValue::I64(value));
     scratch.clear();
     let _ = props.encode(scratch);
     RecordView {

@@ -83,6 +83,8 @@ pub struct QueueSettings {
     pub delivery_limit: Option<u64>,
     /// Milliseconds a delivery may stay unacknowledged.
     pub consumer_timeout: Option<u64>,
+    /// Streams: milliseconds a message is kept (`x-max-age`).
+    pub max_age: Option<i64>,
 }
 
 /// Largest TTL or expiry RabbitMQ accepts (milliseconds).
@@ -243,6 +245,13 @@ impl QueueSettings {
                 }
                 "x-delivery-limit" => s.delivery_limit = Some(non_negative("x-delivery-limit", v)?),
                 "x-consumer-timeout" => s.consumer_timeout = Some(non_negative("x-consumer-timeout", v)?),
+                "x-max-age" => {
+                    let text = string_arg("x-max-age", v)?;
+                    s.max_age = Some(super::stream::parse_max_age(text).ok_or(ArgError {
+                        arg: "x-max-age",
+                        detail: format!("\"invalid max age '{text}'\""),
+                    })?);
+                }
                 _ => {}
             }
         }
@@ -273,6 +282,15 @@ impl QueueSettings {
         s.max_length_bytes = lowest(s.max_length_bytes, "max-length-bytes");
         s.delivery_limit = lowest(s.delivery_limit, "delivery-limit");
         s.consumer_timeout = lowest(s.consumer_timeout, "consumer-timeout");
+        let policy_age = |def: Option<&Map<String, Value>>| {
+            def.and_then(|d| d.get("max-age"))
+                .and_then(Value::as_str)
+                .and_then(super::stream::parse_max_age)
+        };
+        s.max_age = [s.max_age, policy_age(policy), policy_age(operator)]
+            .into_iter()
+            .flatten()
+            .min();
         let text = |key: &str| policy.and_then(|d| d.get(key)).and_then(Value::as_str);
         if args.get("x-overflow").is_none()
             && let Some(o) = text("overflow")

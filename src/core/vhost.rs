@@ -528,6 +528,16 @@ impl VHost {
             .map_err(|e| Error::PreconditionFailed(e.describe(name, &self.name)))?;
         super::dedup::DedupSettings::validate_arguments(&arguments).map_err(Error::PreconditionFailed)?;
         check_queue_type(&declared, opts, name, &self.name)?;
+        if declared.queue_type == QueueType::Stream
+            && let Some(arg) = super::stream::FORBIDDEN_ARGUMENTS
+                .iter()
+                .find(|a| arguments.get(a).is_some())
+        {
+            return Err(Error::PreconditionFailed(format!(
+                "invalid arg '{arg}' for queue '{name}' in vhost '{}': not supported by stream queues",
+                self.name
+            )));
+        }
         let owner = opts.exclusive.then_some(conn);
         let persistent = opts.durable && !opts.exclusive;
         let dir = self.queue_dir(name, persistent);
@@ -934,11 +944,6 @@ fn check_queue_type(settings: &QueueSettings, opts: &QueueOptions, name: &str, v
     if let Some(prop) = bad {
         return Err(Error::PreconditionFailed(format!(
             "invalid property '{prop}' for queue '{name}' in vhost '{vhost}'"
-        )));
-    }
-    if kind == QueueType::Stream {
-        return Err(Error::PreconditionFailed(format!(
-            "queue '{name}' in vhost '{vhost}': stream queues are not supported yet"
         )));
     }
     Ok(())

@@ -8,6 +8,7 @@ pub mod message_store;
 pub mod queue_store;
 pub mod record;
 pub mod segment;
+pub mod stream_store;
 
 pub use group_sync::{GroupSync, SyncWaiter};
 pub use message_store::{MessageStore, SegPos};

@@ -1,0 +1,419 @@
+//! Stream queues (`x-queue-type: stream`): an append-only log that consumers
+//! read from an offset of their choosing, each with its own cursor, so that any
+//! number of them read one stream without copying messages. Acks only move a
+//! consumer's tracked offset; messages leave by retention (`x-max-length`,
+//! `x-max-length-bytes`, `x-max-age`), whole segments at a time.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use rustc_hash::FxHashMap;
+
+use super::{BasicProperties, FieldTable, FieldValue};
+use crate::store::SegPos;
+use crate::store::stream_store::{StreamCursor, StreamStore};
+
+/// File with the tracked offset of each consumer tag.
+const OFFSETS_FILE: &str = "consumer_offsets.json";
+
+/// Queue arguments a stream does not accept (LavinMQ refuses them).
+pub const FORBIDDEN_ARGUMENTS: [&str; 7] = [
+    "x-dead-letter-exchange",
+    "x-dead-letter-routing-key",
+    "x-expires",
+    "x-delivery-limit",
+    "x-overflow",
+    "x-single-active-consumer",
+    "x-max-priority",
+];
+
+/// Parses `x-max-age` (`\d+[YMDhms]`) into milliseconds.
+pub fn parse_max_age(s: &str) -> Option<i64> {
+    let unit = s.chars().last()?;
+    let n: i64 = s[..s.len() - unit.len_utf8()].parse().ok()?;
+    let secs = match unit {
+        'Y' => 365 * 24 * 3600,
+        'M' => 30 * 24 * 3600,
+        'D' => 24 * 3600,
+        'h' => 3600,
+        'm' => 60,
+        's' => 1,
+        _ => return None,
+    };
+    n.checked_mul(secs * 1000)
+}
+
+/// Encodes a stream offset as the position a delivery carries (streams are never
+/// acked in the store, so the position only identifies the message).
+pub fn offset_pos(offset: u64) -> SegPos {
+    SegPos {
+        seg: (offset >> 32) as u32,
+        pos: offset as u32,
+    }
+}
+
+/// The offset a delivery position stands for.
+pub fn pos_offset(p: SegPos) -> u64 {
+    (u64::from(p.seg) << 32) | u64::from(p.pos)
+}
+
+/// Where a new consumer starts (`x-stream-offset`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum StartAt {
+    /// The oldest message kept.
+    First,
+    /// The newest message.
+    Last,
+    /// Only messages published from now on (RabbitMQ's default).
+    Next,
+    /// A message offset.
+    Offset(u64),
+    /// The first message stored at or after this time (ms).
+    Time(i64),
+}
+
+/// A consumer's message filter (`x-stream-filter`).
+#[derive(Debug, Clone)]
+pub struct Filter {
+    values: Vec<String>,
+    match_all: bool,
+    match_unfiltered: bool,
+}
+
+impl Filter {
+    /// True when a message with `x-stream-filter-value` `value` passes.
+    fn accepts(&self, value: Option<&str>) -> bool {
+        let Some(value) = value else {
+            return self.match_unfiltered;
+        };
+        let mut have = value.split(',').map(str::trim);
+        if self.match_all {
+            self.values.iter().all(|f| value.split(',').any(|v| v.trim() == f))
+        } else {
+            have.any(|v| self.values.iter().any(|f| f == v))
+        }
+    }
+}
+
+/// What a stream consumer asked for in its `basic.consume` arguments.
+#[derive(Debug, Clone)]
+pub struct ConsumerOptions {
+    /// Where to start (`None`: the tracked offset of the tag, else next).
+    pub start: Option<StartAt>,
+    /// Message filter.
+    pub filter: Option<Filter>,
+    /// Resume from the tag's tracked offset even if `start` is given.
+    pub automatic_tracking: bool,
+}
+
+impl ConsumerOptions {
+    /// Reads and validates the consumer arguments.
+    pub fn from_arguments(args: &FieldTable) -> Result<Self, String> {
+        let start = match args.get("x-stream-offset") {
+            None => None,
+            Some(FieldValue::Timestamp(secs)) => Some(StartAt::Time(*secs as i64 * 1000)),
+            Some(v) => match (v.as_str(), v.as_i64()) {
+                (Some("first"), _) => Some(StartAt::First),
+                (Some("last"), _) => Some(StartAt::Last),
+                (Some("next"), _) => Some(StartAt::Next),
+                (_, Some(n)) if n >= 0 => Some(StartAt::Offset(n as u64)),
+                _ => return Err(format!("invalid x-stream-offset: {v:?}")),
+            },
+        };
+        let filter_values: Option<Vec<String>> = match args.get("x-stream-filter") {
+            None => None,
+            Some(FieldValue::Array(items)) => {
+                Some(items.iter().filter_map(|v| v.as_str()).map(str::to_string).collect())
+            }
+            Some(v) => match v.as_str() {
+                Some(s) => Some(
+                    s.split(',')
+                        .map(|x| x.trim().to_string())
+                        .filter(|x| !x.is_empty())
+                        .collect(),
+                ),
+                None => return Err("invalid x-stream-filter: expected a string or an array of strings".into()),
+            },
+        };
+        let match_all = match args.get("x-filter-match-type").map(|v| v.as_str()) {
+            None | Some(Some("all")) => true,
+            Some(Some("any")) => false,
+            _ => return Err("invalid x-filter-match-type: expected 'all' or 'any'".into()),
+        };
+        let flag = |key: &str| match args.get(key) {
+            Some(FieldValue::Bool(b)) => *b,
+            Some(v) => v.as_str() == Some("true"),
+            None => false,
+        };
+        Ok(ConsumerOptions {
+            start,
+            filter: filter_values.map(|values| Filter {
+                values,
+                match_all,
+                match_unfiltered: flag("x-stream-match-unfiltered"),
+            }),
+            automatic_tracking: flag("x-stream-automatic-offset-tracking"),
+        })
+    }
+}
+
+/// One consumer's place in the stream.
+struct Reader {
+    cursor: StreamCursor,
+    tag: String,
+    /// Tracked across reconnects (an explicit consumer tag).
+    tracked: bool,
+    filter: Option<Filter>,
+    /// Offsets delivered and not yet acknowledged.
+    inflight: BTreeSet<u64>,
+    /// The last offset delivered.
+    last: Option<u64>,
+}
+
+/// The state of a stream queue.
+pub struct StreamState {
+    /// The messages.
+    pub store: StreamStore,
+    readers: FxHashMap<u64, Reader>,
+    offsets: BTreeMap<String, u64>,
+    offsets_path: PathBuf,
+    dirty_since: Option<i64>,
+    /// Retention: `x-max-age` in ms.
+    pub max_age: Option<i64>,
+}
+
+/// A message read for a consumer: its offset and where it is.
+pub struct Next {
+    /// Message offset.
+    pub offset: u64,
+    /// Segment and byte position, for [`StreamStore::view`].
+    pub at: (u32, u32),
+}
+
+impl StreamState {
+    /// Opens the stream stored under `dir`.
+    pub fn open(dir: &Path, label: &str, segment_size: u64, max_age: Option<i64>) -> std::io::Result<Self> {
+        let store = StreamStore::open(&dir.join("stream"), label, segment_size)?;
+        let offsets_path = dir.join(OFFSETS_FILE);
+        let offsets = std::fs::read(&offsets_path)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        Ok(StreamState {
+            store,
+            readers: FxHashMap::default(),
+            offsets,
+            offsets_path,
+            dirty_since: None,
+            max_age,
+        })
+    }
+
+    /// Adds a reader for consumer `id` with tag `tag`.
+    pub fn add_reader(&mut self, id: u64, tag: &str, explicit_tag: bool, opts: &ConsumerOptions) {
+        let tracked_offset = explicit_tag.then(|| self.offsets.get(tag).copied()).flatten();
+        let start = match (&opts.start, tracked_offset) {
+            (None, Some(t)) => StartAt::Offset(t + 1),
+            (Some(_), Some(t)) if opts.automatic_tracking => StartAt::Offset(t + 1),
+            (Some(s), _) => s.clone(),
+            (None, None) => StartAt::Next,
+        };
+        let cursor = match start {
+            StartAt::First => self.store.cursor_first(),
+            StartAt::Next => self.store.cursor_next(),
+            StartAt::Last => {
+                let last = self
+                    .store
+                    .next_offset()
+                    .saturating_sub(1)
+                    .max(self.store.first_offset());
+                self.store.cursor_at(last)
+            }
+            StartAt::Offset(o) => self.store.cursor_at(o.max(self.store.first_offset())),
+            StartAt::Time(t) => self.store.cursor_at_time(t),
+        };
+        self.readers.insert(
+            id,
+            Reader {
+                cursor,
+                tag: tag.to_string(),
+                tracked: explicit_tag,
+                filter: opts.filter.clone(),
+                inflight: BTreeSet::new(),
+                last: None,
+            },
+        );
+    }
+
+    /// Removes consumer `id`'s reader, saving its tracked offset.
+    pub fn remove_reader(&mut self, id: u64) {
+        if let Some(r) = self.readers.remove(&id) {
+            if r.tracked {
+                self.track(&r);
+            }
+            self.save_offsets();
+        }
+    }
+
+    /// True when consumer `id` has a message to read.
+    pub fn has_next(&self, id: u64) -> bool {
+        self.readers
+            .get(&id)
+            .is_some_and(|r| r.cursor.offset < self.store.next_offset())
+    }
+
+    /// The next message for consumer `id` that passes its filter.
+    pub fn next_for(&mut self, id: u64) -> Option<Next> {
+        let reader = self.readers.get_mut(&id)?;
+        loop {
+            let (offset, _ts, at) = self.store.read(&mut reader.cursor)?;
+            if let Some(f) = &reader.filter {
+                let value = self.store.view(at).and_then(|v| {
+                    let props = BasicProperties::decode(&mut Bytes::copy_from_slice(v.properties)).ok()?;
+                    props
+                        .headers?
+                        .get("x-stream-filter-value")
+                        .and_then(|h| h.as_str())
+                        .map(str::to_string)
+                });
+                if !f.accepts(value.as_deref()) {
+                    continue;
+                }
+            }
+            reader.inflight.insert(offset);
+            reader.last = Some(offset);
+            return Some(Next { offset, at });
+        }
+    }
+
+    /// Settles deliveries of consumer `id`: acked (or rejected) ones move its
+    /// tracked offset forward, never past a delivery still unacknowledged;
+    /// returned ones stay pending, so the offset stays before them.
+    pub fn settle(&mut self, id: u64, offsets: impl IntoIterator<Item = u64>, acked: bool, now_ms: i64) {
+        let Some(reader) = self.readers.get_mut(&id) else {
+            return;
+        };
+        if !acked {
+            return;
+        }
+        for o in offsets {
+            reader.inflight.remove(&o);
+        }
+        if reader.tracked {
+            let reader = &self.readers[&id];
+            let tracked = Self::tracked_offset(reader);
+            if let Some(t) = tracked
+                && self.offsets.get(&reader.tag) != Some(&t)
+            {
+                self.offsets.insert(reader.tag.clone(), t);
+                self.dirty_since.get_or_insert(now_ms);
+            }
+            if self.dirty_since.is_some_and(|since| now_ms - since >= 500) {
+                self.save_offsets();
+            }
+        }
+    }
+
+    /// The offset up to which everything delivered to `r` is acknowledged.
+    fn tracked_offset(r: &Reader) -> Option<u64> {
+        match r.inflight.first() {
+            Some(&lowest) => lowest.checked_sub(1),
+            None => r.last,
+        }
+    }
+
+    fn track(&mut self, r: &Reader) {
+        if let Some(t) = Self::tracked_offset(r) {
+            self.offsets.insert(r.tag.clone(), t);
+            self.dirty_since.get_or_insert(0);
+        }
+    }
+
+    /// Writes the tracked offsets if they changed.
+    pub fn save_offsets(&mut self) {
+        if self.dirty_since.take().is_none() {
+            return;
+        }
+        match serde_json::to_vec(&self.offsets) {
+            Ok(bytes) => {
+                let tmp = self.offsets_path.with_extension("tmp");
+                if let Err(e) = std::fs::write(&tmp, bytes).and_then(|_| std::fs::rename(&tmp, &self.offsets_path)) {
+                    tracing::warn!("cannot save stream consumer offsets: {e}");
+                }
+            }
+            Err(e) => tracing::warn!("cannot encode stream consumer offsets: {e}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_age_units() {
+        assert_eq!(parse_max_age("30s"), Some(30_000));
+        assert_eq!(parse_max_age("2h"), Some(7_200_000));
+        assert_eq!(parse_max_age("1D"), Some(86_400_000));
+        assert_eq!(parse_max_age("5x"), None);
+        assert_eq!(parse_max_age("s"), None);
+    }
+
+    #[test]
+    fn positions_carry_offsets() {
+        for o in [0, 1, u64::from(u32::MAX) + 7] {
+            assert_eq!(pos_offset(offset_pos(o)), o);
+        }
+    }
+
+    #[test]
+    fn filters_match_all_any_and_unfiltered() {
+        let all = Filter {
+            values: vec!["a".into(), "b".into()],
+            match_all: true,
+            match_unfiltered: false,
+        };
+        assert!(all.accepts(Some("a,b,c")));
+        assert!(!all.accepts(Some("a")));
+        assert!(!all.accepts(None));
+        let any = Filter {
+            values: vec!["a".into(), "b".into()],
+            match_all: false,
+            match_unfiltered: true,
+        };
+        assert!(any.accepts(Some("b")));
+        assert!(!any.accepts(Some("c")));
+        assert!(any.accepts(None));
+    }
+
+    #[test]
+    fn tracked_offset_never_skips_unacked() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = StreamState::open(dir.path(), "s", 4096, None).unwrap();
+        for i in 0..5 {
+            s.store.push(i, "", "s", &[0, 0], b"m").unwrap();
+        }
+        let opts = ConsumerOptions::from_arguments(
+            &[("x-stream-offset".into(), FieldValue::from("first"))]
+                .into_iter()
+                .collect(),
+        )
+        .unwrap();
+        s.add_reader(1, "tag", true, &opts);
+        let got: Vec<u64> = std::iter::from_fn(|| s.next_for(1).map(|n| n.offset)).collect();
+        assert_eq!(got, [0, 1, 2, 3, 4]);
+        s.settle(1, [0, 1, 3], true, 0);
+        assert_eq!(s.offsets.get("tag"), Some(&1));
+        s.remove_reader(1);
+        drop(s);
+        let mut s = StreamState::open(dir.path(), "s", 4096, None).unwrap();
+        s.add_reader(
+            2,
+            "tag",
+            true,
+            &ConsumerOptions::from_arguments(&FieldTable::new()).unwrap(),
+        );
+        assert_eq!(s.next_for(2).map(|n| n.offset), Some(2));
+    }
+}

@@ -1,0 +1,301 @@
+//! Stream queues: append-only, read by offset by any number of consumers, with
+//! offset tracking per consumer tag, filters and retention.
+
+mod common;
+
+use common::*;
+use lapin::options::{
+    BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicGetOptions, BasicQosOptions, ConfirmSelectOptions,
+    QueueDeclareOptions,
+};
+use lapin::types::{AMQPValue, FieldTable, LongString};
+use lapin::{BasicProperties, Channel, Consumer};
+
+fn table(pairs: &[(&str, AMQPValue)]) -> FieldTable {
+    let mut t = FieldTable::default();
+    for (k, v) in pairs {
+        t.insert((*k).into(), v.clone());
+    }
+    t
+}
+
+fn text(s: &str) -> AMQPValue {
+    AMQPValue::LongString(LongString::from(s))
+}
+
+fn durable() -> QueueDeclareOptions {
+    QueueDeclareOptions {
+        durable: true,
+        ..Default::default()
+    }
+}
+
+async fn declare_stream(ch: &Channel, name: &str, extra: &[(&str, AMQPValue)]) {
+    let mut args = table(extra);
+    args.insert("x-queue-type".into(), text("stream"));
+    ch.queue_declare(name.into(), durable(), args)
+        .await
+        .expect("declare stream");
+}
+
+async fn fill(ch: &Channel, q: &str, bodies: impl IntoIterator<Item = String>) {
+    ch.confirm_select(ConfirmSelectOptions::default()).await.ok();
+    for b in bodies {
+        publish(ch, "", q, b.as_bytes()).await;
+    }
+    ch.wait_for_confirms().await.expect("confirms");
+}
+
+async fn consume(ch: &Channel, q: &str, tag: &str, args: FieldTable) -> Consumer {
+    ch.basic_qos(100, BasicQosOptions::default()).await.unwrap();
+    ch.basic_consume(q.into(), tag.into(), BasicConsumeOptions::default(), args)
+        .await
+        .expect("consume")
+}
+
+fn offset_of(d: &lapin::message::Delivery) -> i64 {
+    let h = d.properties.headers().as_ref().expect("headers");
+    match h.inner().get("x-stream-offset") {
+        Some(AMQPValue::LongLongInt(n)) => *n,
+        other => panic!("no x-stream-offset: {other:?}"),
+    }
+}
+
+async fn offsets(c: &mut Consumer, n: usize) -> Vec<i64> {
+    deliveries(c, n).await.iter().map(offset_of).collect()
+}
+
+#[tokio::test]
+async fn consumers_read_the_same_messages_from_their_own_offsets() {
+    let b = start().await;
+    let (conn, ch) = b.channel().await;
+    let q = uniq("stream");
+    declare_stream(&ch, &q, &[]).await;
+    fill(&ch, &q, (0..10).map(|i| format!("m{i}"))).await;
+    let ch2 = conn.create_channel().await.unwrap();
+    let ch3 = conn.create_channel().await.unwrap();
+    let mut first = consume(&ch2, &q, "", table(&[("x-stream-offset", text("first"))])).await;
+    let mut from5 = consume(&ch3, &q, "", table(&[("x-stream-offset", AMQPValue::LongInt(5))])).await;
+    let all = deliveries(&mut first, 10).await;
+    assert_eq!(
+        all.iter().map(offset_of).collect::<Vec<_>>(),
+        (0..10).collect::<Vec<_>>()
+    );
+    assert_eq!(all[3].data, b"m3");
+    assert_eq!(offsets(&mut from5, 5).await, [5, 6, 7, 8, 9]);
+    // The stream keeps its messages: both consumers read them, nothing is removed.
+    let ok = ch
+        .queue_declare(
+            q.as_str().into(),
+            QueueDeclareOptions {
+                passive: true,
+                ..durable()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(ok.message_count(), 10);
+    // New messages reach both.
+    fill(&ch, &q, ["m10".to_string()]).await;
+    assert_eq!(offsets(&mut first, 1).await, [10]);
+    assert_eq!(offsets(&mut from5, 1).await, [10]);
+}
+
+#[tokio::test]
+async fn next_is_the_default_and_last_starts_at_the_newest() {
+    let b = start().await;
+    let (conn, ch) = b.channel().await;
+    let q = uniq("stream-next");
+    declare_stream(&ch, &q, &[]).await;
+    fill(&ch, &q, (0..3).map(|i| format!("old{i}"))).await;
+    let c1 = conn.create_channel().await.unwrap();
+    let c2 = conn.create_channel().await.unwrap();
+    let mut next = consume(&c1, &q, "", FieldTable::default()).await;
+    let mut last = consume(&c2, &q, "", table(&[("x-stream-offset", text("last"))])).await;
+    assert_eq!(offsets(&mut last, 1).await, [2]);
+    assert_no_delivery(&mut next).await;
+    fill(&ch, &q, ["new".to_string()]).await;
+    let d = next_delivery(&mut next).await;
+    assert_eq!((offset_of(&d), d.data.as_slice()), (3, b"new".as_slice()));
+}
+
+#[tokio::test]
+async fn offset_by_timestamp() {
+    let b = start().await;
+    let (conn, ch) = b.channel().await;
+    let q = uniq("stream-time");
+    declare_stream(&ch, &q, &[]).await;
+    fill(&ch, &q, ["before".to_string()]).await;
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    fill(&ch, &q, ["after".to_string()]).await;
+    let c = conn.create_channel().await.unwrap();
+    let mut consumer = consume(&c, &q, "", table(&[("x-stream-offset", AMQPValue::Timestamp(since))])).await;
+    let d = next_delivery(&mut consumer).await;
+    assert_eq!(d.data, b"after");
+}
+
+#[tokio::test]
+async fn declare_and_consume_rules() {
+    let b = start().await;
+    let (conn, ch) = b.channel().await;
+    let q = uniq("stream-rules");
+    // Must be durable.
+    let mut ev = events(&conn);
+    let _ = ch
+        .queue_declare(
+            q.as_str().into(),
+            QueueDeclareOptions::default(),
+            table(&[("x-queue-type", text("stream"))]),
+        )
+        .await;
+    assert!(expect_error(&mut ev, 406).await.contains("non-durable"));
+    let ch = conn.create_channel().await.unwrap();
+    let _ = ch
+        .queue_declare(
+            q.as_str().into(),
+            durable(),
+            table(&[
+                ("x-queue-type", text("stream")),
+                ("x-max-priority", AMQPValue::LongInt(5)),
+            ]),
+        )
+        .await;
+    assert!(expect_error(&mut ev, 406).await.contains("x-max-priority"));
+    let ch = conn.create_channel().await.unwrap();
+    declare_stream(&ch, &q, &[]).await;
+    // A consumer needs a prefetch (the broker's default prefetch counts; an
+    // explicit 0 means none).
+    ch.basic_qos(0, BasicQosOptions::default()).await.unwrap();
+    let _ = ch
+        .basic_consume(
+            q.as_str().into(),
+            "".into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await;
+    assert!(expect_error(&mut ev, 406).await.contains("prefetch"));
+    // basic.get is not supported (540 closes the connection, as in RabbitMQ).
+    let ch = conn.create_channel().await.unwrap();
+    let _ = ch.basic_get(q.as_str().into(), BasicGetOptions::default()).await;
+    assert!(expect_error(&mut ev, 540).await.contains("basic.get"));
+}
+
+#[tokio::test]
+async fn tracked_offset_resumes_after_the_last_contiguous_ack() {
+    let mut b = start().await;
+    let q = uniq("stream-track");
+    {
+        let (conn, ch) = b.channel().await;
+        declare_stream(&ch, &q, &[]).await;
+        fill(&ch, &q, (0..6).map(|i| format!("m{i}"))).await;
+        let c = conn.create_channel().await.unwrap();
+        let mut consumer = consume(&c, &q, "reader-1", table(&[("x-stream-offset", text("first"))])).await;
+        let got = deliveries(&mut consumer, 6).await;
+        // Ack 0, 1, 2 and 4; 3 stays unacked, so the tracked offset stops at 2.
+        for d in got.iter().filter(|d| offset_of(d) != 3 && offset_of(d) != 5) {
+            d.acker.ack(BasicAckOptions::default()).await.unwrap();
+        }
+        c.basic_cancel("reader-1".into(), BasicCancelOptions::default())
+            .await
+            .unwrap();
+        conn.close(200, "bye".into()).await.ok();
+    }
+    b.restart().await;
+    let (conn, _ch) = b.channel().await;
+    let c = conn.create_channel().await.unwrap();
+    // Same tag, no x-stream-offset: resume after the tracked offset.
+    let mut consumer = consume(&c, &q, "reader-1", FieldTable::default()).await;
+    assert_eq!(offsets(&mut consumer, 3).await, [3, 4, 5]);
+}
+
+#[tokio::test]
+async fn filters_select_messages_by_their_filter_value() {
+    let b = start().await;
+    let (conn, ch) = b.channel().await;
+    let q = uniq("stream-filter");
+    declare_stream(&ch, &q, &[]).await;
+    ch.confirm_select(ConfirmSelectOptions::default()).await.unwrap();
+    for (body, value) in [
+        ("r1", Some("red")),
+        ("b1", Some("blue")),
+        ("n1", None),
+        ("r2", Some("red,big")),
+    ] {
+        let props = match value {
+            Some(v) => BasicProperties::default().with_headers(table(&[("x-stream-filter-value", text(v))])),
+            None => BasicProperties::default(),
+        };
+        publish_props(&ch, "", &q, body.as_bytes(), props).await;
+    }
+    ch.wait_for_confirms().await.unwrap();
+    let c1 = conn.create_channel().await.unwrap();
+    let mut red = consume(
+        &c1,
+        &q,
+        "",
+        table(&[("x-stream-offset", text("first")), ("x-stream-filter", text("red"))]),
+    )
+    .await;
+    let got: Vec<Vec<u8>> = deliveries(&mut red, 2).await.into_iter().map(|d| d.data).collect();
+    assert_eq!(got, [b"r1".to_vec(), b"r2".to_vec()]);
+    assert_no_delivery(&mut red).await;
+    let c2 = conn.create_channel().await.unwrap();
+    let mut blue_or_none = consume(
+        &c2,
+        &q,
+        "",
+        table(&[
+            ("x-stream-offset", text("first")),
+            ("x-stream-filter", text("blue")),
+            ("x-stream-match-unfiltered", AMQPValue::Boolean(true)),
+        ]),
+    )
+    .await;
+    let got: Vec<Vec<u8>> = deliveries(&mut blue_or_none, 2)
+        .await
+        .into_iter()
+        .map(|d| d.data)
+        .collect();
+    assert_eq!(got, [b"b1".to_vec(), b"n1".to_vec()]);
+}
+
+#[tokio::test]
+async fn retention_by_length_drops_old_segments_and_keeps_offsets() {
+    let mut b = start_with(|c| c.main.segment_size = 4096).await;
+    let q = uniq("stream-retain");
+    {
+        let (_conn, ch) = b.channel().await;
+        declare_stream(&ch, &q, &[("x-max-length", AMQPValue::LongInt(50))]).await;
+        fill(&ch, &q, (0..500).map(|i| format!("message number {i}"))).await;
+    }
+    b.restart().await;
+    let (conn, ch) = b.channel().await;
+    let ok = ch
+        .queue_declare(
+            q.as_str().into(),
+            QueueDeclareOptions {
+                passive: true,
+                ..durable()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+    assert!(
+        ok.message_count() >= 50 && ok.message_count() < 200,
+        "{}",
+        ok.message_count()
+    );
+    let c = conn.create_channel().await.unwrap();
+    let mut consumer = consume(&c, &q, "", table(&[("x-stream-offset", text("first"))])).await;
+    let d = next_delivery(&mut consumer).await;
+    let first = offset_of(&d);
+    assert!(first > 0, "old segments removed");
+    assert_eq!(d.data, format!("message number {first}").as_bytes());
+}
