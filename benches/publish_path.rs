@@ -89,6 +89,7 @@ impl Fixture {
                 segment_size: 8 * 1024 * 1024,
                 sync: false,
                 free_disk_min: 0,
+                consistent_hash_algorithm: Default::default(),
             },
         )
         .expect("open vhost");

@@ -64,6 +64,10 @@ impl Server {
             segment_size: main.segment_size,
             sync: main.sync,
             free_disk_min: main.free_disk_min,
+            consistent_hash_algorithm: crate::core::consistent_hash::HashAlgorithm::parse(
+                &main.default_consistent_hash_algorithm,
+            )
+            .unwrap_or_default(),
         };
         let broker = Broker::open(
             &main.data_dir,

@@ -247,3 +247,21 @@ async fn deduplicating_queue_with_custom_header_and_cache_size() {
     ch.wait_for_confirms().await.unwrap();
     assert_eq!(count(&ch, &q).await, 3);
 }
+
+#[tokio::test]
+async fn consistent_hash_algorithm_from_config_or_argument() {
+    use lavinmq::core::consistent_hash::HashAlgorithm;
+    let b = start_with(|c| c.main.default_consistent_hash_algorithm = "jump".into()).await;
+    let (_c, ch) = b.channel().await;
+    let (plain, ring) = (uniq("chx"), uniq("chx"));
+    declare_exchange(&ch, &plain, "x-consistent-hash", false, FieldTable::default())
+        .await
+        .unwrap();
+    let args = table(&[("x-algorithm", text("ring"))]);
+    declare_exchange(&ch, &ring, "x-consistent-hash", false, args)
+        .await
+        .unwrap();
+    let v = b.server().broker.vhost("/").unwrap();
+    assert_eq!(v.exchange(&plain).unwrap().hash_algorithm(), Some(HashAlgorithm::Jump));
+    assert_eq!(v.exchange(&ring).unwrap().hash_algorithm(), Some(HashAlgorithm::Ring));
+}

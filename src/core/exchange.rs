@@ -187,6 +187,18 @@ impl Exchange {
         }
     }
 
+    /// Sets the placement algorithm of a consistent-hash exchange that has no
+    /// `x-algorithm` argument (before any binding is made).
+    pub fn use_hash_algorithm(&mut self, default: HashAlgorithm) {
+        let algorithm = HashAlgorithm::from_arguments(&self.arguments, default);
+        self.bindings.get_mut().hash = Some(ConsistentHasher::new(algorithm));
+    }
+
+    /// The placement algorithm of a consistent-hash exchange.
+    pub fn hash_algorithm(&self) -> Option<HashAlgorithm> {
+        self.bindings.read().hash.as_ref().map(ConsistentHasher::algorithm)
+    }
+
     /// Checks declaration arguments that the exchange interprets.
     pub fn validate_arguments(arguments: &FieldTable) -> std::result::Result<(), String> {
         DedupSettings::from_arguments(arguments).map(|_| ())

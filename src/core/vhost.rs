@@ -30,6 +30,8 @@ pub struct StoreSettings {
     pub sync: bool,
     /// Publishers are blocked when free disk space falls below this (0 = off).
     pub free_disk_min: u64,
+    /// Placement of `x-consistent-hash` exchanges without `x-algorithm`.
+    pub consistent_hash_algorithm: super::consistent_hash::HashAlgorithm,
 }
 
 /// The exchanges every vhost has.
@@ -391,6 +393,9 @@ impl VHost {
     ) -> Result<Arc<Exchange>> {
         let (base, delayed) = resolve_type(kind, &arguments)?;
         let mut ex = Exchange::new(name, base, opts.durable, opts.auto_delete, opts.internal, arguments);
+        if base == ExchangeKind::ConsistentHash {
+            ex.use_hash_algorithm(self.settings.consistent_hash_algorithm);
+        }
         ex.declared_type = kind.to_string();
         if delayed {
             let dir = self.delayed_dir(name, opts.durable);
