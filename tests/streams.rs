@@ -299,3 +299,42 @@ async fn retention_by_length_drops_old_segments_and_keeps_offsets() {
     assert!(first > 0, "old segments removed");
     assert_eq!(d.data, format!("message number {first}").as_bytes());
 }
+
+#[tokio::test]
+async fn retention_by_age_removes_old_segments_without_new_publishes() {
+    let b = start_with(|c| c.main.segment_size = 4096).await;
+    let (conn, ch) = b.channel().await;
+    let q = uniq("stream-age");
+    declare_stream(&ch, &q, &[("x-max-age", text("1s"))]).await;
+    fill(&ch, &q, (0..300).map(|i| format!("aged message {i}"))).await;
+    let count = || async {
+        let opts = QueueDeclareOptions {
+            passive: true,
+            ..durable()
+        };
+        ch.queue_declare(q.as_str().into(), opts, FieldTable::default())
+            .await
+            .unwrap()
+            .message_count()
+    };
+    assert_eq!(count().await, 300);
+    // Only the segment being written is kept once everything is older than 1 s.
+    eventually("old segments removed", || async { count().await < 100 }).await;
+    let c = conn.create_channel().await.unwrap();
+    let mut consumer = consume(&c, &q, "", table(&[("x-stream-offset", text("first"))])).await;
+    assert!(offset_of(&next_delivery(&mut consumer).await) > 200);
+}
+
+#[tokio::test]
+async fn an_offset_past_the_end_waits_for_new_messages() {
+    let b = start().await;
+    let (conn, ch) = b.channel().await;
+    let q = uniq("stream-past");
+    declare_stream(&ch, &q, &[]).await;
+    fill(&ch, &q, (0..3).map(|i| format!("m{i}"))).await;
+    let c = conn.create_channel().await.unwrap();
+    let mut consumer = consume(&c, &q, "", table(&[("x-stream-offset", AMQPValue::LongInt(1000))])).await;
+    assert_no_delivery(&mut consumer).await;
+    fill(&ch, &q, ["m3".to_string()]).await;
+    assert_eq!(offsets(&mut consumer, 1).await, [3]);
+}

@@ -160,7 +160,7 @@ impl Queue {
             .map_err(|e| Error::Internal(format!("cannot open queue '{name}' at {}: {e}", dir.display())))?;
         let consumer_timeout = spec.declared.consumer_timeout.unwrap_or(u64::MAX);
         let stream = if spec.declared.queue_type == QueueType::Stream {
-            let s = StreamState::open(dir, name, segment_size, spec.declared.max_age)
+            let s = StreamState::open(dir, name, segment_size)
                 .map_err(|e| Error::Internal(format!("cannot open stream '{name}' at {}: {e}", dir.display())))?;
             Some(s)
         } else {
@@ -204,7 +204,7 @@ impl Queue {
             consumer_timeout_ms: AtomicU64::new(consumer_timeout),
         });
         let s = &q.declared;
-        if s.message_ttl.is_some() || s.expires.is_some() || q.lock().store.ready_count() > 0 {
+        if s.message_ttl.is_some() || s.expires.is_some() || s.max_age.is_some() || q.lock().store.ready_count() > 0 {
             // Recovered messages may carry a per-message TTL.
             q.start_housekeeping();
         }
@@ -801,7 +801,7 @@ impl Queue {
             .store(settings.consumer_timeout.unwrap_or(u64::MAX), Ordering::Release);
         st.settings = settings;
         self.drop_over_limit(&mut st);
-        let timed = st.settings.message_ttl.is_some() || st.settings.expires.is_some();
+        let timed = st.settings.message_ttl.is_some() || st.settings.expires.is_some() || st.settings.max_age.is_some();
         st.notify_consumers();
         self.unlock_and_route(st);
         if timed {
@@ -848,7 +848,16 @@ impl Queue {
         if st.deleted {
             return (None, false);
         }
-        let next_message = self.expire_head(&mut st, now);
+        let next_message = match st.settings.max_age {
+            Some(age) if st.stream.is_some() => {
+                // Age-based retention also runs while nothing is published.
+                if let Some(s) = st.stream.as_mut() {
+                    s.store.apply_retention(None, None, Some((now, age)));
+                }
+                Some(now + age.clamp(1000, 60_000))
+            }
+            _ => self.expire_head(&mut st, now),
+        };
         let expiry = match st.settings.expires {
             Some(ms) if st.consumers.is_empty() => Some(st.last_used_ms.saturating_add(ms as i64)),
             _ => None,

@@ -179,8 +179,6 @@ pub struct StreamState {
     offsets: BTreeMap<String, u64>,
     offsets_path: PathBuf,
     dirty_since: Option<i64>,
-    /// Retention: `x-max-age` in ms.
-    pub max_age: Option<i64>,
 }
 
 /// A message read for a consumer: its offset and where it is.
@@ -193,7 +191,7 @@ pub struct Next {
 
 impl StreamState {
     /// Opens the stream stored under `dir`.
-    pub fn open(dir: &Path, label: &str, segment_size: u64, max_age: Option<i64>) -> std::io::Result<Self> {
+    pub fn open(dir: &Path, label: &str, segment_size: u64) -> std::io::Result<Self> {
         let store = StreamStore::open(&dir.join("stream"), label, segment_size)?;
         let offsets_path = dir.join(OFFSETS_FILE);
         let offsets = std::fs::read(&offsets_path)
@@ -206,7 +204,6 @@ impl StreamState {
             offsets,
             offsets_path,
             dirty_since: None,
-            max_age,
         })
     }
 
@@ -390,7 +387,7 @@ mod tests {
     #[test]
     fn tracked_offset_never_skips_unacked() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = StreamState::open(dir.path(), "s", 4096, None).unwrap();
+        let mut s = StreamState::open(dir.path(), "s", 4096).unwrap();
         for i in 0..5 {
             s.store.push(i, "", "s", &[0, 0], b"m").unwrap();
         }
@@ -407,7 +404,7 @@ mod tests {
         assert_eq!(s.offsets.get("tag"), Some(&1));
         s.remove_reader(1);
         drop(s);
-        let mut s = StreamState::open(dir.path(), "s", 4096, None).unwrap();
+        let mut s = StreamState::open(dir.path(), "s", 4096).unwrap();
         s.add_reader(
             2,
             "tag",
