@@ -265,3 +265,18 @@ async fn consistent_hash_algorithm_from_config_or_argument() {
     assert_eq!(v.exchange(&plain).unwrap().hash_algorithm(), Some(HashAlgorithm::Jump));
     assert_eq!(v.exchange(&ring).unwrap().hash_algorithm(), Some(HashAlgorithm::Ring));
 }
+
+#[tokio::test]
+async fn consistent_hash_refuses_a_non_string_hash_header() {
+    let b = start().await;
+    let (conn, ch) = b.channel().await;
+    let ex = uniq("chh");
+    let args = table(&[("x-hash-on", text("user"))]);
+    declare_exchange(&ch, &ex, "x-consistent-hash", false, args)
+        .await
+        .unwrap();
+    let mut ev = events(&conn);
+    publish_props(&ch, &ex, "rk", b"x", headers(&[("user", AMQPValue::LongInt(7))])).await;
+    let msg = expect_error(&mut ev, 406).await;
+    assert!(msg.contains("Routing header must be string"), "{msg}");
+}

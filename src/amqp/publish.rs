@@ -259,6 +259,7 @@ impl Channel {
             );
             return Err(AmqpError::channel(code::ACCESS_REFUSED, text));
         }
+        exchange.check_message(&msg.routing_key, msg.properties.headers.as_ref())?;
         if self.confirm {
             self.confirm_seq += 1;
         }

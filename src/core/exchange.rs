@@ -194,6 +194,17 @@ impl Exchange {
         self.bindings.get_mut().hash = Some(ConsistentHasher::new(algorithm));
     }
 
+    /// Refuses a message the exchange cannot route by its type's rules: for a
+    /// consistent-hash exchange hashing on a header, a header that is not a string
+    /// (as LavinMQ refuses it).
+    pub fn check_message(&self, routing_key: &str, headers: Option<&FieldTable>) -> Result<()> {
+        if self.kind == ExchangeKind::ConsistentHash {
+            consistent_hash::hash_key(routing_key, &self.arguments, headers)
+                .map_err(|e| super::Error::PreconditionFailed(e.to_string()))?;
+        }
+        Ok(())
+    }
+
     /// The placement algorithm of a consistent-hash exchange.
     pub fn hash_algorithm(&self) -> Option<HashAlgorithm> {
         self.bindings.read().hash.as_ref().map(ConsistentHasher::algorithm)
