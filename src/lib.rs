@@ -10,6 +10,7 @@ pub mod amqp;
 pub mod config;
 pub mod core;
 pub mod data_dir_lock;
+pub mod http;
 pub mod server;
 pub mod store;
 pub mod wire;

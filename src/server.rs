@@ -44,6 +44,7 @@ pub struct Server {
     /// The broker state.
     pub broker: Arc<Broker>,
     amqp_addr: SocketAddr,
+    http_addr: SocketAddr,
     shutdown: CancellationToken,
     ctx: Arc<AmqpContext>,
     _lock: Option<DataDirLock>,
@@ -107,12 +108,32 @@ impl Server {
             consumer_timeout: main.consumer_timeout,
             consumer_timeout_check: std::time::Duration::from_secs(main.consumer_timeout_loop_interval.max(1)),
         };
+        let mgmt = &config.mgmt;
+        let http_bind = if mgmt.bind.contains(':') {
+            format!("[{}]:{}", mgmt.bind, mgmt.port)
+        } else {
+            format!("{}:{}", mgmt.bind, mgmt.port)
+        };
+        let http_listener = TcpListener::bind(&http_bind).await.map_err(|source| StartError::Bind {
+            what: "HTTP",
+            addr: http_bind.clone(),
+            source,
+        })?;
+        let http_addr = http_listener.local_addr().map_err(|source| StartError::Bind {
+            what: "HTTP",
+            addr: http_bind,
+            source,
+        })?;
+        tracing::info!("HTTP API listening on {http_addr}");
+        let http_state = Arc::new(crate::http::HttpState { broker: broker.clone() });
+        tokio::spawn(crate::http::serve(http_listener, http_state, shutdown.clone()));
         let ctx = AmqpContext::new(broker.clone(), amqp_settings, shutdown.clone());
         tokio::spawn(crate::amqp::listener::accept_loop(listener, ctx.clone()));
         tokio::spawn(disk_check_loop(broker.clone(), shutdown.clone()));
         Ok(Server {
             broker,
             amqp_addr,
+            http_addr,
             shutdown,
             ctx,
             _lock: lock,
@@ -122,6 +143,11 @@ impl Server {
     /// The address the AMQP listener is bound to (useful with port 0).
     pub fn amqp_addr(&self) -> SocketAddr {
         self.amqp_addr
+    }
+
+    /// The address the HTTP API listener is bound to.
+    pub fn http_addr(&self) -> SocketAddr {
+        self.http_addr
     }
 
     /// Closes every connection with CONNECTION_FORCED, waits for them (up to a few

@@ -21,6 +21,7 @@ async fn start_broker() -> Broker {
     config.main.data_dir = dir.path().to_path_buf();
     config.amqp.bind = "127.0.0.1".into();
     config.amqp.port = 0;
+    config.mgmt.port = 0;
     let server = Server::start(&config).await.expect("server starts");
     Broker { server, _dir: dir }
 }

@@ -542,6 +542,15 @@ impl Channel {
                     ),
                 ));
             }
+            if args.get("x-priority").is_some() {
+                return Err(AmqpError::channel(
+                    code::PRECONDITION_FAILED,
+                    format!(
+                        "invalid arg 'x-priority' for queue '{}' in vhost '{}' of queue type rabbit_stream_queue",
+                        q.name, q.vhost
+                    ),
+                ));
+            }
             let opts = crate::core::stream::ConsumerOptions::from_arguments(args)
                 .map_err(|e| AmqpError::channel(code::PRECONDITION_FAILED, e))?;
             Some(opts)

@@ -92,6 +92,24 @@ impl Broker {
         Ok(v)
     }
 
+    /// Deletes a vhost with its queues, exchanges and stored messages; false if
+    /// there was none of that name.
+    pub fn delete_vhost(&self, name: &str) -> Result<bool> {
+        let Some(v) = self.vhosts.write().remove(name) else {
+            return Ok(false);
+        };
+        v.delete_all();
+        self.save_vhosts()?;
+        for u in self.users.list() {
+            if u.permissions.contains_key(name) {
+                self.users.update(&u.name, |u| {
+                    u.permissions.remove(name);
+                })?;
+            }
+        }
+        Ok(true)
+    }
+
     /// All vhosts.
     pub fn vhosts(&self) -> Vec<Arc<VHost>> {
         self.vhosts.read().values().cloned().collect()

@@ -122,6 +122,21 @@ impl std::fmt::Debug for Queue {
     }
 }
 
+/// A queue's figures at one moment.
+#[derive(Debug, Clone, Default)]
+pub struct QueueStats {
+    /// Messages ready for delivery.
+    pub ready: u64,
+    /// Delivered, not yet acknowledged.
+    pub unacked: u64,
+    /// Attached consumers.
+    pub consumers: usize,
+    /// The policy in force.
+    pub policy: Option<String>,
+    /// The operator policy in force.
+    pub operator_policy: Option<String>,
+}
+
 /// What became of a message offered to a queue.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Published {
@@ -160,7 +175,14 @@ impl Queue {
             .map_err(|e| Error::Internal(format!("cannot open queue '{name}' at {}: {e}", dir.display())))?;
         let consumer_timeout = spec.declared.consumer_timeout.unwrap_or(u64::MAX);
         let stream = if spec.declared.queue_type == QueueType::Stream {
-            let s = StreamState::open(dir, name, segment_size)
+            // RabbitMQ's `x-stream-max-segment-size-bytes` sets the segment size.
+            let size = spec
+                .arguments
+                .get("x-stream-max-segment-size-bytes")
+                .and_then(|v| v.as_i64())
+                .and_then(|n| u64::try_from(n).ok())
+                .unwrap_or(segment_size);
+            let s = StreamState::open(dir, name, size)
                 .map_err(|e| Error::Internal(format!("cannot open stream '{name}' at {}: {e}", dir.display())))?;
             Some(s)
         } else {
@@ -629,6 +651,19 @@ impl Queue {
         let counts = (st.store.ready_count(), st.consumers.len() as u32);
         self.unlock_and_route(st);
         counts
+    }
+
+    /// Figures for the management API: ready and unacknowledged messages,
+    /// consumers, and the policy and operator policy in force.
+    pub fn stats(&self) -> QueueStats {
+        let st = self.state.lock();
+        QueueStats {
+            ready: st.stream.as_ref().map_or(st.store.ready_count(), |s| s.store.len()),
+            unacked: st.unacked,
+            consumers: st.consumers.len(),
+            policy: st.policies.0.clone(),
+            operator_policy: st.policies.1.clone(),
+        }
     }
 
     /// Marks the queue as used now (declared again), for `x-expires`.

@@ -17,8 +17,9 @@ use crate::store::stream_store::{StreamCursor, StreamStore};
 /// File with the tracked offset of each consumer tag.
 const OFFSETS_FILE: &str = "consumer_offsets.json";
 
-/// Queue arguments a stream does not accept (LavinMQ refuses them).
-pub const FORBIDDEN_ARGUMENTS: [&str; 7] = [
+/// Queue arguments a stream does not accept (RabbitMQ and LavinMQ refuse them).
+pub const FORBIDDEN_ARGUMENTS: [&str; 8] = [
+    "x-message-ttl",
     "x-dead-letter-exchange",
     "x-dead-letter-routing-key",
     "x-expires",
@@ -117,8 +118,14 @@ impl ConsumerOptions {
                 (Some("first"), _) => Some(StartAt::First),
                 (Some("last"), _) => Some(StartAt::Last),
                 (Some("next"), _) => Some(StartAt::Next),
-                (_, Some(n)) if n >= 0 => Some(StartAt::Offset(n as u64)),
-                _ => return Err(format!("invalid x-stream-offset: {v:?}")),
+                // As in RabbitMQ, a negative offset means the start of the stream.
+                (_, Some(n)) => Some(StartAt::Offset(n.max(0) as u64)),
+                (Some(s), _) => return Err(format!("invalid arg 'x-stream-offset': '{s}'")),
+                _ => {
+                    return Err(
+                        "invalid arg 'x-stream-offset': expected first, last, next, an offset or a timestamp".into(),
+                    );
+                }
             },
         };
         let filter_values: Option<Vec<String>> = match args.get("x-stream-filter") {
@@ -169,6 +176,9 @@ struct Reader {
     inflight: BTreeSet<u64>,
     /// The last offset delivered.
     last: Option<u64>,
+    /// Messages below this offset are skipped (a start offset past the end
+    /// waits for that offset, as in RabbitMQ).
+    from: u64,
 }
 
 /// The state of a stream queue.
@@ -239,6 +249,10 @@ impl StreamState {
                 filter: opts.filter.clone(),
                 inflight: BTreeSet::new(),
                 last: None,
+                from: match start {
+                    StartAt::Offset(o) => o,
+                    _ => 0,
+                },
             },
         );
     }
@@ -265,6 +279,9 @@ impl StreamState {
         let reader = self.readers.get_mut(&id)?;
         loop {
             let (offset, _ts, at) = self.store.read(&mut reader.cursor)?;
+            if offset < reader.from {
+                continue;
+            }
             if let Some(f) = &reader.filter {
                 let value = self.store.view(at).and_then(|v| {
                     let props = BasicProperties::decode(&mut Bytes::copy_from_slice(v.properties)).ok()?;

@@ -150,6 +150,32 @@ impl UserStore {
         self.users.write().insert(user.name.clone(), user);
         self.save()
     }
+
+    /// Every user, sorted by name.
+    pub fn list(&self) -> Vec<User> {
+        let mut all: Vec<User> = self.users.read().values().cloned().collect();
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        all
+    }
+
+    /// Removes a user; false if there was none of that name.
+    pub fn delete(&self, name: &str) -> Result<bool> {
+        if self.users.write().remove(name).is_none() {
+            return Ok(false);
+        }
+        self.save()?;
+        Ok(true)
+    }
+
+    /// Changes a user in place; false if there is none of that name.
+    pub fn update(&self, name: &str, f: impl FnOnce(&mut User)) -> Result<bool> {
+        match self.users.write().get_mut(name) {
+            Some(u) => f(u),
+            None => return Ok(false),
+        }
+        self.save()?;
+        Ok(true)
+    }
 }
 
 #[cfg(test)]

@@ -293,6 +293,27 @@ impl VHost {
         self.exchange(name).ok_or_else(|| no_exchange(name, &self.name))
     }
 
+    /// All exchanges.
+    pub fn exchanges(&self) -> Vec<Arc<Exchange>> {
+        self.exchanges.read().values().cloned().collect()
+    }
+
+    /// Removes every queue and the vhost's files (the vhost is being deleted).
+    pub fn delete_all(&self) {
+        for q in self.queues() {
+            q.delete();
+        }
+        self.queues.write().clear();
+        for e in self.exchanges() {
+            e.mark_deleted();
+        }
+        self.exchanges.write().clear();
+        *self.definitions.lock() = None;
+        if let Err(e) = std::fs::remove_dir_all(&self.dir) {
+            tracing::warn!(vhost = %self.name, "cannot remove the vhost's files: {e}");
+        }
+    }
+
     /// All queues.
     pub fn queues(&self) -> Vec<Arc<Queue>> {
         self.queues.read().values().cloned().collect()
@@ -539,7 +560,7 @@ impl VHost {
                 .find(|a| arguments.get(a).is_some())
         {
             return Err(Error::PreconditionFailed(format!(
-                "invalid arg '{arg}' for queue '{name}' in vhost '{}': not supported by stream queues",
+                "invalid arg '{arg}' for queue '{name}' in vhost '{}' of queue type rabbit_stream_queue",
                 self.name
             )));
         }

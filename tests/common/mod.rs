@@ -53,6 +53,7 @@ pub async fn start_with(tweak: impl FnOnce(&mut Config)) -> TestBroker {
     config.main.data_dir = dir.path().to_path_buf();
     config.amqp.bind = "127.0.0.1".to_owned();
     config.amqp.port = 0;
+    config.mgmt.port = 0;
     tweak(&mut config);
     let server = Server::start(&config).await.expect("server starts");
     TestBroker {

@@ -58,7 +58,7 @@ else
     DATA_DIR="$(mktemp -d)"
     BROKER_LOG="$(mktemp)"
     # shellcheck disable=SC2086
-    "$BIN" -D "$DATA_DIR" -p "$PORT" --amqp-bind 127.0.0.1 ${LAVINMQ_ARGS:-} >"$BROKER_LOG" 2>&1 &
+    "$BIN" -D "$DATA_DIR" -p "$PORT" --amqp-bind 127.0.0.1 --http-port 0 ${LAVINMQ_ARGS:-} >"$BROKER_LOG" 2>&1 &
     BROKER_PID=$!
     export AMQP_URL="amqp://guest:guest@127.0.0.1:$PORT/%2F"
     HOST_PORT="127.0.0.1 $PORT"

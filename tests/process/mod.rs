@@ -94,7 +94,7 @@ impl BrokerProcess {
 
     fn launch(data: &Path, ini: Option<&Path>) -> (BrokerProcess, mpsc::Receiver<u16>) {
         let mut cmd = Command::new(BIN);
-        cmd.arg("-D").arg(data).args(["-p", "0"]);
+        cmd.arg("-D").arg(data).args(["-p", "0", "--http-port", "0"]);
         if let Some(ini) = ini {
             cmd.arg("-c").arg(ini);
         }

@@ -1,0 +1,92 @@
+//! The RabbitMQ-compatible HTTP management API, served on the `[mgmt]` listener.
+//! Handlers are thin: they authenticate, check tags and vhost access, call the
+//! core and shape RabbitMQ's JSON.
+
+pub mod auth;
+pub mod error;
+pub mod exchanges;
+pub mod overview;
+pub mod policies;
+pub mod queues;
+pub mod users;
+pub mod vhosts;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::routing::{get, put};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::core::broker::Broker;
+
+/// What every handler can reach.
+pub struct HttpState {
+    /// The broker the API manages.
+    pub broker: Arc<Broker>,
+}
+
+/// All routes of the API.
+pub fn router(state: Arc<HttpState>) -> Router {
+    Router::new()
+        .route("/api/overview", get(overview::overview))
+        .route("/api/whoami", get(overview::whoami))
+        .route("/api/aliveness-test/{vhost}", get(overview::aliveness))
+        .route("/api/vhosts", get(vhosts::list))
+        .route(
+            "/api/vhosts/{vhost}",
+            get(vhosts::show).put(vhosts::create).delete(vhosts::delete),
+        )
+        .route("/api/users", get(users::list))
+        .route(
+            "/api/users/{user}",
+            get(users::show).put(users::create).delete(users::delete),
+        )
+        .route("/api/permissions", get(users::permissions))
+        .route(
+            "/api/permissions/{vhost}/{user}",
+            get(users::show_permission)
+                .put(users::set_permission)
+                .delete(users::clear_permission),
+        )
+        .route("/api/queues", get(queues::list))
+        .route("/api/queues/{vhost}", get(queues::list_vhost))
+        .route(
+            "/api/queues/{vhost}/{name}",
+            get(queues::show).put(queues::declare).delete(queues::delete),
+        )
+        .route(
+            "/api/queues/{vhost}/{name}/contents",
+            axum::routing::delete(queues::purge),
+        )
+        .route("/api/exchanges", get(exchanges::list))
+        .route("/api/exchanges/{vhost}", get(exchanges::list_vhost))
+        .route(
+            "/api/exchanges/{vhost}/{name}",
+            get(exchanges::show).put(exchanges::declare).delete(exchanges::delete),
+        )
+        .route("/api/policies", get(policies::list))
+        .route("/api/policies/{vhost}", get(policies::list_vhost))
+        .route(
+            "/api/policies/{vhost}/{name}",
+            get(policies::show).put(policies::set).delete(policies::delete),
+        )
+        .route("/api/operator-policies", get(policies::list_operator))
+        .route("/api/operator-policies/{vhost}", get(policies::list_operator_vhost))
+        .route(
+            "/api/operator-policies/{vhost}/{name}",
+            put(policies::set_operator).delete(policies::delete_operator),
+        )
+        .with_state(state)
+}
+
+/// Serves the API on `listener` until `shutdown`.
+pub async fn serve(listener: TcpListener, state: Arc<HttpState>, shutdown: CancellationToken) {
+    let app = router(state);
+    let result = axum::serve(listener, app)
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await;
+    if let Err(e) = result {
+        tracing::error!("HTTP server failed: {e}");
+    }
+}

@@ -1,0 +1,146 @@
+//! `/api/queues`: list, show, declare, delete and purge queues.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::HttpState;
+use super::auth::Authed;
+use super::error::{ApiError, ApiResult};
+use crate::core::queue::Queue;
+use crate::core::table_json::{json_to_table, table_to_json};
+use crate::core::vhost::{QueueOptions, VHost};
+
+/// A queue as RabbitMQ's API shows it.
+pub fn queue_json(q: &Queue) -> Value {
+    let st = q.stats();
+    json!({
+        "name": q.name, "vhost": q.vhost, "durable": q.durable, "auto_delete": q.auto_delete,
+        "exclusive": q.exclusive_owner.is_some(), "arguments": table_to_json(&q.arguments),
+        "type": q.declared.queue_type.name(), "state": "running",
+        "messages": st.ready + st.unacked, "messages_ready": st.ready,
+        "messages_unacknowledged": st.unacked, "consumers": st.consumers,
+        "policy": st.policy, "operator_policy": st.operator_policy,
+    })
+}
+
+fn sorted(mut qs: Vec<Arc<Queue>>) -> Vec<Arc<Queue>> {
+    qs.sort_by(|a, b| (&a.vhost, &a.name).cmp(&(&b.vhost, &b.name)));
+    qs
+}
+
+fn vhost(s: &HttpState, user: &Authed, name: &str) -> ApiResult<Arc<VHost>> {
+    user.require_vhost(name)?;
+    s.broker.vhost(name).ok_or_else(ApiError::not_found)
+}
+
+/// Queues of every vhost the user may see.
+pub async fn list(State(s): State<Arc<HttpState>>, user: Authed) -> Json<Value> {
+    let all = s
+        .broker
+        .vhosts()
+        .into_iter()
+        .filter(|v| user.can_access(&v.name))
+        .flat_map(|v| v.queues())
+        .collect();
+    Json(Value::Array(sorted(all).iter().map(|q| queue_json(q)).collect()))
+}
+
+/// Queues of one vhost.
+pub async fn list_vhost(
+    State(s): State<Arc<HttpState>>,
+    user: Authed,
+    Path(v): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let v = vhost(&s, &user, &v)?;
+    Ok(Json(Value::Array(
+        sorted(v.queues()).iter().map(|q| queue_json(q)).collect(),
+    )))
+}
+
+/// One queue.
+pub async fn show(
+    State(s): State<Arc<HttpState>>,
+    user: Authed,
+    Path((v, name)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    let v = vhost(&s, &user, &v)?;
+    let q = v.queue(&name).ok_or_else(ApiError::not_found)?;
+    Ok(Json(queue_json(&q)))
+}
+
+/// Body of `PUT /api/queues/{vhost}/{name}`.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub struct DeclareBody {
+    durable: Option<bool>,
+    auto_delete: bool,
+    arguments: Value,
+}
+
+/// Declares a queue (201 new, 204 already there with the same properties).
+pub async fn declare(
+    State(s): State<Arc<HttpState>>,
+    user: Authed,
+    Path((v, name)): Path<(String, String)>,
+    body: Option<Json<DeclareBody>>,
+) -> ApiResult<StatusCode> {
+    let v = vhost(&s, &user, &v)?;
+    let body = body.map(|b| b.0).unwrap_or_default();
+    let existed = v.queue(&name).is_some();
+    let opts = QueueOptions {
+        durable: body.durable.unwrap_or(true),
+        auto_delete: body.auto_delete,
+        exclusive: false,
+        passive: false,
+    };
+    if name.is_empty() || name.starts_with("amq.") {
+        return Err(ApiError::bad_request(format!("invalid queue name '{name}'")));
+    }
+    v.declare_queue(&name, &opts, json_to_table(&body.arguments), 0)?;
+    Ok(if existed {
+        StatusCode::NO_CONTENT
+    } else {
+        StatusCode::CREATED
+    })
+}
+
+/// Conditions of `DELETE /api/queues/{vhost}/{name}`.
+#[derive(Deserialize, Default)]
+pub struct DeleteQuery {
+    #[serde(rename = "if-unused", default)]
+    if_unused: bool,
+    #[serde(rename = "if-empty", default)]
+    if_empty: bool,
+}
+
+/// Deletes a queue.
+pub async fn delete(
+    State(s): State<Arc<HttpState>>,
+    user: Authed,
+    Path((v, name)): Path<(String, String)>,
+    Query(q): Query<DeleteQuery>,
+) -> ApiResult<StatusCode> {
+    let v = vhost(&s, &user, &v)?;
+    if v.queue(&name).is_none() {
+        return Err(ApiError::not_found());
+    }
+    v.delete_queue(&name, q.if_unused, q.if_empty, None)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Purges a queue's ready messages.
+pub async fn purge(
+    State(s): State<Arc<HttpState>>,
+    user: Authed,
+    Path((v, name)): Path<(String, String)>,
+) -> ApiResult<StatusCode> {
+    let v = vhost(&s, &user, &v)?;
+    let q = v.queue(&name).ok_or_else(ApiError::not_found)?;
+    q.purge()?;
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,188 @@
+//! `/api/users` and `/api/permissions`: users, their tags and passwords, and
+//! their permissions per vhost. Administrators only.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::HttpState;
+use super::auth::Authed;
+use super::error::{ApiError, ApiResult};
+use crate::core::user::{self, Permissions, User};
+
+fn user_json(u: &User) -> Value {
+    json!({"name": u.name, "password_hash": u.password_hash, "hashing_algorithm": u.hashing_algorithm,
+           "tags": u.tags})
+}
+
+fn permission_json(user: &str, vhost: &str, p: &Permissions) -> Value {
+    json!({"user": user, "vhost": vhost, "configure": p.configure, "write": p.write, "read": p.read})
+}
+
+/// Every user.
+pub async fn list(State(s): State<Arc<HttpState>>, user: Authed) -> ApiResult<Json<Value>> {
+    user.require_admin()?;
+    Ok(Json(Value::Array(
+        s.broker.users.list().iter().map(user_json).collect(),
+    )))
+}
+
+/// One user.
+pub async fn show(State(s): State<Arc<HttpState>>, user: Authed, Path(name): Path<String>) -> ApiResult<Json<Value>> {
+    user.require_admin()?;
+    let u = s.broker.users.get(&name).ok_or_else(ApiError::not_found)?;
+    Ok(Json(user_json(&u)))
+}
+
+/// Body of `PUT /api/users/{user}`.
+#[derive(Deserialize)]
+pub struct UserBody {
+    password: Option<String>,
+    password_hash: Option<String>,
+    hashing_algorithm: Option<String>,
+    tags: Option<Value>,
+}
+
+fn parse_tags(v: Option<&Value>) -> Vec<String> {
+    match v {
+        Some(Value::String(s)) => s
+            .split(',')
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(str::to_string)
+            .collect(),
+        Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).map(str::to_string).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Creates (201) or updates (204) a user.
+pub async fn create(
+    State(s): State<Arc<HttpState>>,
+    user: Authed,
+    Path(name): Path<String>,
+    Json(body): Json<UserBody>,
+) -> ApiResult<StatusCode> {
+    user.require_admin()?;
+    let existing = s.broker.users.get(&name);
+    let (hash, algorithm) = match (&body.password, &body.password_hash) {
+        (Some(p), _) => (user::hash_password(p), user::SHA256.to_string()),
+        (None, Some(h)) => (
+            h.clone(),
+            body.hashing_algorithm
+                .clone()
+                .unwrap_or_else(|| user::SHA256.to_string()),
+        ),
+        (None, None) => match &existing {
+            Some(u) => (u.password_hash.clone(), u.hashing_algorithm.clone()),
+            None => return Err(ApiError::bad_request("password or password_hash must be set")),
+        },
+    };
+    let created = existing.is_none();
+    let u = User {
+        name: name.clone(),
+        password_hash: hash,
+        hashing_algorithm: algorithm,
+        tags: parse_tags(body.tags.as_ref()),
+        permissions: existing.map(|u| u.permissions).unwrap_or_default(),
+    };
+    s.broker.users.put(u)?;
+    Ok(if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::NO_CONTENT
+    })
+}
+
+/// Deletes a user.
+pub async fn delete(State(s): State<Arc<HttpState>>, user: Authed, Path(name): Path<String>) -> ApiResult<StatusCode> {
+    user.require_admin()?;
+    if !s.broker.users.delete(&name)? {
+        return Err(ApiError::not_found());
+    }
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Every permission of every user.
+pub async fn permissions(State(s): State<Arc<HttpState>>, user: Authed) -> ApiResult<Json<Value>> {
+    user.require_admin()?;
+    let mut out = Vec::new();
+    for u in s.broker.users.list() {
+        let mut vhosts: Vec<_> = u.permissions.iter().collect();
+        vhosts.sort_by(|a, b| a.0.cmp(b.0));
+        out.extend(vhosts.into_iter().map(|(v, p)| permission_json(&u.name, v, p)));
+    }
+    Ok(Json(Value::Array(out)))
+}
+
+/// A user's permissions in a vhost.
+pub async fn show_permission(
+    State(s): State<Arc<HttpState>>,
+    user: Authed,
+    Path((vhost, name)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    user.require_admin()?;
+    let u = s.broker.users.get(&name).ok_or_else(ApiError::not_found)?;
+    let p = u.permissions.get(&vhost).ok_or_else(ApiError::not_found)?;
+    Ok(Json(permission_json(&name, &vhost, p)))
+}
+
+/// Sets a user's permissions in a vhost (201 new, 204 changed).
+pub async fn set_permission(
+    State(s): State<Arc<HttpState>>,
+    user: Authed,
+    Path((vhost, name)): Path<(String, String)>,
+    Json(body): Json<HashMap<String, String>>,
+) -> ApiResult<StatusCode> {
+    user.require_admin()?;
+    if s.broker.vhost(&vhost).is_none() {
+        return Err(ApiError::bad_request(format!("vhost '{vhost}' does not exist")));
+    }
+    let field = |k: &str| {
+        body.get(k)
+            .cloned()
+            .ok_or_else(|| ApiError::bad_request(format!("{k} is missing")))
+    };
+    let p = Permissions {
+        configure: field("configure")?,
+        write: field("write")?,
+        read: field("read")?,
+    };
+    for re in [&p.configure, &p.write, &p.read] {
+        regex::Regex::new(re).map_err(|e| ApiError::bad_request(format!("invalid regex '{re}': {e}")))?;
+    }
+    let mut created = false;
+    let found = s.broker.users.update(&name, |u| {
+        created = u.permissions.insert(vhost.clone(), p).is_none();
+    })?;
+    if !found {
+        return Err(ApiError::bad_request(format!("user '{name}' does not exist")));
+    }
+    Ok(if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::NO_CONTENT
+    })
+}
+
+/// Removes a user's permissions in a vhost.
+pub async fn clear_permission(
+    State(s): State<Arc<HttpState>>,
+    user: Authed,
+    Path((vhost, name)): Path<(String, String)>,
+) -> ApiResult<StatusCode> {
+    user.require_admin()?;
+    let mut removed = false;
+    s.broker
+        .users
+        .update(&name, |u| removed = u.permissions.remove(&vhost).is_some())?;
+    if !removed {
+        return Err(ApiError::not_found());
+    }
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,268 @@
+//! The management HTTP API, driven with reqwest against the in-process server.
+
+mod common;
+
+use common::*;
+use reqwest::{Client, Method, StatusCode};
+use serde_json::{Value, json};
+
+struct Api {
+    base: String,
+    client: Client,
+}
+
+impl Api {
+    fn new(b: &TestBroker) -> Self {
+        Api {
+            base: format!("http://{}", b.server().http_addr()),
+            client: Client::new(),
+        }
+    }
+
+    async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        auth: Option<(&str, &str)>,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        let mut req = self.client.request(method, format!("{}{}", self.base, path));
+        if let Some((u, p)) = auth {
+            req = req.basic_auth(u, Some(p));
+        }
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.expect("request");
+        let status = resp.status();
+        let text = resp.text().await.unwrap_or_default();
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    async fn get(&self, path: &str) -> (StatusCode, Value) {
+        self.call(Method::GET, path, Some(("guest", "guest")), None).await
+    }
+
+    async fn put(&self, path: &str, body: Value) -> StatusCode {
+        self.call(Method::PUT, path, Some(("guest", "guest")), Some(body))
+            .await
+            .0
+    }
+
+    async fn delete(&self, path: &str) -> StatusCode {
+        self.call(Method::DELETE, path, Some(("guest", "guest")), None).await.0
+    }
+}
+
+#[tokio::test]
+async fn authentication_and_tags() {
+    let b = start().await;
+    let api = Api::new(&b);
+    let (status, body) = api.call(Method::GET, "/api/overview", None, None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_eq!(body["error"], "not_authorized");
+    let (status, _) = api
+        .call(Method::GET, "/api/overview", Some(("guest", "wrong")), None)
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, me) = api.get("/api/whoami").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(me, json!({"name": "guest", "tags": ["administrator"]}));
+    // A user without a management tag may not use the API at all...
+    assert_eq!(
+        api.put("/api/users/plain", json!({"password": "pw", "tags": ""})).await,
+        StatusCode::CREATED
+    );
+    let (status, _) = api
+        .call(Method::GET, "/api/overview", Some(("plain", "pw")), None)
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    // ...and a management user may not manage users.
+    assert_eq!(
+        api.put("/api/users/mgr", json!({"password": "pw", "tags": "management"}))
+            .await,
+        StatusCode::CREATED
+    );
+    let (status, body) = api.call(Method::GET, "/api/users", Some(("mgr", "pw")), None).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    let (status, _) = api.call(Method::GET, "/api/overview", Some(("mgr", "pw")), None).await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn vhosts_users_and_permissions() {
+    let b = start().await;
+    let api = Api::new(&b);
+    assert_eq!(api.put("/api/vhosts/tenant-a", json!({})).await, StatusCode::CREATED);
+    assert_eq!(api.put("/api/vhosts/tenant-a", json!({})).await, StatusCode::NO_CONTENT);
+    let (_, list) = api.get("/api/vhosts").await;
+    let names: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["/", "tenant-a"]);
+    assert_eq!(
+        api.put("/api/users/alice", json!({"password": "s3cret", "tags": "monitoring"}))
+            .await,
+        StatusCode::CREATED
+    );
+    let (_, alice) = api.get("/api/users/alice").await;
+    assert_eq!(alice["tags"], json!(["monitoring"]));
+    let perm = json!({"configure": ".*", "write": ".*", "read": ".*"});
+    assert_eq!(
+        api.put("/api/permissions/tenant-a/alice", perm.clone()).await,
+        StatusCode::CREATED
+    );
+    assert_eq!(
+        api.put("/api/permissions/tenant-a/alice", perm).await,
+        StatusCode::NO_CONTENT
+    );
+    let (status, p) = api.get("/api/permissions/tenant-a/alice").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(p["vhost"], "tenant-a");
+    // The new user can connect over AMQP to the new vhost.
+    let conn = try_connect(&b.url_for("alice", "s3cret", "tenant-a"))
+        .await
+        .expect("alice connects");
+    conn.close(200, "bye".into()).await.ok();
+    let bad = json!({"configure": "(", "write": ".*", "read": ".*"});
+    assert_eq!(
+        api.put("/api/permissions/tenant-a/alice", bad).await,
+        StatusCode::BAD_REQUEST
+    );
+    assert_eq!(
+        api.delete("/api/permissions/tenant-a/alice").await,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(
+        api.get("/api/permissions/tenant-a/alice").await.0,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(api.delete("/api/vhosts/tenant-a").await, StatusCode::NO_CONTENT);
+    assert_eq!(api.get("/api/vhosts/tenant-a").await.0, StatusCode::NOT_FOUND);
+    assert_eq!(api.delete("/api/users/alice").await, StatusCode::NO_CONTENT);
+    assert_eq!(api.delete("/api/users/alice").await, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn queues_and_exchanges() {
+    let b = start().await;
+    let api = Api::new(&b);
+    let q = uniq("httpq");
+    let args = json!({"durable": true, "arguments": {"x-max-length": 10}});
+    assert_eq!(
+        api.put(&format!("/api/queues/%2F/{q}"), args.clone()).await,
+        StatusCode::CREATED
+    );
+    assert_eq!(
+        api.put(&format!("/api/queues/%2F/{q}"), args).await,
+        StatusCode::NO_CONTENT
+    );
+    let (_c, ch) = b.channel().await;
+    for _ in 0..3 {
+        publish(&ch, "", &q, b"x").await;
+    }
+    eventually("messages counted", || async {
+        api.get(&format!("/api/queues/%2F/{q}")).await.1["messages"] == 3
+    })
+    .await;
+    let (_, shown) = api.get(&format!("/api/queues/%2F/{q}")).await;
+    assert_eq!(shown["vhost"], "/");
+    assert_eq!(shown["durable"], true);
+    assert_eq!(shown["arguments"]["x-max-length"], 10);
+    assert_eq!(shown["type"], "classic");
+    let (_, all) = api.get("/api/queues/%2F").await;
+    assert!(all.as_array().unwrap().iter().any(|x| x["name"] == q));
+    assert_eq!(
+        api.delete(&format!("/api/queues/%2F/{q}/contents")).await,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(api.get(&format!("/api/queues/%2F/{q}")).await.1["messages_ready"], 0);
+    assert_eq!(
+        api.delete(&format!("/api/queues/%2F/{q}")).await,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(api.get(&format!("/api/queues/%2F/{q}")).await.0, StatusCode::NOT_FOUND);
+    // A bad argument is a 400 that names it.
+    let (status, err) = api
+        .call(
+            Method::PUT,
+            &format!("/api/queues/%2F/{q}"),
+            Some(("guest", "guest")),
+            Some(json!({"arguments": {"x-message-ttl": -1}})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(err["reason"].as_str().unwrap().contains("x-message-ttl"), "{err}");
+
+    let ex = uniq("httpx");
+    let decl = json!({"type": "topic", "durable": true});
+    assert_eq!(
+        api.put(&format!("/api/exchanges/%2F/{ex}"), decl).await,
+        StatusCode::CREATED
+    );
+    let (_, e) = api.get(&format!("/api/exchanges/%2F/{ex}")).await;
+    assert_eq!(
+        (e["type"].as_str(), e["durable"].as_bool()),
+        (Some("topic"), Some(true))
+    );
+    let (_, d) = api.get("/api/exchanges/%2F/amq.default").await;
+    assert_eq!(d["name"], "");
+    assert_eq!(
+        api.delete(&format!("/api/exchanges/%2F/{ex}")).await,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(
+        api.get(&format!("/api/exchanges/%2F/{ex}")).await.0,
+        StatusCode::NOT_FOUND
+    );
+}
+
+#[tokio::test]
+async fn policies_through_the_api_apply_to_queues() {
+    let b = start().await;
+    let api = Api::new(&b);
+    let q = uniq("pol");
+    assert_eq!(
+        api.put(&format!("/api/queues/%2F/{q}"), json!({})).await,
+        StatusCode::CREATED
+    );
+    let policy =
+        json!({"pattern": format!("^{q}$"), "definition": {"max-length": 1}, "apply-to": "queues", "priority": 1});
+    assert_eq!(api.put("/api/policies/%2F/limit", policy).await, StatusCode::CREATED);
+    let (_, list) = api.get("/api/policies/%2F").await;
+    assert_eq!(list[0]["name"], "limit");
+    assert_eq!(list[0]["apply-to"], "queues");
+    let (_c, ch) = b.channel().await;
+    for _ in 0..3 {
+        publish(&ch, "", &q, b"x").await;
+    }
+    eventually("limit applied", || async {
+        let (_, shown) = api.get(&format!("/api/queues/%2F/{q}")).await;
+        shown["messages"] == 1 && shown["policy"] == "limit"
+    })
+    .await;
+    let bad = json!({"pattern": ".*", "definition": {"no-such-key": 1}});
+    assert_eq!(api.put("/api/policies/%2F/bad", bad).await, StatusCode::BAD_REQUEST);
+    let op = json!({"pattern": ".*", "definition": {"message-ttl": 60000}, "apply-to": "queues"});
+    assert_eq!(api.put("/api/operator-policies/%2F/ttl", op).await, StatusCode::CREATED);
+    assert_eq!(api.get("/api/operator-policies").await.1.as_array().unwrap().len(), 1);
+    assert_eq!(api.delete("/api/policies/%2F/limit").await, StatusCode::NO_CONTENT);
+    assert_eq!(api.delete("/api/policies/%2F/limit").await, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn overview_and_aliveness() {
+    let b = start().await;
+    let api = Api::new(&b);
+    let (status, alive) = api.get("/api/aliveness-test/%2F").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(alive, json!({"status": "ok"}));
+    let (_, o) = api.get("/api/overview").await;
+    assert_eq!(o["product_name"], "LavinMQ");
+    assert!(o["object_totals"]["queues"].as_u64().unwrap() >= 1);
+    assert!(o["queue_totals"]["messages"].is_u64());
+    assert_eq!(api.get("/api/aliveness-test/nope").await.0, StatusCode::NOT_FOUND);
+}
