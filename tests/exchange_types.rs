@@ -280,3 +280,54 @@ async fn consistent_hash_refuses_a_non_string_hash_header() {
     let msg = expect_error(&mut ev, 406).await;
     assert!(msg.contains("Routing header must be string"), "{msg}");
 }
+
+#[tokio::test]
+async fn delayed_messages_due_while_the_broker_was_down_are_delivered_at_start() {
+    let mut b = start().await;
+    let ex = uniq("delay-overdue");
+    let q = uniq("delay-overdue-q");
+    {
+        let (_c, ch) = b.channel().await;
+        let args = table(&[("x-delayed-type", text("fanout"))]);
+        declare_exchange(&ch, &ex, "x-delayed-message", true, args)
+            .await
+            .unwrap();
+        let opts = QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        };
+        ch.queue_declare(q.as_str().into(), opts, FieldTable::default())
+            .await
+            .unwrap();
+        bind(&ch, &q, &ex, "").await.unwrap();
+        ch.confirm_select(ConfirmSelectOptions::default()).await.unwrap();
+        for i in 0..5 {
+            let props = headers(&[("x-delay", AMQPValue::LongInt(300))]).with_delivery_mode(2);
+            publish_props(&ch, &ex, "", format!("m{i}").as_bytes(), props).await;
+        }
+        ch.wait_for_confirms().await.unwrap();
+    }
+    b.restart_after(std::time::Duration::from_millis(600)).await;
+    let (_c, ch) = b.channel().await;
+    eventually("overdue delayed messages delivered", || async {
+        count(&ch, &q).await == 5
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn consistent_hash_weight_is_bounded() {
+    let b = start().await;
+    let (conn, ch) = b.channel().await;
+    let ex = uniq("chx");
+    declare_exchange(&ch, &ex, "x-consistent-hash", false, FieldTable::default())
+        .await
+        .unwrap();
+    let q = uniq("q");
+    declare_queue(&ch, &q).await;
+    bind(&ch, &q, &ex, "10000").await.unwrap();
+    let mut ev = events(&conn);
+    let _ = bind(&ch, &q, &ex, "4294967295").await;
+    let msg = expect_error(&mut ev, 406).await;
+    assert!(msg.contains("maximum"), "{msg}");
+}

@@ -593,3 +593,68 @@ async fn single_active_consumer_fails_over_to_next_connection_in_order() {
     assert_eq!(body(&next_delivery(&mut second).await), "m5");
     assert_no_delivery(&mut second).await;
 }
+
+#[tokio::test]
+async fn messages_expiring_while_the_broker_was_down_are_dead_lettered_at_start() {
+    let mut b = start().await;
+    let (q, dlx, dlq) = (uniq("ttl-down"), uniq("ttl-down-dlx"), uniq("ttl-down-dlq"));
+    {
+        let conn = b.connect().await;
+        let ch = conn.create_channel().await.unwrap();
+        declare_dead_letter_target(&ch, &dlx, &dlq).await;
+        let a = args(&[
+            ("x-message-ttl", AMQPValue::LongInt(200)),
+            ("x-dead-letter-exchange", long_str(&dlx)),
+        ]);
+        declare_durable_queue(&ch, &q, a).await;
+        let msgs: Vec<(&str, BasicProperties)> = ["a", "b", "c"].iter().map(|m| (*m, persistent())).collect();
+        publish_all(&conn, &q, &msgs).await;
+    }
+    b.restart_after(std::time::Duration::from_millis(500)).await;
+    let conn = b.connect().await;
+    wait_count(&conn, &dlq, 3).await;
+    wait_count(&conn, &q, 0).await;
+}
+
+#[tokio::test]
+async fn a_dead_letter_routing_key_longer_than_255_bytes_is_refused() {
+    let b = start().await;
+    let conn = b.connect().await;
+    let ch = conn.create_channel().await.unwrap();
+    let mut ev = events(&conn);
+    let long = "k".repeat(300);
+    let a = args(&[
+        ("x-dead-letter-exchange", long_str("")),
+        ("x-dead-letter-routing-key", long_str(&long)),
+    ]);
+    let _ = ch.queue_declare(uniq("long-dlrk").as_str().into(), durable(), a).await;
+    let text = expect_error(&mut ev, 406).await;
+    assert!(text.contains("x-dead-letter-routing-key"), "{text}");
+}
+
+#[tokio::test]
+async fn ttl_zero_behind_a_backlog_expires_at_once() {
+    let b = start().await;
+    let conn = b.connect().await;
+    let q = uniq("ttl0-backlog");
+    let ch = conn.create_channel().await.unwrap();
+    declare_durable_queue(&ch, &q, FieldTable::default()).await;
+    publish_all(&conn, &q, &[("first", BasicProperties::default())]).await;
+    // A consumer with room exists, but the queue is not empty: the message
+    // cannot be handed over at once, so it expires instead of waiting.
+    let c = conn.create_channel().await.unwrap();
+    c.basic_qos(1, Default::default()).await.unwrap();
+    let mut consumer = c
+        .basic_consume(q.as_str().into(), "".into(), Default::default(), FieldTable::default())
+        .await
+        .unwrap();
+    let first = next_delivery(&mut consumer).await;
+    assert_eq!(first.data, b"first");
+    let zero = BasicProperties::default().with_expiration("0".into());
+    publish_all(&conn, &q, &[("second", BasicProperties::default()), ("zero", zero)]).await;
+    first.acker.ack(Default::default()).await.unwrap();
+    let second = next_delivery(&mut consumer).await;
+    assert_eq!(second.data, b"second");
+    second.acker.ack(Default::default()).await.unwrap();
+    assert_no_delivery(&mut consumer).await;
+}

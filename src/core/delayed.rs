@@ -96,8 +96,9 @@ impl DelayedMessages {
         Ok(())
     }
 
-    /// Takes the messages due at `now`, and tells when the next one is.
-    fn take_due(&self, now: i64) -> (Vec<Message>, Option<i64>) {
+    /// Takes the messages due at `now` (they stay stored until
+    /// [`DelayedMessages::released`]), and tells when the next one is.
+    fn take_due(&self, now: i64) -> (Vec<(Message, SegPos)>, Option<i64>) {
         let mut st = self.state.lock();
         let mut out = Vec::new();
         while let Some(&(at, pos)) = st.due.first() {
@@ -108,20 +109,27 @@ impl DelayedMessages {
             if let Some(view) = st.store.read_mapped(pos) {
                 let raw = Bytes::copy_from_slice(view.properties);
                 let properties = BasicProperties::decode(&mut raw.clone()).unwrap_or_default();
-                out.push(Message {
+                let msg = Message {
                     timestamp: now,
                     exchange: view.exchange.into(),
                     routing_key: view.routing_key.into(),
                     properties: Box::new(properties),
                     raw_properties: Some(raw),
                     body: Bytes::copy_from_slice(view.body),
-                });
-            }
-            if let Err(e) = st.store.ack(pos) {
-                tracing::error!("cannot record release of a delayed message: {e}");
+                };
+                out.push((msg, pos));
+            } else if let Err(e) = st.store.ack(pos) {
+                tracing::error!("cannot record removal of an unreadable delayed message: {e}");
             }
         }
         (out, None)
+    }
+
+    /// Removes a released message once it is stored in its queues.
+    fn released(&self, pos: SegPos) {
+        if let Err(e) = self.state.lock().store.ack(pos) {
+            tracing::error!("cannot record release of a delayed message: {e}");
+        }
     }
 
     /// Starts the task that releases due messages through `exchange`.
@@ -144,8 +152,9 @@ async fn release_loop(me: Weak<DelayedMessages>, vhost: Weak<VHost>, exchange: W
             return;
         }
         let (due, next) = d.take_due(Message::now_ms());
-        for msg in due {
+        for (msg, pos) in due {
             vh.publish_routed(&ex, &msg, &mut scratch);
+            d.released(pos);
         }
         let wait = next.map(|at| (at - Message::now_ms()).clamp(1, 3_600_000) as u64);
         drop((ex, vh));
@@ -191,13 +200,14 @@ mod tests {
         d.push(&msg(200, "middle", 1000), 200, &mut scratch).unwrap();
         let (out, next) = d.take_due(1150);
         assert_eq!(out.len(), 1);
-        assert_eq!(&out[0].body[..], b"early");
+        assert_eq!(&out[0].0.body[..], b"early");
         assert_eq!(next, Some(1200));
+        d.released(out[0].1);
         drop(d);
         let d = DelayedMessages::open(dir.path(), "d", 4096).unwrap();
         assert_eq!(d.len(), 2);
         let (out, next) = d.take_due(5000);
-        let bodies: Vec<_> = out.iter().map(|m| m.body.clone()).collect();
+        let bodies: Vec<_> = out.iter().map(|(m, _)| m.body.clone()).collect();
         assert_eq!(bodies, [Bytes::from_static(b"middle"), Bytes::from_static(b"late")]);
         assert_eq!(next, None);
     }

@@ -12,6 +12,9 @@ use super::queue::Queue;
 use super::topic::TopicTrie;
 use super::{FieldTable, Result};
 
+/// Largest binding weight of a consistent-hash exchange.
+pub const MAX_HASH_WEIGHT: u32 = 10_000;
+
 /// The routing algorithm of an exchange.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExchangeKind {
@@ -268,6 +271,13 @@ impl Exchange {
         if self.kind == ExchangeKind::ConsistentHash {
             let weight = consistent_hash::parse_weight(routing_key)
                 .ok_or_else(|| super::Error::PreconditionFailed(consistent_hash::INVALID_WEIGHT.into()))?;
+            if weight > MAX_HASH_WEIGHT {
+                // Each unit of weight is a point on the ring: an unbounded weight
+                // would let one bind exhaust memory.
+                return Err(super::Error::PreconditionFailed(format!(
+                    "binding weight {weight} is above the maximum of {MAX_HASH_WEIGHT}"
+                )));
+            }
             if let Some(h) = b.hash.as_mut() {
                 h.add(destination.name(), weight, destination.clone());
             }

@@ -136,13 +136,19 @@ impl Policy {
                 return Err(invalid(format!("[<<\"{key}\">>] are not recognised policy settings")));
             };
             let ok = if *numeric {
-                value.as_u64().is_some()
+                // Times and limits as RabbitMQ bounds them (TTLs fit 32 bits).
+                value.as_u64().is_some_and(|n| n <= i64::MAX as u64)
+            } else if key == "max-age" {
+                value
+                    .as_str()
+                    .and_then(super::stream::parse_max_age)
+                    .is_some_and(|ms| ms >= 0)
             } else if key == "overflow" {
                 value
                     .as_str()
                     .is_some_and(|o| super::queue_settings::Overflow::parse(o).is_some())
             } else {
-                value.is_string()
+                value.as_str().is_some_and(|s| s.len() <= 255)
             };
             if !ok {
                 return Err(invalid(format!("{key} has an invalid value {value}")));

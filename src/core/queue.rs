@@ -225,11 +225,7 @@ impl Queue {
             housekeeping_started: AtomicBool::new(false),
             consumer_timeout_ms: AtomicU64::new(consumer_timeout),
         });
-        let s = &q.declared;
-        if s.message_ttl.is_some() || s.expires.is_some() || s.max_age.is_some() || q.lock().store.ready_count() > 0 {
-            // Recovered messages may carry a per-message TTL.
-            q.start_housekeeping();
-        }
+        q.start_timers();
         Ok(q)
     }
 
@@ -279,12 +275,12 @@ impl Queue {
         if st.deleted {
             return Ok(Published::default());
         }
-        if let Some(cache) = st.dedup.as_mut()
-            && cache.is_duplicate(msg.properties.headers.as_ref(), msg.timestamp)
-        {
-            return Ok(Published::default());
-        }
         if st.stream.is_some() {
+            if let Some(cache) = st.dedup.as_mut()
+                && cache.is_duplicate(msg.properties.headers.as_ref(), msg.timestamp)
+            {
+                return Ok(Published::default());
+            }
             return self.append_to_stream(&mut st, msg, scratch);
         }
         let (overflow, max_length, max_bytes) = (
@@ -307,13 +303,21 @@ impl Queue {
                 });
             }
         }
+        // Remembered only once past the limit check: a publish refused there and
+        // retried must not be taken for a duplicate.
+        if let Some(cache) = st.dedup.as_mut()
+            && cache.is_duplicate(msg.properties.headers.as_ref(), msg.timestamp)
+        {
+            return Ok(Published::default());
+        }
         let per_message = msg.properties.expiration.as_ref().and_then(|e| e.parse::<u64>().ok());
         let ttl = match (st.settings.message_ttl, per_message) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        if ttl == Some(0) && !st.consumers.iter().any(|c| c.has_capacity()) {
-            // Nobody can take it now, and it may not wait.
+        if ttl == Some(0) && !(st.store.ready_count() == 0 && st.can_deliver_now()) {
+            // Nobody can take it at once (the queue is not empty, or no consumer
+            // is ready), and it may not wait.
             self.dead_letter_message(&mut st, msg, Reason::Expired);
             self.unlock_and_route(st);
             return Ok(Published::default());
@@ -349,7 +353,12 @@ impl Queue {
             // applies, as RabbitMQ hands it over without enqueueing it.
             let mut touched = Touched::new();
             if st.consumers.iter().any(|c| c.has_capacity()) {
-                self.deliver_locked(&mut st, &mut touched, msg.timestamp);
+                // As of just before the publish: a TTL-0 message is handed over,
+                // not expired.
+                self.deliver_locked(&mut st, &mut touched, msg.timestamp - 1);
+            }
+            if ttl == Some(0) {
+                self.expire_head(&mut st, msg.timestamp);
             }
             self.drop_over_limit(&mut st);
             self.unlock_and_route(st);
@@ -560,11 +569,8 @@ impl Queue {
                 let _ = st.store.ack(pos);
                 continue;
             };
-            // A message with TTL 0 is stored only while a consumer is ready; it
-            // goes to the consumer picked now rather than expiring.
             if let Some(at) = expires_at(&st.settings, &view)
                 && now >= at
-                && at != view.timestamp
             {
                 self.drop_stored(st, pos, Reason::Expired);
                 continue;
@@ -854,17 +860,30 @@ impl Queue {
             if now < at {
                 return Some(at);
             }
-            if at == view.timestamp && st.consumers.iter().any(|c| c.has_capacity()) {
-                // TTL 0 and a consumer about to take it: look again shortly.
-                return Some(now + 10);
-            }
             let _ = st.store.shift();
             self.drop_stored(st, pos, Reason::Expired);
         }
     }
 
-    /// Starts the task that expires messages and the queue (once).
+    /// Starts the housekeeping task if the queue's settings or its recovered
+    /// messages (which may carry a per-message TTL) need it.
+    pub fn start_timers(&self) {
+        let needed = {
+            let st = self.state.lock();
+            let s = &st.settings;
+            s.message_ttl.is_some() || s.expires.is_some() || s.max_age.is_some() || st.store.ready_count() > 0
+        };
+        if needed {
+            self.start_housekeeping();
+        }
+    }
+
+    /// Starts the task that expires messages and the queue (once), when the
+    /// vhost has finished restoring its definitions.
     fn start_housekeeping(&self) {
+        if !self.vhost_ref.upgrade().is_some_and(|v| v.is_ready()) {
+            return;
+        }
         if self.housekeeping_started.swap(true, Ordering::AcqRel) {
             return;
         }
@@ -991,6 +1010,15 @@ impl QueueState {
             self.sac_draining = false;
             self.notify_consumers();
         }
+    }
+
+    /// True when a consumer could take a message right now (with a single
+    /// active consumer: that one).
+    fn can_deliver_now(&self) -> bool {
+        if self.settings.single_active_consumer {
+            return !self.sac_draining && self.active_consumer().is_some_and(|i| self.consumers[i].has_capacity());
+        }
+        self.consumers.iter().any(|c| c.has_capacity())
     }
 
     /// The single active consumer: the first registered of the highest priority.

@@ -174,6 +174,21 @@ fn string_arg<'a>(arg: &'static str, v: &'a FieldValue) -> Result<&'a str, ArgEr
     v.as_str().ok_or_else(|| unacceptable(arg, v))
 }
 
+/// A name used as an exchange name or routing key: at most 255 bytes.
+fn short_arg<'a>(arg: &'static str, v: &'a FieldValue) -> Result<&'a str, ArgError> {
+    let s = v.as_str().ok_or_else(|| ArgError {
+        arg,
+        detail: format!("invalid type {}", type_name(v)),
+    })?;
+    if s.len() > 255 {
+        return Err(ArgError {
+            arg,
+            detail: format!("{{value_too_long,{}}}", s.len()),
+        });
+    }
+    Ok(s)
+}
+
 impl QueueSettings {
     /// Interprets and validates declaration arguments. Unknown arguments are
     /// ignored, as RabbitMQ ignores them.
@@ -216,14 +231,14 @@ impl QueueSettings {
                     })?;
                 }
                 "x-dead-letter-exchange" => {
-                    let dlx = v.as_str().ok_or_else(|| ArgError {
-                        arg: "x-dead-letter-exchange",
-                        detail: format!("invalid type {}", type_name(v)),
-                    })?;
+                    let dlx = short_arg("x-dead-letter-exchange", v)?;
                     s.dead_letter_exchange = Some(dlx.to_string());
                 }
                 "x-dead-letter-routing-key" => {
-                    let rk = string_arg("x-dead-letter-routing-key", v)?;
+                    let rk = match v.as_str() {
+                        Some(_) => short_arg("x-dead-letter-routing-key", v)?,
+                        None => string_arg("x-dead-letter-routing-key", v)?,
+                    };
                     if args.get("x-dead-letter-exchange").is_none() {
                         return Err(ArgError {
                             arg: "x-dead-letter-routing-key",

@@ -33,6 +33,9 @@ pub const FORBIDDEN_ARGUMENTS: [&str; 8] = [
 pub fn parse_max_age(s: &str) -> Option<i64> {
     let unit = s.chars().last()?;
     let n: i64 = s[..s.len() - unit.len_utf8()].parse().ok()?;
+    if n < 0 {
+        return None;
+    }
     let secs = match unit {
         'Y' => 365 * 24 * 3600,
         'M' => 30 * 24 * 3600,
@@ -308,9 +311,9 @@ impl StreamState {
         let Some(reader) = self.readers.get_mut(&id) else {
             return;
         };
-        if !acked {
-            return;
-        }
+        // A stream never redelivers, so a returned message is settled too; only
+        // deliveries still outstanding hold the tracked offset back.
+        let _ = acked;
         for o in offsets {
             reader.inflight.remove(&o);
         }
@@ -418,6 +421,10 @@ mod tests {
         let got: Vec<u64> = std::iter::from_fn(|| s.next_for(1).map(|n| n.offset)).collect();
         assert_eq!(got, [0, 1, 2, 3, 4]);
         s.settle(1, [0, 1, 3], true, 0);
+        assert_eq!(s.offsets.get("tag"), Some(&1));
+        // A returned (nacked) delivery is not redelivered by a stream: it no
+        // longer holds the tracked offset back.
+        s.settle(1, [4], false, 0);
         assert_eq!(s.offsets.get("tag"), Some(&1));
         s.remove_reader(1);
         drop(s);

@@ -63,6 +63,9 @@ pub struct VHost {
     operator_policies: RwLock<std::collections::BTreeMap<String, Policy>>,
     /// This vhost, for the queues it creates (they dead-letter through it).
     me: std::sync::Weak<VHost>,
+    /// Set once the stored definitions are restored: timers that expire or
+    /// release messages start only then, so that they find every binding.
+    ready: std::sync::atomic::AtomicBool,
 }
 
 /// What a queue declaration returns.
@@ -166,6 +169,7 @@ impl VHost {
             policies: RwLock::default(),
             operator_policies: RwLock::default(),
             me: me.clone(),
+            ready: std::sync::atomic::AtomicBool::new(false),
         });
         {
             let mut ex = vhost.exchanges.write();
@@ -184,7 +188,21 @@ impl VHost {
         vhost.apply_definitions(current);
         *vhost.definitions.lock() = Some(log);
         vhost.apply_policies();
+        vhost.ready.store(true, std::sync::atomic::Ordering::Release);
+        for q in vhost.queues() {
+            q.start_timers();
+        }
+        for e in vhost.exchanges() {
+            if let Some(d) = &e.delayed {
+                d.spawn(vhost.me.clone(), Arc::downgrade(&e));
+            }
+        }
         Ok(vhost)
+    }
+
+    /// True once the stored definitions are restored.
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Creates the entities of a replayed definitions log.
@@ -427,7 +445,9 @@ impl VHost {
             )?);
         }
         let ex = Arc::new(ex);
-        if let Some(d) = &ex.delayed {
+        if let Some(d) = &ex.delayed
+            && self.is_ready()
+        {
             d.spawn(self.me.clone(), Arc::downgrade(&ex));
         }
         Ok(ex)

@@ -134,9 +134,6 @@ impl MessageStore {
                 }
             }
         }
-        if store.ready == 0 {
-            store.ready_bytes = Some(0);
-        }
         let next = store.segments.keys().next_back().map_or(1, |id| id + 1);
         store.read.seg = store.segments.keys().next().copied().unwrap_or(next);
         // The write segment is created by the first publish, so that an idle queue
@@ -172,6 +169,7 @@ impl MessageStore {
         properties: &[u8],
         body: &[u8],
     ) -> io::Result<SegPos> {
+        record::check_names(exchange, routing_key)?;
         let total = record::RECORD_HEADER + record::payload_len(exchange, routing_key, properties.len(), body.len());
         let fits = match self.segments.get(&self.write_seg) {
             Some(s) => s.free() >= total,

@@ -34,6 +34,12 @@ fn level_dir(dir: &Path, level: usize) -> PathBuf {
     }
 }
 
+/// The position handed out for `p` of `level`: plain queues (one level) use
+/// positions as they are, so their segment numbers keep all 32 bits.
+fn encode_for(single: bool, level: usize, p: SegPos) -> SegPos {
+    if single { p } else { encode(level, p) }
+}
+
 fn encode(level: usize, p: SegPos) -> SegPos {
     SegPos {
         seg: ((level as u32) << LEVEL_SHIFT) | (p.seg & SEG_MASK),
@@ -89,6 +95,14 @@ impl QueueStore {
         self.levels.iter().flatten()
     }
 
+    fn encode(&self, level: usize, p: SegPos) -> SegPos {
+        encode_for(self.levels.len() == 1, level, p)
+    }
+
+    fn decode(&self, p: SegPos) -> (usize, SegPos) {
+        if self.levels.len() == 1 { (0, p) } else { decode(p) }
+    }
+
     /// Messages ready for delivery.
     pub fn ready_count(&self) -> u64 {
         self.stores().map(MessageStore::ready_count).sum()
@@ -118,7 +132,7 @@ impl QueueStore {
             return Err(io::Error::other("priority level store missing"));
         };
         let p = store.push(timestamp, exchange, routing_key, properties, body)?;
-        Ok(encode(level, p))
+        Ok(self.encode(level, p))
     }
 
     /// The highest level with a ready message.
@@ -133,32 +147,34 @@ impl QueueStore {
 
     /// The next message to deliver, without taking it.
     pub fn peek(&mut self) -> Option<(SegPos, bool)> {
+        let single = self.levels.len() == 1;
         let (level, store) = self.top()?;
-        store.peek().map(|(p, r)| (encode(level, p), r))
+        store.peek().map(|(p, r)| (encode_for(single, level, p), r))
     }
 
     /// Takes the next message to deliver: the oldest of the highest priority.
     pub fn shift(&mut self) -> Option<(SegPos, bool)> {
+        let single = self.levels.len() == 1;
         let (level, store) = self.top()?;
-        store.shift().map(|(p, r)| (encode(level, p), r))
+        store.shift().map(|(p, r)| (encode_for(single, level, p), r))
     }
 
     /// A zero-copy view of the message at `p`.
     pub fn read_at(&self, p: SegPos) -> Option<RecordView<'_>> {
-        let (level, p) = decode(p);
+        let (level, p) = self.decode(p);
         self.levels.get(level)?.as_ref()?.read_at(p)
     }
 
     /// A view of the message at `p`, mapping its segment again if needed (for
     /// messages delivered long ago, whose segment the reader has left).
     pub fn read_mapped(&mut self, p: SegPos) -> Option<RecordView<'_>> {
-        let (level, p) = decode(p);
+        let (level, p) = self.decode(p);
         self.levels.get_mut(level)?.as_mut()?.read_mapped(p)
     }
 
     /// Permanently removes a delivered message.
     pub fn ack(&mut self, p: SegPos) -> io::Result<()> {
-        let (level, p) = decode(p);
+        let (level, p) = self.decode(p);
         match self.levels.get_mut(level).and_then(Option::as_mut) {
             Some(s) => s.ack(p),
             None => Ok(()),
@@ -167,7 +183,7 @@ impl QueueStore {
 
     /// Puts a delivered message back in its place.
     pub fn requeue(&mut self, p: SegPos) {
-        let (level, p) = decode(p);
+        let (level, p) = self.decode(p);
         if let Some(s) = self.levels.get_mut(level).and_then(Option::as_mut) {
             s.requeue(p);
         }

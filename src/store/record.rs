@@ -38,6 +38,18 @@ pub enum RecordError {
     Malformed(&'static str),
 }
 
+/// Refuses an exchange name or routing key too long for the one-byte length
+/// the record gives them (AMQP short strings never are; this guards other paths).
+pub fn check_names(exchange: &str, routing_key: &str) -> std::io::Result<()> {
+    if exchange.len() > 255 || routing_key.len() > 255 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "exchange name or routing key longer than 255 bytes",
+        ));
+    }
+    Ok(())
+}
+
 /// Size of the payload for a message with these parts.
 pub fn payload_len(exchange: &str, routing_key: &str, properties: usize, body: usize) -> usize {
     8 + 1 + exchange.len() + 1 + routing_key.len() + 4 + properties + 8 + body

@@ -121,6 +121,7 @@ impl StreamStore {
         properties: &[u8],
         body: &[u8],
     ) -> io::Result<u64> {
+        record::check_names(exchange, routing_key)?;
         let total = record::RECORD_HEADER + record::payload_len(exchange, routing_key, properties.len(), body.len());
         let fits = self.segments.get(&self.write_seg).map(|s| s.free() >= total);
         if fits != Some(true) {
@@ -308,16 +309,23 @@ impl StreamStore {
             if !(over_len || over_bytes || too_old) {
                 return;
             }
+            // Record the new start first (atomically), then remove the segment: a
+            // crash in between leaves a segment that is counted from the new start
+            // and removed again, never offsets shifted.
+            let start = self.first_offset() + in_oldest;
+            let tmp = self.dir.join(format!("{START_FILE}.tmp"));
+            let recorded =
+                std::fs::write(&tmp, start.to_string()).and_then(|_| std::fs::rename(&tmp, self.dir.join(START_FILE)));
+            if let Err(e) = recorded {
+                tracing::warn!(queue = %self.label, "cannot record the stream start: {e}");
+                return;
+            }
             let Some(seg) = self.segments.remove(&oldest) else {
                 return;
             };
             self.first_offsets.remove(&oldest);
             if let Err(e) = seg.remove() {
                 tracing::warn!(queue = %self.label, segment = oldest, "cannot remove stream segment: {e}");
-            }
-            let start = self.first_offset();
-            if let Err(e) = std::fs::write(self.dir.join(START_FILE), start.to_string()) {
-                tracing::warn!(queue = %self.label, "cannot record the stream start: {e}");
             }
         }
     }

@@ -120,6 +120,19 @@ impl TestBroker {
         self.server = Some(server);
     }
 
+    /// Like [`TestBroker::restart`], with the broker down for `down` in between
+    /// (so that timers fall due while it is stopped).
+    #[allow(dead_code)]
+    pub async fn restart_after(&mut self, down: Duration) {
+        let server = self.server.take().expect("server running");
+        tokio::time::timeout(Duration::from_secs(30), server.shutdown())
+            .await
+            .expect("shutdown finishes");
+        tokio::time::sleep(down).await;
+        let server = Server::start(&self.config).await.expect("server restarts");
+        self.server = Some(server);
+    }
+
     /// Shuts the server down for good.
     pub async fn stop(mut self) {
         let server = self.server.take().expect("server running");
