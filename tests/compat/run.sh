@@ -5,7 +5,8 @@
 #   - starts the broker binary $LAVINMQ_BIN (default target/release/lavinmq) on
 #     a free loopback port with a fresh data dir, or
 #   - with COMPAT_TARGET_URL=amqp://... runs against an already running broker
-#     (e.g. a reference RabbitMQ started by scripts/start-rabbitmq.sh).
+#     (e.g. a reference RabbitMQ started by scripts/start-rabbitmq.sh); set
+#     MGMT_URL=http://user:pass@host:port for its management API.
 #
 # Other knobs:
 #   LAVINMQ_ARGS     extra arguments for the broker binary
@@ -55,12 +56,14 @@ else
         exit 2
     fi
     PORT="$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
+    HTTP_PORT="$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
     DATA_DIR="$(mktemp -d)"
     BROKER_LOG="$(mktemp)"
     # shellcheck disable=SC2086
-    "$BIN" -D "$DATA_DIR" -p "$PORT" --amqp-bind 127.0.0.1 --http-port 0 ${LAVINMQ_ARGS:-} >"$BROKER_LOG" 2>&1 &
+    "$BIN" -D "$DATA_DIR" -p "$PORT" --amqp-bind 127.0.0.1 --http-bind 127.0.0.1 --http-port "$HTTP_PORT" ${LAVINMQ_ARGS:-} >"$BROKER_LOG" 2>&1 &
     BROKER_PID=$!
     export AMQP_URL="amqp://guest:guest@127.0.0.1:$PORT/%2F"
+    export MGMT_URL="http://guest:guest@127.0.0.1:$HTTP_PORT"
     HOST_PORT="127.0.0.1 $PORT"
     echo "compat: started $BIN (pid $BROKER_PID) on 127.0.0.1:$PORT"
 fi
