@@ -18,6 +18,7 @@ use super::error::{AmqpError, AmqpResult, code};
 use super::outbox::Outbox;
 use super::publish::PendingPublish;
 use super::unacked::{Unacked, UnackedList};
+use crate::core::permissions::Access;
 use crate::core::queue::Queue;
 use crate::core::vhost::{ExchangeOptions, QueueOptions};
 use crate::core::{FieldTable, ShortStr};
@@ -140,6 +141,9 @@ pub struct Channel {
     pub(super) route_buf: Vec<Arc<Queue>>,
     /// The exchange of the previous publish, to skip the lookup for the next.
     pub(super) last_exchange: Option<Arc<crate::core::exchange::Exchange>>,
+    /// The exchange (by address) and permission generation a publish was last
+    /// allowed for, to skip the check while neither changes.
+    pub(super) write_allowed: Option<(usize, u64)>,
     pub(super) scratch: BytesMut,
 }
 
@@ -180,6 +184,7 @@ impl Channel {
             last_queue: String::new(),
             route_buf: Vec::new(),
             last_exchange: None,
+            write_allowed: None,
             scratch: BytesMut::new(),
         }
     }
@@ -246,6 +251,19 @@ impl Channel {
                     internal,
                     passive,
                 };
+                if !passive {
+                    info.check(Access::Configure, "exchange", &exchange)?;
+                    let ae = arguments
+                        .get("alternate-exchange")
+                        .or_else(|| arguments.get("x-alternate-exchange"))
+                        .and_then(|v| v.as_str());
+                    if let Some(ae) = ae {
+                        // As in RabbitMQ: unroutable messages move from this
+                        // exchange to the alternate one.
+                        info.check(Access::Write, "exchange", ae)?;
+                        info.check(Access::Read, "exchange", &exchange)?;
+                    }
+                }
                 vhost.declare_exchange(&exchange, &kind, &opts, arguments)?;
                 self.reply(nowait, Method::ExchangeDeclareOk);
             }
@@ -254,6 +272,7 @@ impl Channel {
                 if_unused,
                 nowait,
             } => {
+                info.check(Access::Configure, "exchange", &exchange)?;
                 vhost.delete_exchange(&exchange, if_unused)?;
                 self.reply(nowait, Method::ExchangeDeleteOk);
             }
@@ -264,6 +283,8 @@ impl Channel {
                 nowait,
                 arguments,
             } => {
+                info.check(Access::Write, "exchange", &destination)?;
+                info.check(Access::Read, "exchange", &source)?;
                 vhost.bind_exchange(&destination, &source, &routing_key, arguments)?;
                 self.reply(nowait, Method::ExchangeBindOk);
             }
@@ -274,6 +295,8 @@ impl Channel {
                 nowait,
                 arguments,
             } => {
+                info.check(Access::Write, "exchange", &destination)?;
+                info.check(Access::Read, "exchange", &source)?;
                 vhost.unbind_exchange(&destination, &source, &routing_key, &arguments)?;
                 self.reply(nowait, Method::ExchangeUnbindOk);
             }
@@ -306,7 +329,27 @@ impl Channel {
                     auto_delete,
                     passive,
                 };
+                if !passive {
+                    if !name.is_empty() {
+                        info.check(Access::Configure, "queue", &name)?;
+                    }
+                    if let Some(dlx) = arguments.get("x-dead-letter-exchange").and_then(|v| v.as_str()) {
+                        // As in RabbitMQ: dead letters move from this queue to the DLX.
+                        info.check(Access::Write, "exchange", dlx)?;
+                        if !name.is_empty() {
+                            info.check(Access::Read, "queue", &name)?;
+                        }
+                    }
+                }
                 let d = vhost.declare_queue(&name, &opts, arguments, info.id)?;
+                if !passive
+                    && name.is_empty()
+                    && let Err(e) = info.check(Access::Configure, "queue", &d.name)
+                {
+                    // A server-named queue the user may not configure: undo it.
+                    let _ = vhost.delete_queue(&d.name, false, false, None);
+                    return Err(e.into());
+                }
                 self.last_queue = d.name.clone();
                 self.reply(
                     nowait,
@@ -325,6 +368,8 @@ impl Channel {
                 arguments,
             } => {
                 let q = self.queue_name(&queue)?;
+                info.check(Access::Write, "queue", q)?;
+                info.check(Access::Read, "exchange", &exchange)?;
                 vhost.bind_queue(q, &exchange, &routing_key, arguments, Some(info.id))?;
                 self.reply(nowait, Method::QueueBindOk);
             }
@@ -335,11 +380,15 @@ impl Channel {
                 arguments,
             } => {
                 let q = self.queue_name(&queue)?;
+                info.check(Access::Write, "queue", q)?;
+                info.check(Access::Read, "exchange", &exchange)?;
                 vhost.unbind_queue(q, &exchange, &routing_key, &arguments, info.id)?;
                 self.send(&Method::QueueUnbindOk);
             }
             Method::QueuePurge { queue, nowait } => {
-                let n = vhost.purge_queue(self.queue_name(&queue)?, info.id)?;
+                let q = self.queue_name(&queue)?;
+                info.check(Access::Read, "queue", q)?;
+                let n = vhost.purge_queue(q, info.id)?;
                 self.reply(
                     nowait,
                     Method::QueuePurgeOk {
@@ -353,7 +402,9 @@ impl Channel {
                 if_empty,
                 nowait,
             } => {
-                let n = vhost.delete_queue(self.queue_name(&queue)?, if_unused, if_empty, Some(info.id))?;
+                let q = self.queue_name(&queue)?;
+                info.check(Access::Configure, "queue", q)?;
+                let n = vhost.delete_queue(q, if_unused, if_empty, Some(info.id))?;
                 self.reply(
                     nowait,
                     Method::QueueDeleteOk {
@@ -521,6 +572,7 @@ impl Channel {
             return Ok(());
         }
         let explicit_tag = !tag.starts_with("amq.ctag-");
+        info.check(Access::Read, "queue", self.queue_name(queue)?)?;
         let q = info.vhost.get_queue(self.queue_name(queue)?)?;
         q.check_owner(info.id)?;
         let stream_options = if q.is_stream() {
@@ -610,6 +662,7 @@ impl Channel {
     }
 
     fn get(&mut self, info: &ConnInfo, queue: &str, no_ack: bool) -> AmqpResult {
+        info.check(Access::Read, "queue", self.queue_name(queue)?)?;
         let q = info.vhost.get_queue(self.queue_name(queue)?)?;
         q.check_owner(info.id)?;
         if q.is_stream() {

@@ -54,9 +54,36 @@ pub struct ConnInfo {
     /// Queues that received their first ready message during the current read
     /// batch; their consumers are woken once the batch is done.
     pub wakes: std::cell::RefCell<Vec<Arc<crate::core::queue::Queue>>>,
+    /// The user's permissions in the vhost, with the user-store generation they
+    /// were read at (recompiled when it changes).
+    pub perms: std::cell::RefCell<(u64, crate::core::permissions::Compiled)>,
 }
 
 impl ConnInfo {
+    /// The user-store generation now (changes with any user or permission).
+    pub fn permission_generation(&self) -> u64 {
+        self.ctx.broker.users.generation()
+    }
+
+    /// Checks that the user may have `access` to the queue or exchange (`kind`)
+    /// `name`, with the permissions in force now.
+    pub fn check(
+        &self,
+        access: crate::core::permissions::Access,
+        kind: &str,
+        name: &str,
+    ) -> Result<(), crate::core::Error> {
+        let generation = self.permission_generation();
+        let mut p = self.perms.borrow_mut();
+        if p.0 != generation {
+            *p = (
+                generation,
+                self.ctx.broker.users.permissions(&self.user, &self.vhost.name),
+            );
+        }
+        p.1.check(access, kind, name, &self.vhost.name, &self.user)
+    }
+
     /// Remembers to wake `queue`'s consumers at the end of the read batch.
     pub fn defer_wake(&self, queue: &Arc<crate::core::queue::Queue>) {
         let mut w = self.wakes.borrow_mut();

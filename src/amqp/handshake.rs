@@ -317,6 +317,7 @@ where
         heartbeat,
         channel_max,
         wakes: Default::default(),
+        perms: std::cell::RefCell::new((0, crate::core::permissions::Compiled::none())),
         now_ms: std::cell::Cell::new(crate::core::message::Message::now_ms()),
     })
 }

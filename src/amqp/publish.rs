@@ -252,6 +252,12 @@ impl Channel {
                 e
             }
         };
+        let generation = info.permission_generation();
+        let key = (Arc::as_ptr(&exchange) as usize, generation);
+        if self.write_allowed != Some(key) {
+            info.check(crate::core::permissions::Access::Write, "exchange", &exchange.name)?;
+            self.write_allowed = Some(key);
+        }
         if exchange.internal {
             let text = format!(
                 "cannot publish to internal exchange '{}' in vhost '{}'",

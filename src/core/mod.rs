@@ -14,6 +14,7 @@ pub mod error;
 pub mod exchange;
 pub mod headers;
 pub mod message;
+pub mod permissions;
 pub mod policy;
 pub mod queue;
 pub mod queue_settings;

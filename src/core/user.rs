@@ -95,6 +95,8 @@ pub struct UserStore {
     path: PathBuf,
     sync: bool,
     users: RwLock<HashMap<String, User>>,
+    /// Counts changes, so that open connections notice changed permissions.
+    generation: std::sync::atomic::AtomicU64,
 }
 
 impl UserStore {
@@ -112,6 +114,7 @@ impl UserStore {
             path,
             sync,
             users: RwLock::new(users),
+            generation: std::sync::atomic::AtomicU64::new(1),
         };
         if !store.path.exists() {
             let user = User {
@@ -127,7 +130,21 @@ impl UserStore {
         Ok(store)
     }
 
+    /// The number of changes so far; it changes whenever a user or a permission does.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The compiled permissions of `user` in `vhost` (none if it has none there).
+    pub fn permissions(&self, user: &str, vhost: &str) -> super::permissions::Compiled {
+        match self.users.read().get(user).and_then(|u| u.permissions.get(vhost)) {
+            Some(p) => super::permissions::Compiled::new(p),
+            None => super::permissions::Compiled::none(),
+        }
+    }
+
     fn save(&self) -> Result<()> {
+        self.generation.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         let list: Vec<User> = self.users.read().values().cloned().collect();
         let v = serde_json::to_value(list).map_err(|e| Error::Internal(e.to_string()))?;
         definitions::write_json(&self.path, &v, self.sync).map_err(Error::from)
