@@ -787,6 +787,49 @@ impl VHost {
         Ok(())
     }
 
+    /// Removes exactly one binding, arguments compared whatever the exchange type
+    /// (as the management API names a binding by routing key and arguments); false
+    /// if there was none. `conn`, when given, must own an exclusive destination queue.
+    pub fn remove_binding(
+        &self,
+        source: &str,
+        destination: &str,
+        to_queue: bool,
+        routing_key: &str,
+        arguments: &FieldTable,
+        conn: Option<ConnectionId>,
+    ) -> Result<bool> {
+        if source.is_empty() || (!to_queue && destination.is_empty()) {
+            return Err(default_exchange_refused());
+        }
+        let src = self.get_exchange(source)?;
+        let (dest, durable) = if to_queue {
+            let q = self.get_queue(destination)?;
+            if let Some(conn) = conn {
+                q.check_owner(conn)?;
+            }
+            let durable = src.durable && q.durable && q.exclusive_owner.is_none();
+            (Destination::Queue(q), durable)
+        } else {
+            let d = self.get_exchange(destination)?;
+            let durable = src.durable && d.durable;
+            (Destination::Exchange(d), durable)
+        };
+        if !src.unbind_exact(&dest, routing_key, arguments) {
+            return Ok(false);
+        }
+        let line = definitions::binding(
+            "unbind",
+            source,
+            destination,
+            to_queue,
+            routing_key,
+            table_to_json(arguments),
+        );
+        self.after_unbind(&src, durable.then_some(line))?;
+        Ok(true)
+    }
+
     /// Logs a removed binding and deletes its auto-delete source once unbound.
     fn after_unbind(&self, source: &Arc<Exchange>, line: Option<serde_json::Value>) -> Result<()> {
         if let Some(line) = line {

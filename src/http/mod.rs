@@ -3,6 +3,8 @@
 //! core and shape RabbitMQ's JSON.
 
 pub mod auth;
+pub mod bindings;
+pub mod definitions;
 pub mod error;
 pub mod exchanges;
 pub mod overview;
@@ -64,6 +66,38 @@ pub fn router(state: Arc<HttpState>) -> Router {
         .route(
             "/api/exchanges/{vhost}/{name}",
             get(exchanges::show).put(exchanges::declare).delete(exchanges::delete),
+        )
+        .route("/api/queues/{vhost}/{name}/bindings", get(bindings::queue_bindings))
+        .route(
+            "/api/exchanges/{vhost}/{name}/bindings/source",
+            get(bindings::exchange_source),
+        )
+        .route(
+            "/api/exchanges/{vhost}/{name}/bindings/destination",
+            get(bindings::exchange_destination),
+        )
+        .route("/api/bindings", get(bindings::list))
+        .route("/api/bindings/{vhost}", get(bindings::list_vhost))
+        .route(
+            "/api/bindings/{vhost}/e/{source}/q/{destination}",
+            get(bindings::list_eq).post(bindings::create_eq),
+        )
+        .route(
+            "/api/bindings/{vhost}/e/{source}/e/{destination}",
+            get(bindings::list_ee).post(bindings::create_ee),
+        )
+        .route(
+            "/api/bindings/{vhost}/e/{source}/q/{destination}/{props}",
+            get(bindings::show_eq).delete(bindings::delete_eq),
+        )
+        .route(
+            "/api/bindings/{vhost}/e/{source}/e/{destination}/{props}",
+            get(bindings::show_ee).delete(bindings::delete_ee),
+        )
+        .route("/api/definitions", get(definitions::show).post(definitions::upload))
+        .route(
+            "/api/definitions/{vhost}",
+            get(definitions::show_vhost).post(definitions::upload_vhost),
         )
         .route("/api/policies", get(policies::list))
         .route("/api/policies/{vhost}", get(policies::list_vhost))

@@ -1,0 +1,483 @@
+//! `/api/definitions`: export and import of the broker's definitions in
+//! RabbitMQ's format, so that a file exported from RabbitMQ (or from here) can be
+//! loaded into another broker. Administrators only.
+//!
+//! The export of the whole broker is
+//! `{"rabbit_version", "rabbitmq_version", "product_name", "product_version",
+//! "users", "vhosts", "permissions", "topic_permissions", "parameters",
+//! "global_parameters", "policies", "operator_policies", "queues", "exchanges",
+//! "bindings"}`; that of one vhost has neither users, vhosts nor permissions, and
+//! its entities carry no `vhost` field. Only what survives a restart is exported:
+//! durable, non-exclusive queues; durable exchanges other than the default and
+//! `amq.*` ones; bindings between durable ends, without the implicit bindings of
+//! the default exchange. User tags are exported as a list (as RabbitMQ 3.10
+//! does) and imported from a list or a comma-separated string (older exports).
+//!
+//! Import creates what is missing and leaves existing queues and exchanges as they
+//! are, so importing the same file twice changes nothing. Users are created or
+//! updated (password hash and tags), permissions and policies set. Topic
+//! permissions, parameters and global parameters are accepted and ignored.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::HttpState;
+use super::auth::Authed;
+use super::bindings;
+use super::error::{ApiError, ApiResult};
+use crate::core::Error;
+use crate::core::broker::Broker;
+use crate::core::policy::Policy;
+use crate::core::table_json::{json_to_table, table_to_json};
+use crate::core::user::{self, Permissions, User};
+use crate::core::vhost::{ExchangeOptions, QueueOptions, VHost};
+
+/// The RabbitMQ version the export claims (the one `/api/overview` reports).
+const RABBIT_VERSION: &str = "3.10.0";
+
+/// The durable queues, exchanges and bindings and the policies of a vhost, as
+/// `(policies, operator_policies, queues, exchanges, bindings)`.
+fn vhost_entities(v: &VHost) -> [Vec<Value>; 5] {
+    let policies = v.policies(false).iter().map(|p| p.to_json(&v.name)).collect();
+    let operator = v.policies(true).iter().map(|p| p.to_json(&v.name)).collect();
+    let mut queues = v.queues();
+    queues.retain(|q| q.durable && q.exclusive_owner.is_none());
+    queues.sort_by(|a, b| a.name.cmp(&b.name));
+    let queues = queues
+        .iter()
+        .map(|q| {
+            json!({"name": q.name, "vhost": v.name, "type": q.declared.queue_type.name(), "durable": q.durable,
+                   "auto_delete": q.auto_delete, "arguments": table_to_json(&q.arguments)})
+        })
+        .collect();
+    let mut exchanges = v.exchanges();
+    exchanges.retain(|e| e.durable && !e.name.is_empty() && !e.name.starts_with("amq."));
+    exchanges.sort_by(|a, b| a.name.cmp(&b.name));
+    let exchanges = exchanges
+        .iter()
+        .map(|e| {
+            json!({"name": e.name, "vhost": v.name, "type": e.declared_type, "durable": e.durable,
+                   "auto_delete": e.auto_delete, "internal": e.internal, "arguments": table_to_json(&e.arguments)})
+        })
+        .collect();
+    let bindings = bindings::of_vhost(v)
+        .into_iter()
+        .filter(|b| b.durable && !b.implicit)
+        .map(|b| {
+            json!({"source": b.source, "vhost": b.vhost, "destination": b.destination,
+                   "destination_type": b.destination_type(), "routing_key": b.routing_key,
+                   "arguments": b.arguments})
+        })
+        .collect();
+    [policies, operator, queues, exchanges, bindings]
+}
+
+fn header() -> serde_json::Map<String, Value> {
+    let mut m = serde_json::Map::new();
+    m.insert("rabbit_version".into(), json!(RABBIT_VERSION));
+    m.insert("rabbitmq_version".into(), json!(RABBIT_VERSION));
+    m.insert("product_name".into(), json!("LavinMQ"));
+    m.insert("product_version".into(), json!(env!("CARGO_PKG_VERSION")));
+    m.insert("parameters".into(), json!([]));
+    m
+}
+
+const ENTITY_KEYS: [&str; 5] = ["policies", "operator_policies", "queues", "exchanges", "bindings"];
+
+/// The definitions of the whole broker.
+pub fn export_all(broker: &Broker) -> Value {
+    let mut vhosts = broker.vhosts();
+    vhosts.sort_by(|a, b| a.name.cmp(&b.name));
+    let users = broker.users.list();
+    let mut out = header();
+    let user_json = |u: &User| {
+        json!({"name": u.name, "password_hash": u.password_hash, "hashing_algorithm": u.hashing_algorithm,
+               "tags": u.tags, "limits": {}})
+    };
+    out.insert("users".into(), users.iter().map(user_json).collect());
+    out.insert(
+        "vhosts".into(),
+        vhosts.iter().map(|v| json!({"name": v.name})).collect(),
+    );
+    let mut permissions = Vec::new();
+    for u in &users {
+        let mut ps: Vec<_> = u.permissions.iter().collect();
+        ps.sort_by(|a, b| a.0.cmp(b.0));
+        permissions.extend(ps.into_iter().map(
+            |(v, p)| json!({"user": u.name, "vhost": v, "configure": p.configure, "write": p.write, "read": p.read}),
+        ));
+    }
+    out.insert("permissions".into(), Value::Array(permissions));
+    out.insert("topic_permissions".into(), json!([]));
+    out.insert("global_parameters".into(), json!([]));
+    let mut lists: [Vec<Value>; 5] = Default::default();
+    for v in &vhosts {
+        for (all, part) in lists.iter_mut().zip(vhost_entities(v)) {
+            all.extend(part);
+        }
+    }
+    for (key, list) in ENTITY_KEYS.into_iter().zip(lists) {
+        out.insert(key.into(), Value::Array(list));
+    }
+    Value::Object(out)
+}
+
+/// The definitions of one vhost, without `vhost` fields.
+pub fn export_vhost(v: &VHost) -> Value {
+    let mut out = header();
+    for (key, mut list) in ENTITY_KEYS.into_iter().zip(vhost_entities(v)) {
+        for item in &mut list {
+            if let Some(o) = item.as_object_mut() {
+                o.remove("vhost");
+            }
+        }
+        out.insert(key.into(), Value::Array(list));
+    }
+    Value::Object(out)
+}
+
+/// A definitions file; every part is optional.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Definitions {
+    users: Vec<UserDef>,
+    vhosts: Vec<VHostDef>,
+    permissions: Vec<PermissionDef>,
+    policies: Vec<Value>,
+    operator_policies: Vec<Value>,
+    queues: Vec<QueueDef>,
+    exchanges: Vec<ExchangeDef>,
+    bindings: Vec<BindingDef>,
+}
+
+#[derive(Deserialize)]
+struct UserDef {
+    name: String,
+    password_hash: Option<String>,
+    password: Option<String>,
+    hashing_algorithm: Option<String>,
+    #[serde(default)]
+    tags: Value,
+}
+
+#[derive(Deserialize)]
+struct VHostDef {
+    name: String,
+}
+
+#[derive(Deserialize)]
+struct PermissionDef {
+    user: String,
+    vhost: String,
+    configure: String,
+    write: String,
+    read: String,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Deserialize)]
+struct QueueDef {
+    name: String,
+    vhost: Option<String>,
+    #[serde(default = "yes")]
+    durable: bool,
+    #[serde(default)]
+    auto_delete: bool,
+    #[serde(default)]
+    arguments: Value,
+    #[serde(rename = "type")]
+    kind: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ExchangeDef {
+    name: String,
+    vhost: Option<String>,
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default = "yes")]
+    durable: bool,
+    #[serde(default)]
+    auto_delete: bool,
+    #[serde(default)]
+    internal: bool,
+    #[serde(default)]
+    arguments: Value,
+}
+
+#[derive(Deserialize)]
+struct BindingDef {
+    source: String,
+    vhost: Option<String>,
+    destination: String,
+    destination_type: String,
+    #[serde(default)]
+    routing_key: String,
+    #[serde(default)]
+    arguments: Value,
+}
+
+/// Turns a core error about `what` into a 400 (500 for an internal error).
+fn failed(what: String) -> impl FnOnce(Error) -> ApiError {
+    move |e| {
+        let status = match e {
+            Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            _ => StatusCode::BAD_REQUEST,
+        };
+        ApiError {
+            status,
+            error: "bad_request",
+            reason: format!("{what}: {}", e.text()),
+        }
+    }
+}
+
+fn parse_tags(v: &Value) -> Vec<String> {
+    let tags: Vec<&str> = match v {
+        Value::String(s) => s.split(',').collect(),
+        Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    };
+    tags.into_iter()
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+fn import_user(broker: &Broker, u: &UserDef) -> ApiResult<()> {
+    let (hash, algorithm) = match (&u.password_hash, &u.password) {
+        (Some(h), _) => (
+            h.clone(),
+            u.hashing_algorithm.clone().unwrap_or_else(|| user::SHA256.into()),
+        ),
+        (None, Some(p)) => (user::hash_password(p), user::SHA256.to_string()),
+        (None, None) => {
+            return Err(ApiError::bad_request(format!("user '{}': no password_hash", u.name)));
+        }
+    };
+    let tags = parse_tags(&u.tags);
+    let what = || format!("user '{}'", u.name);
+    if let Some(existing) = broker.users.get(&u.name) {
+        if existing.password_hash == hash && existing.hashing_algorithm == algorithm && existing.tags == tags {
+            return Ok(());
+        }
+        broker
+            .users
+            .update(&u.name, |x| {
+                x.password_hash = hash;
+                x.hashing_algorithm = algorithm;
+                x.tags = tags;
+            })
+            .map_err(failed(what()))?;
+        return Ok(());
+    }
+    let new = User {
+        name: u.name.clone(),
+        password_hash: hash,
+        hashing_algorithm: algorithm,
+        tags,
+        permissions: Default::default(),
+    };
+    broker.users.put(new).map_err(failed(what()))
+}
+
+fn import_permission(broker: &Broker, p: &PermissionDef) -> ApiResult<()> {
+    let what = format!("permissions of user '{}' in vhost '{}'", p.user, p.vhost);
+    if broker.vhost(&p.vhost).is_none() {
+        return Err(ApiError::bad_request(format!("{what}: no such vhost")));
+    }
+    for re in [&p.configure, &p.write, &p.read] {
+        regex::Regex::new(re).map_err(|e| ApiError::bad_request(format!("{what}: invalid regex '{re}': {e}")))?;
+    }
+    let perms = Permissions {
+        configure: p.configure.clone(),
+        write: p.write.clone(),
+        read: p.read.clone(),
+    };
+    let found = broker
+        .users
+        .update(&p.user, |u| {
+            u.permissions.insert(p.vhost.clone(), perms);
+        })
+        .map_err(failed(what.clone()))?;
+    if !found {
+        return Err(ApiError::bad_request(format!("{what}: no such user")));
+    }
+    Ok(())
+}
+
+fn import_policy(v: &VHost, p: &Value, operator: bool) -> ApiResult<()> {
+    let name = p["name"].as_str().unwrap_or_default();
+    let what = format!("policy '{name}' in vhost '{}'", v.name);
+    if name.is_empty() {
+        return Err(ApiError::bad_request(format!("{what}: no name")));
+    }
+    let policy = Policy::from_json(p, operator).map_err(failed(what.clone()))?;
+    let current = v.policies(operator).into_iter().find(|x| x.name == name);
+    if current.is_some_and(|c| c.to_json(&v.name) == policy.to_json(&v.name)) {
+        return Ok(());
+    }
+    v.set_policy(policy, operator).map_err(failed(what))
+}
+
+fn import_exchange(v: &VHost, e: &ExchangeDef) -> ApiResult<()> {
+    if e.name.is_empty() || v.exchange(&e.name).is_some() {
+        return Ok(());
+    }
+    if e.name.starts_with("amq.") {
+        tracing::warn!(vhost = %v.name, "definitions import: exchange '{}' skipped (reserved name)", e.name);
+        return Ok(());
+    }
+    let opts = ExchangeOptions {
+        durable: e.durable,
+        auto_delete: e.auto_delete,
+        internal: e.internal,
+        passive: false,
+    };
+    v.declare_exchange(&e.name, &e.kind, &opts, json_to_table(&e.arguments))
+        .map_err(failed(format!("exchange '{}' in vhost '{}'", e.name, v.name)))
+}
+
+fn import_queue(v: &VHost, q: &QueueDef) -> ApiResult<()> {
+    if v.queue(&q.name).is_some() {
+        return Ok(());
+    }
+    if q.name.is_empty() || q.name.starts_with("amq.") {
+        tracing::warn!(vhost = %v.name, "definitions import: queue '{}' skipped (reserved name)", q.name);
+        return Ok(());
+    }
+    let mut arguments = json_to_table(&q.arguments);
+    // RabbitMQ exports the queue type beside the arguments; a hand-written file
+    // may give only the type.
+    if let Some(kind) = q.kind.as_deref().filter(|k| matches!(*k, "quorum" | "stream"))
+        && arguments.get("x-queue-type").is_none()
+    {
+        arguments.insert(
+            crate::core::ShortStr::from("x-queue-type"),
+            crate::core::table_json::json_to_value(&json!(kind)),
+        );
+    }
+    let opts = QueueOptions {
+        durable: q.durable,
+        auto_delete: q.auto_delete,
+        exclusive: false,
+        passive: false,
+    };
+    v.declare_queue(&q.name, &opts, arguments, 0)
+        .map(|_| ())
+        .map_err(failed(format!("queue '{}' in vhost '{}'", q.name, v.name)))
+}
+
+fn import_binding(v: &VHost, b: &BindingDef) -> ApiResult<()> {
+    if b.source.is_empty() {
+        return Ok(());
+    }
+    let what = format!(
+        "binding from '{}' to {} '{}' in vhost '{}'",
+        b.source, b.destination_type, b.destination, v.name
+    );
+    let args = json_to_table(&b.arguments);
+    let result = match b.destination_type.as_str() {
+        "queue" => v.bind_queue(&b.destination, &b.source, &b.routing_key, args, None),
+        "exchange" => v.bind_exchange(&b.destination, &b.source, &b.routing_key, args),
+        other => {
+            return Err(ApiError::bad_request(format!(
+                "{what}: unknown destination_type '{other}'"
+            )));
+        }
+    };
+    result.map_err(failed(what))
+}
+
+/// Imports `defs`: into vhost `only` (every `vhost` field ignored, users, vhosts
+/// and permissions skipped), or into the whole broker.
+fn import(broker: &Broker, defs: &Definitions, only: Option<&Arc<VHost>>) -> ApiResult<()> {
+    if only.is_none() {
+        for v in &defs.vhosts {
+            broker
+                .create_vhost(&v.name)
+                .map_err(failed(format!("vhost '{}'", v.name)))?;
+        }
+        for u in &defs.users {
+            import_user(broker, u)?;
+        }
+        for p in &defs.permissions {
+            import_permission(broker, p)?;
+        }
+    }
+    let target = |vhost: Option<&str>| -> ApiResult<Arc<VHost>> {
+        if let Some(v) = only {
+            return Ok(v.clone());
+        }
+        let name = vhost.unwrap_or("/");
+        broker
+            .vhost(name)
+            .ok_or_else(|| ApiError::bad_request(format!("vhost '{name}' does not exist")))
+    };
+    for (list, operator) in [(&defs.policies, false), (&defs.operator_policies, true)] {
+        for p in list {
+            import_policy(&*target(p["vhost"].as_str())?, p, operator)?;
+        }
+    }
+    for e in &defs.exchanges {
+        import_exchange(&*target(e.vhost.as_deref())?, e)?;
+    }
+    for q in &defs.queues {
+        import_queue(&*target(q.vhost.as_deref())?, q)?;
+    }
+    for b in &defs.bindings {
+        import_binding(&*target(b.vhost.as_deref())?, b)?;
+    }
+    Ok(())
+}
+
+fn parse(body: &[u8]) -> ApiResult<Definitions> {
+    serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("invalid definitions: {e}")))
+}
+
+/// Exports the definitions of the whole broker.
+pub async fn show(State(s): State<Arc<HttpState>>, user: Authed) -> ApiResult<Json<Value>> {
+    user.require_admin()?;
+    Ok(Json(export_all(&s.broker)))
+}
+
+/// Exports the definitions of one vhost.
+pub async fn show_vhost(
+    State(s): State<Arc<HttpState>>,
+    user: Authed,
+    Path(v): Path<String>,
+) -> ApiResult<Json<Value>> {
+    user.require_admin()?;
+    let v = s.broker.vhost(&v).ok_or_else(ApiError::not_found)?;
+    Ok(Json(export_vhost(&v)))
+}
+
+/// Imports definitions into the broker (204).
+pub async fn upload(State(s): State<Arc<HttpState>>, user: Authed, body: Bytes) -> ApiResult<StatusCode> {
+    user.require_admin()?;
+    import(&s.broker, &parse(&body)?, None)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Imports definitions into one vhost (204).
+pub async fn upload_vhost(
+    State(s): State<Arc<HttpState>>,
+    user: Authed,
+    Path(v): Path<String>,
+    body: Bytes,
+) -> ApiResult<StatusCode> {
+    user.require_admin()?;
+    let v = s.broker.vhost(&v).ok_or_else(ApiError::not_found)?;
+    import(&s.broker, &parse(&body)?, Some(&v))?;
+    Ok(StatusCode::NO_CONTENT)
+}
