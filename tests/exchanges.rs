@@ -723,3 +723,35 @@ async fn delete_if_unused_and_delete_missing() {
         .await
         .expect("unbind of a missing binding");
 }
+
+#[tokio::test]
+async fn unbind_removes_only_the_binding_with_the_same_arguments() {
+    let b = start().await;
+    let (conn, ch) = b.channel().await;
+    let q = uniq("unbind-exact");
+    declare_queue(&ch, &q).await;
+    let mut with_args = FieldTable::default();
+    with_args.insert("tag".into(), AMQPValue::LongString("x".into()));
+    for args in [FieldTable::default(), with_args.clone()] {
+        ch.queue_bind(
+            q.as_str().into(),
+            "amq.direct".into(),
+            "k".into(),
+            Default::default(),
+            args,
+        )
+        .await
+        .unwrap();
+    }
+    ch.queue_unbind(
+        q.as_str().into(),
+        "amq.direct".into(),
+        "k".into(),
+        FieldTable::default(),
+    )
+    .await
+    .unwrap();
+    // As in RabbitMQ, the binding with arguments is a different binding and stays.
+    publish(&ch, "amq.direct", "k", b"still routed").await;
+    eventually("message routed", || async { message_count(&conn, &q).await == 1 }).await;
+}

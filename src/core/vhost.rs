@@ -720,7 +720,7 @@ impl VHost {
         q.check_owner(conn)?;
         let ex = self.get_exchange(exchange)?;
         let durable = ex.durable && q.durable && q.exclusive_owner.is_none();
-        if ex.unbind(&Destination::Queue(q), routing_key, arguments) {
+        if ex.unbind_exact(&Destination::Queue(q), routing_key, arguments) {
             let line = definitions::binding("unbind", exchange, queue, true, routing_key, table_to_json(arguments));
             self.after_unbind(&ex, durable.then_some(line))?;
         }
@@ -773,7 +773,7 @@ impl VHost {
         let dst = self.get_exchange(destination)?;
         let src = self.get_exchange(source)?;
         let durable = src.durable && dst.durable;
-        if src.unbind(&Destination::Exchange(dst), routing_key, arguments) {
+        if src.unbind_exact(&Destination::Exchange(dst), routing_key, arguments) {
             let line = definitions::binding(
                 "unbind",
                 source,
