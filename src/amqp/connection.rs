@@ -124,7 +124,16 @@ where
         };
         let span = tracing::info_span!("conn", vhost = %info.vhost.name, user = %info.user);
         let disk = info.ctx.broker.disk.subscribe();
+        let registration = info.ctx.broker.connections.register(
+            info.id,
+            peer.to_string(),
+            "AMQP 0-9-1",
+            &info.user,
+            &info.vhost.name,
+            Message::now_ms(),
+        );
         let mut conn = Connection {
+            registration,
             info,
             outbox: outbox.clone(),
             channels: HashMap::new(),
@@ -144,6 +153,8 @@ where
 
 /// An open connection after the handshake.
 struct Connection {
+    /// The listing in the broker's connection registry (removed on drop).
+    registration: crate::core::connections::Registration,
     info: ConnInfo,
     outbox: Arc<Outbox>,
     channels: HashMap<u16, Channel>,
@@ -177,6 +188,10 @@ impl Connection {
     /// After a read buffer's frames are handled: wake the consumers of queues that
     /// got their first messages, and send every reply in one write.
     fn end_of_batch(&mut self) {
+        self.registration
+            .entry
+            .channels
+            .store(self.channels.len(), std::sync::atomic::Ordering::Relaxed);
         for q in self.info.wakes.borrow_mut().drain(..) {
             q.wake_consumers();
         }
@@ -186,6 +201,7 @@ impl Connection {
     async fn run<R: AsyncRead + Unpin>(&mut self, rd: &mut R, mut buf: BytesMut) {
         let idle_limit = (self.info.heartbeat > 0).then(|| Duration::from_secs(u64::from(self.info.heartbeat) * 2));
         let shutdown = self.info.ctx.shutdown.clone();
+        let entry = self.registration.entry.clone();
         let mut timeout_check = tokio::time::interval(self.info.ctx.settings.consumer_timeout_check);
         timeout_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -275,6 +291,13 @@ impl Connection {
                 }
                 _ = self.disk.changed() => {}
                 _ = timeout_check.tick() => self.close_timed_out_channels(),
+                _ = entry.closed() => {
+                    let reason = entry.reason();
+                    tracing::info!("closing connection on request: {reason}");
+                    self.fail(AmqpError::connection(code::CONNECTION_FORCED, reason));
+                    self.await_close_ok(rd, &mut buf).await;
+                    return;
+                }
             }
         }
     }

@@ -24,6 +24,8 @@ pub struct Broker {
     pub sync: GroupSync,
     /// The free-disk-space alarm.
     pub disk: DiskMonitor,
+    /// Open client connections of every protocol.
+    pub connections: Arc<super::connections::ConnectionRegistry>,
 }
 
 impl Broker {
@@ -48,6 +50,7 @@ impl Broker {
             users,
             sync,
             disk,
+            connections: Arc::default(),
         };
         let path = broker.vhosts_path();
         let names: Vec<String> = match definitions::read_json(&path) {
@@ -98,6 +101,7 @@ impl Broker {
         let Some(v) = self.vhosts.write().remove(name) else {
             return Ok(false);
         };
+        self.connections.close_vhost(name, "vhost deleted");
         v.delete_all();
         self.save_vhosts()?;
         for u in self.users.list() {

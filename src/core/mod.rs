@@ -3,6 +3,7 @@
 //! later `mqtt`, `http`) translate their protocol into these operations.
 
 pub mod broker;
+pub mod connections;
 pub mod consistent_hash;
 pub mod consumer;
 pub mod dead_letter;

@@ -4,6 +4,7 @@
 
 pub mod auth;
 pub mod bindings;
+pub mod connections;
 pub mod definitions;
 pub mod error;
 pub mod exchanges;
@@ -34,6 +35,12 @@ pub fn router(state: Arc<HttpState>) -> Router {
         .route("/api/overview", get(overview::overview))
         .route("/api/whoami", get(overview::whoami))
         .route("/api/aliveness-test/{vhost}", get(overview::aliveness))
+        .route("/api/connections", get(connections::list))
+        .route(
+            "/api/connections/{name}",
+            get(connections::show).delete(connections::close),
+        )
+        .route("/api/vhosts/{vhost}/connections", get(connections::list_vhost))
         .route("/api/vhosts", get(vhosts::list))
         .route(
             "/api/vhosts/{vhost}",
