@@ -266,3 +266,48 @@ async fn overview_and_aliveness() {
     assert!(o["queue_totals"]["messages"].is_u64());
     assert_eq!(api.get("/api/aliveness-test/nope").await.0, StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn user_helpers_without_permissions_bulk_delete_and_hash_password() {
+    let b = start().await;
+    let api = Api::new(&b);
+    let (status, hashed) = api
+        .call(
+            Method::PUT,
+            "/api/auth/hash_password",
+            Some(("guest", "guest")),
+            Some(json!({"password": "pw"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let hash = hashed["password_hash"].as_str().unwrap().to_string();
+    let body = json!({"password_hash": hash, "tags": "management"});
+    assert_eq!(api.put("/api/users/hashed", body).await, StatusCode::CREATED);
+    // The hash works as a password for that user.
+    let (status, _) = api.call(Method::GET, "/api/whoami", Some(("hashed", "pw")), None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        api.put("/api/users/other", json!({"password": "x", "tags": ""})).await,
+        StatusCode::CREATED
+    );
+    let (_, lonely) = api.get("/api/users/without-permissions").await;
+    let names: Vec<&str> = lonely
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["hashed", "other"]);
+    let (_, perms) = api.get("/api/users/guest/permissions").await;
+    assert_eq!(perms[0]["vhost"], "/");
+    let (status, _) = api
+        .call(
+            Method::POST,
+            "/api/users/bulk-delete",
+            Some(("guest", "guest")),
+            Some(json!({"users": ["hashed", "other", "missing"]})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    assert_eq!(api.get("/api/users/hashed").await.0, StatusCode::NOT_FOUND);
+}

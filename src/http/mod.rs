@@ -47,6 +47,10 @@ pub fn router(state: Arc<HttpState>) -> Router {
             get(vhosts::show).put(vhosts::create).delete(vhosts::delete),
         )
         .route("/api/users", get(users::list))
+        .route("/api/users/without-permissions", get(users::without_permissions))
+        .route("/api/users/bulk-delete", axum::routing::post(users::bulk_delete))
+        .route("/api/users/{user}/permissions", get(users::user_permissions))
+        .route("/api/auth/hash_password", put(users::hash_password))
         .route(
             "/api/users/{user}",
             get(users::show).put(users::create).delete(users::delete),

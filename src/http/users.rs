@@ -186,3 +186,63 @@ pub async fn clear_permission(
     }
     Ok(StatusCode::NO_CONTENT)
 }
+
+/// Users with no permission in any vhost.
+pub async fn without_permissions(State(s): State<Arc<HttpState>>, user: Authed) -> ApiResult<Json<Value>> {
+    user.require_admin()?;
+    let out = s
+        .broker
+        .users
+        .list()
+        .iter()
+        .filter(|u| u.permissions.is_empty())
+        .map(user_json)
+        .collect();
+    Ok(Json(Value::Array(out)))
+}
+
+/// A user's permissions in every vhost.
+pub async fn user_permissions(
+    State(s): State<Arc<HttpState>>,
+    user: Authed,
+    Path(name): Path<String>,
+) -> ApiResult<Json<Value>> {
+    user.require_admin()?;
+    let u = s.broker.users.get(&name).ok_or_else(ApiError::not_found)?;
+    let mut vhosts: Vec<_> = u.permissions.iter().collect();
+    vhosts.sort_by(|a, b| a.0.cmp(b.0));
+    Ok(Json(Value::Array(
+        vhosts.into_iter().map(|(v, p)| permission_json(&name, v, p)).collect(),
+    )))
+}
+
+/// Body of `POST /api/users/bulk-delete`.
+#[derive(Deserialize)]
+pub struct BulkDelete {
+    users: Vec<String>,
+}
+
+/// Deletes several users at once; names that do not exist are skipped.
+pub async fn bulk_delete(
+    State(s): State<Arc<HttpState>>,
+    user: Authed,
+    Json(body): Json<BulkDelete>,
+) -> ApiResult<StatusCode> {
+    user.require_admin()?;
+    for name in &body.users {
+        s.broker.users.delete(name)?;
+    }
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Body of `PUT /api/auth/hash_password`.
+#[derive(Deserialize)]
+pub struct HashRequest {
+    password: String,
+}
+
+/// LavinMQ's helper: the RabbitMQ SHA-256 hash of a password, for scripts that
+/// create users with `password_hash`.
+pub async fn hash_password(_user: Authed, Json(body): Json<HashRequest>) -> Json<Value> {
+    Json(json!({"password_hash": user::hash_password(&body.password)}))
+}
