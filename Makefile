@@ -1,12 +1,10 @@
 .PHONY: run test bench lint
 
 run:
-	cargo build --release --bin lavinmq
-	mkdir -p ./tmp/data
-	./target/release/lavinmq -D ./tmp/data
+	scripts/run.sh
 
 test:
-	./scripts/setup-test-deps.sh && cargo build --release --all-targets && cargo test --release && LAVINMQ_BIN=target/release/lavinmq tests/compat/run.sh
+	scripts/test.sh
 
 bench:
 	cargo bench
