@@ -4,20 +4,8 @@ mod common;
 
 use common::*;
 use lapin::options::{ConfirmSelectOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
-use lapin::types::{AMQPValue, FieldTable, LongString};
+use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel, ExchangeKind};
-
-fn table(pairs: &[(&str, AMQPValue)]) -> FieldTable {
-    let mut t = FieldTable::default();
-    for (k, v) in pairs {
-        t.insert((*k).into(), v.clone());
-    }
-    t
-}
-
-fn text(s: &str) -> AMQPValue {
-    AMQPValue::LongString(LongString::from(s))
-}
 
 async fn declare_exchange(ch: &Channel, name: &str, kind: &str, durable: bool, args: FieldTable) -> lapin::Result<()> {
     let opts = ExchangeDeclareOptions {
@@ -37,17 +25,6 @@ async fn bind(ch: &Channel, q: &str, ex: &str, key: &str) -> lapin::Result<()> {
         FieldTable::default(),
     )
     .await
-}
-
-async fn count(ch: &Channel, q: &str) -> u32 {
-    let opts = QueueDeclareOptions {
-        passive: true,
-        ..Default::default()
-    };
-    ch.queue_declare(q.into(), opts, FieldTable::default())
-        .await
-        .expect("passive declare")
-        .message_count()
 }
 
 fn headers(pairs: &[(&str, AMQPValue)]) -> BasicProperties {
@@ -78,7 +55,7 @@ async fn consistent_hash_sends_each_message_to_one_weighted_queue() {
     ch.wait_for_confirms().await.unwrap();
     let mut counts = Vec::new();
     for q in &queues {
-        counts.push(count(&ch, q).await);
+        counts.push(queue_count(&ch, q).await);
     }
     assert_eq!(counts.iter().sum::<u32>(), 610, "{counts:?}");
     // Placement depends on the (random) queue names; every queue gets a share.
@@ -106,7 +83,7 @@ async fn consistent_hash_on_a_header() {
     let b = start().await;
     let (_c, ch) = b.channel().await;
     let ex = uniq("chh");
-    let args = table(&[("x-hash-on", text("user"))]);
+    let args = table(&[("x-hash-on", long_str("user"))]);
     declare_exchange(&ch, &ex, "x-consistent-hash", false, args)
         .await
         .unwrap();
@@ -118,10 +95,17 @@ async fn consistent_hash_on_a_header() {
     ch.confirm_select(ConfirmSelectOptions::default()).await.unwrap();
     for i in 0..20 {
         // Different routing keys, one header value: one queue gets them all.
-        publish_props(&ch, &ex, &format!("rk{i}"), b"x", headers(&[("user", text("alice"))])).await;
+        publish_props(
+            &ch,
+            &ex,
+            &format!("rk{i}"),
+            b"x",
+            headers(&[("user", long_str("alice"))]),
+        )
+        .await;
     }
     ch.wait_for_confirms().await.unwrap();
-    let (a, b2) = (count(&ch, &q1).await, count(&ch, &q2).await);
+    let (a, b2) = (queue_count(&ch, &q1).await, queue_count(&ch, &q2).await);
     assert_eq!(a + b2, 20);
     assert!(a == 20 || b2 == 20, "{a} + {b2}");
 }
@@ -131,7 +115,7 @@ async fn delayed_message_exchange_holds_messages_until_due() {
     let b = start().await;
     let (_c, ch) = b.channel().await;
     let ex = uniq("delay");
-    let args = table(&[("x-delayed-type", text("direct"))]);
+    let args = table(&[("x-delayed-type", long_str("direct"))]);
     declare_exchange(&ch, &ex, "x-delayed-message", false, args.clone())
         .await
         .unwrap();
@@ -153,8 +137,12 @@ async fn delayed_message_exchange_holds_messages_until_due() {
     .await;
     publish(&ch, &ex, "k", b"now").await;
     ch.wait_for_confirms().await.unwrap();
-    assert_eq!(count(&ch, &q).await, 1, "only the undelayed message is there at once");
-    eventually("delayed message released", || async { count(&ch, &q).await == 2 }).await;
+    assert_eq!(
+        queue_count(&ch, &q).await,
+        1,
+        "only the undelayed message is there at once"
+    );
+    eventually("delayed message released", || async { queue_count(&ch, &q).await == 2 }).await;
 }
 
 #[tokio::test]
@@ -179,7 +167,7 @@ async fn delayed_messages_survive_a_restart() {
         let props = headers(&[("x-delay", AMQPValue::LongInt(700))]).with_delivery_mode(2);
         publish_props(&ch, &ex, "", b"after restart", props).await;
         ch.wait_for_confirms().await.unwrap();
-        assert_eq!(count(&ch, &q).await, 0);
+        assert_eq!(queue_count(&ch, &q).await, 0);
     }
     b.restart().await;
     let v = b.server().broker.vhost("/").unwrap();
@@ -192,7 +180,7 @@ async fn delayed_messages_survive_a_restart() {
     assert_eq!(held, Some(1), "the delayed message is held again");
     let (_c, ch) = b.channel().await;
     eventually("delayed message released after restart", || async {
-        count(&ch, &q).await == 1
+        queue_count(&ch, &q).await == 1
     })
     .await;
 }
@@ -219,11 +207,11 @@ async fn deduplicating_exchange_routes_a_message_id_once() {
     bind(&ch, &q, &ex, "").await.unwrap();
     ch.confirm_select(ConfirmSelectOptions::default()).await.unwrap();
     for id in ["a", "a", "b", "a"] {
-        publish_props(&ch, &ex, "", b"m", headers(&[("x-deduplication-header", text(id))])).await;
+        publish_props(&ch, &ex, "", b"m", headers(&[("x-deduplication-header", long_str(id))])).await;
     }
     publish(&ch, &ex, "", b"no id").await;
     ch.wait_for_confirms().await.unwrap();
-    assert_eq!(count(&ch, &q).await, 3);
+    assert_eq!(queue_count(&ch, &q).await, 3);
 }
 
 #[tokio::test]
@@ -233,7 +221,7 @@ async fn deduplicating_queue_with_custom_header_and_cache_size() {
     let q = uniq("dedup-q");
     let args = table(&[
         ("x-message-deduplication", AMQPValue::Boolean(true)),
-        ("x-deduplication-header", text("msg-id")),
+        ("x-deduplication-header", long_str("msg-id")),
         ("x-cache-size", AMQPValue::LongInt(1)),
     ]);
     ch.queue_declare(q.as_str().into(), QueueDeclareOptions::default(), args)
@@ -242,10 +230,10 @@ async fn deduplicating_queue_with_custom_header_and_cache_size() {
     ch.confirm_select(ConfirmSelectOptions::default()).await.unwrap();
     // With room for one id, "a" is forgotten once "b" is seen.
     for id in ["a", "a", "b", "a"] {
-        publish_props(&ch, "", &q, b"m", headers(&[("msg-id", text(id))])).await;
+        publish_props(&ch, "", &q, b"m", headers(&[("msg-id", long_str(id))])).await;
     }
     ch.wait_for_confirms().await.unwrap();
-    assert_eq!(count(&ch, &q).await, 3);
+    assert_eq!(queue_count(&ch, &q).await, 3);
 }
 
 #[tokio::test]
@@ -257,7 +245,7 @@ async fn consistent_hash_algorithm_from_config_or_argument() {
     declare_exchange(&ch, &plain, "x-consistent-hash", false, FieldTable::default())
         .await
         .unwrap();
-    let args = table(&[("x-algorithm", text("ring"))]);
+    let args = table(&[("x-algorithm", long_str("ring"))]);
     declare_exchange(&ch, &ring, "x-consistent-hash", false, args)
         .await
         .unwrap();
@@ -271,7 +259,7 @@ async fn consistent_hash_refuses_a_non_string_hash_header() {
     let b = start().await;
     let (conn, ch) = b.channel().await;
     let ex = uniq("chh");
-    let args = table(&[("x-hash-on", text("user"))]);
+    let args = table(&[("x-hash-on", long_str("user"))]);
     declare_exchange(&ch, &ex, "x-consistent-hash", false, args)
         .await
         .unwrap();
@@ -288,7 +276,7 @@ async fn delayed_messages_due_while_the_broker_was_down_are_delivered_at_start()
     let q = uniq("delay-overdue-q");
     {
         let (_c, ch) = b.channel().await;
-        let args = table(&[("x-delayed-type", text("fanout"))]);
+        let args = table(&[("x-delayed-type", long_str("fanout"))]);
         declare_exchange(&ch, &ex, "x-delayed-message", true, args)
             .await
             .unwrap();
@@ -310,7 +298,7 @@ async fn delayed_messages_due_while_the_broker_was_down_are_delivered_at_start()
     b.restart_after(std::time::Duration::from_millis(600)).await;
     let (_c, ch) = b.channel().await;
     eventually("overdue delayed messages delivered", || async {
-        count(&ch, &q).await == 5
+        queue_count(&ch, &q).await == 5
     })
     .await;
 }

@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use lapin::ExchangeKind;
 use lapin::options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
-use lapin::types::{AMQPValue, FieldTable, LongString};
+use lapin::types::FieldTable;
 use reqwest::{Client, Method, StatusCode};
 use serde_json::{Value, json};
 
@@ -110,10 +110,6 @@ fn normalized(v: &Value) -> Value {
         Value::Object(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), normalized(v))).collect()),
         other => other.clone(),
     }
-}
-
-fn text(s: &str) -> AMQPValue {
-    AMQPValue::LongString(LongString::from(s))
 }
 
 #[tokio::test]
@@ -396,7 +392,7 @@ async fn bindings_over_amqp_and_api_agree() {
         .expect("exchange.declare");
     }
     let mut args = FieldTable::default();
-    args.insert("x-tag".into(), text("t"));
+    args.insert("x-tag".into(), long_str("t"));
     for table in [FieldTable::default(), args] {
         ch.queue_bind(
             q.as_str().into(),

@@ -24,17 +24,6 @@ fn set(b: &TestBroker, name: &str, pattern: &str, apply_to: &str, priority: i64,
     vhost(b).set_policy(p, operator).expect("set policy");
 }
 
-async fn count(ch: &lapin::Channel, q: &str) -> u32 {
-    let opts = QueueDeclareOptions {
-        passive: true,
-        ..Default::default()
-    };
-    ch.queue_declare(q.into(), opts, FieldTable::default())
-        .await
-        .expect("passive declare")
-        .message_count()
-}
-
 async fn fill(ch: &lapin::Channel, q: &str, n: usize) {
     ch.confirm_select(ConfirmSelectOptions::default()).await.ok();
     for i in 0..n {
@@ -51,7 +40,7 @@ async fn max_length_policy_applies_to_existing_and_new_queues_and_goes_away() {
     declare_queue(&ch, &q).await;
     fill(&ch, &q, 5).await;
     set(&b, "limit", "^pol-", "queues", 0, r#"{"max-length": 2}"#, false);
-    assert_eq!(count(&ch, &q).await, 2, "existing queue trimmed at once");
+    assert_eq!(queue_count(&ch, &q).await, 2, "existing queue trimmed at once");
     let got = ch
         .basic_get(q.as_str().into(), BasicGetOptions { no_ack: true })
         .await
@@ -61,14 +50,14 @@ async fn max_length_policy_applies_to_existing_and_new_queues_and_goes_away() {
     let fresh = uniq("pol-new");
     declare_queue(&ch, &fresh).await;
     fill(&ch, &fresh, 4).await;
-    assert_eq!(count(&ch, &fresh).await, 2, "new queue limited too");
+    assert_eq!(queue_count(&ch, &fresh).await, 2, "new queue limited too");
     let other = uniq("unmatched");
     declare_queue(&ch, &other).await;
     fill(&ch, &other, 4).await;
-    assert_eq!(count(&ch, &other).await, 4, "pattern does not match");
+    assert_eq!(queue_count(&ch, &other).await, 4, "pattern does not match");
     vhost(&b).delete_policy("limit", false).unwrap();
     fill(&ch, &fresh, 3).await;
-    assert_eq!(count(&ch, &fresh).await, 5, "no limit once the policy is gone");
+    assert_eq!(queue_count(&ch, &fresh).await, 5, "no limit once the policy is gone");
 }
 
 #[tokio::test]
@@ -83,9 +72,9 @@ async fn lowest_limit_wins_between_argument_policy_and_operator_policy() {
         .unwrap();
     set(&b, "loose", "^merge", "all", 0, r#"{"max-length": 10}"#, false);
     fill(&ch, &q, 6).await;
-    assert_eq!(count(&ch, &q).await, 3, "the argument is lower than the policy");
+    assert_eq!(queue_count(&ch, &q).await, 3, "the argument is lower than the policy");
     set(&b, "strict", "^merge", "queues", 0, r#"{"max-length": 1}"#, true);
-    assert_eq!(count(&ch, &q).await, 1, "the operator policy is lower still");
+    assert_eq!(queue_count(&ch, &q).await, 1, "the operator policy is lower still");
 }
 
 #[tokio::test]
@@ -99,8 +88,8 @@ async fn ttl_and_dead_letter_policy_dead_letters_expired_messages() {
     let json = format!(r#"{{"message-ttl": 50, "dead-letter-exchange": "", "dead-letter-routing-key": "{dlq}"}}"#);
     set(&b, "ttl", &format!("^{q}$"), "queues", 0, &json, false);
     fill(&ch, &q, 2).await;
-    eventually("messages dead-lettered", || async { count(&ch, &dlq).await == 2 }).await;
-    assert_eq!(count(&ch, &q).await, 0);
+    eventually("messages dead-lettered", || async { queue_count(&ch, &dlq).await == 2 }).await;
+    assert_eq!(queue_count(&ch, &q).await, 0);
 }
 
 #[tokio::test]
@@ -117,7 +106,7 @@ async fn policies_survive_a_restart() {
     let q = uniq("durable-");
     declare_queue(&ch, &q).await;
     fill(&ch, &q, 3).await;
-    assert_eq!(count(&ch, &q).await, 1);
+    assert_eq!(queue_count(&ch, &q).await, 1);
 }
 
 #[tokio::test]
@@ -156,7 +145,7 @@ async fn alternate_exchange_policy_catches_unroutable_messages() {
     ch.confirm_select(ConfirmSelectOptions::default()).await.unwrap();
     publish(&ch, &ex, "nowhere", b"lost?").await;
     ch.wait_for_confirms().await.unwrap();
-    assert_eq!(count(&ch, &caught).await, 1);
+    assert_eq!(queue_count(&ch, &caught).await, 1);
 }
 
 #[test]

@@ -16,25 +16,6 @@ use lapin::options::{
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel, Confirmation, Connection, ExchangeKind};
 
-fn durable() -> QueueDeclareOptions {
-    QueueDeclareOptions {
-        durable: true,
-        ..Default::default()
-    }
-}
-
-fn args(pairs: &[(&str, AMQPValue)]) -> FieldTable {
-    let mut t = FieldTable::default();
-    for (k, v) in pairs {
-        t.insert((*k).into(), v.clone());
-    }
-    t
-}
-
-fn long_str(s: &str) -> AMQPValue {
-    AMQPValue::LongString(s.into())
-}
-
 fn persistent() -> BasicProperties {
     BasicProperties::default().with_delivery_mode(2)
 }
@@ -159,7 +140,7 @@ async fn priority_order_survives_restart() {
     };
     {
         let (conn, ch) = broker.channel().await;
-        declare_durable_queue(&ch, &q, args(&[("x-max-priority", AMQPValue::LongInt(10))])).await;
+        declare_durable_queue(&ch, &q, table(&[("x-max-priority", AMQPValue::LongInt(10))])).await;
         // Above the maximum counts as the maximum; no priority counts as 0.
         let msgs = [
             ("a", with_prio(None)),
@@ -209,7 +190,7 @@ async fn message_ttl_applies_after_restart() {
         declare_durable_queue(
             &ch,
             &q,
-            args(&[
+            table(&[
                 ("x-message-ttl", AMQPValue::LongInt(1500)),
                 ("x-dead-letter-exchange", long_str(&dlx)),
             ]),
@@ -253,7 +234,7 @@ async fn per_message_expiration_applies_after_restart() {
     {
         let (conn, ch) = broker.channel().await;
         declare_dead_letter_target(&ch, &dlx, &dlq).await;
-        declare_durable_queue(&ch, &q, args(&[("x-dead-letter-exchange", long_str(&dlx))])).await;
+        declare_durable_queue(&ch, &q, table(&[("x-dead-letter-exchange", long_str(&dlx))])).await;
         publish_all(
             &conn,
             &q,
@@ -290,7 +271,7 @@ async fn unused_queue_expires_after_restart() {
     let q = uniq("expires");
     {
         let (conn, ch) = broker.channel().await;
-        declare_durable_queue(&ch, &q, args(&[("x-expires", AMQPValue::LongInt(800))])).await;
+        declare_durable_queue(&ch, &q, table(&[("x-expires", AMQPValue::LongInt(800))])).await;
         conn.close(200, "OK".into()).await.expect("connection.close");
     }
 
@@ -365,7 +346,7 @@ async fn max_length_bytes_counted_from_disk_after_restart() {
     let q = uniq("maxbytes");
     {
         let (conn, ch) = broker.channel().await;
-        let limits = args(&[
+        let limits = table(&[
             ("x-max-length-bytes", AMQPValue::LongInt(10)),
             ("x-overflow", long_str("reject-publish")),
         ]);
@@ -416,7 +397,7 @@ async fn delivery_limit_on_classic_queue_dead_letters() {
     declare_durable_queue(
         &ch,
         &q,
-        args(&[
+        table(&[
             ("x-queue-type", long_str("classic")),
             ("x-delivery-limit", AMQPValue::LongInt(2)),
             ("x-dead-letter-exchange", long_str(&dlx)),
@@ -482,7 +463,7 @@ async fn dead_lettered_message_survives_restart() {
     let before = {
         let (conn, ch) = broker.channel().await;
         declare_dead_letter_target(&ch, &dlx, &dlq).await;
-        declare_durable_queue(&ch, &q, args(&[("x-dead-letter-exchange", long_str(&dlx))])).await;
+        declare_durable_queue(&ch, &q, table(&[("x-dead-letter-exchange", long_str(&dlx))])).await;
         publish_all(&conn, &q, &[("rejected", persistent().with_message_id("id-1".into()))]).await;
         let m = get(&ch, &q, false).await.expect("message");
         m.delivery
@@ -548,7 +529,7 @@ async fn single_active_consumer_fails_over_to_next_connection_in_order() {
         .queue_declare(
             q.as_str().into(),
             QueueDeclareOptions::default(),
-            args(&[("x-single-active-consumer", AMQPValue::Boolean(true))]),
+            table(&[("x-single-active-consumer", AMQPValue::Boolean(true))]),
         )
         .await
         .expect("queue.declare");
@@ -602,7 +583,7 @@ async fn messages_expiring_while_the_broker_was_down_are_dead_lettered_at_start(
         let conn = b.connect().await;
         let ch = conn.create_channel().await.unwrap();
         declare_dead_letter_target(&ch, &dlx, &dlq).await;
-        let a = args(&[
+        let a = table(&[
             ("x-message-ttl", AMQPValue::LongInt(200)),
             ("x-dead-letter-exchange", long_str(&dlx)),
         ]);
@@ -623,7 +604,7 @@ async fn a_dead_letter_routing_key_longer_than_255_bytes_is_refused() {
     let ch = conn.create_channel().await.unwrap();
     let mut ev = events(&conn);
     let long = "k".repeat(300);
-    let a = args(&[
+    let a = table(&[
         ("x-dead-letter-exchange", long_str("")),
         ("x-dead-letter-routing-key", long_str(&long)),
     ]);

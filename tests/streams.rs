@@ -8,31 +8,12 @@ use lapin::options::{
     BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicGetOptions, BasicQosOptions, ConfirmSelectOptions,
     QueueDeclareOptions,
 };
-use lapin::types::{AMQPValue, FieldTable, LongString};
+use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel, Consumer};
-
-fn table(pairs: &[(&str, AMQPValue)]) -> FieldTable {
-    let mut t = FieldTable::default();
-    for (k, v) in pairs {
-        t.insert((*k).into(), v.clone());
-    }
-    t
-}
-
-fn text(s: &str) -> AMQPValue {
-    AMQPValue::LongString(LongString::from(s))
-}
-
-fn durable() -> QueueDeclareOptions {
-    QueueDeclareOptions {
-        durable: true,
-        ..Default::default()
-    }
-}
 
 async fn declare_stream(ch: &Channel, name: &str, extra: &[(&str, AMQPValue)]) {
     let mut args = table(extra);
-    args.insert("x-queue-type".into(), text("stream"));
+    args.insert("x-queue-type".into(), long_str("stream"));
     ch.queue_declare(name.into(), durable(), args)
         .await
         .expect("declare stream");
@@ -74,7 +55,7 @@ async fn consumers_read_the_same_messages_from_their_own_offsets() {
     fill(&ch, &q, (0..10).map(|i| format!("m{i}"))).await;
     let ch2 = conn.create_channel().await.unwrap();
     let ch3 = conn.create_channel().await.unwrap();
-    let mut first = consume(&ch2, &q, "", table(&[("x-stream-offset", text("first"))])).await;
+    let mut first = consume(&ch2, &q, "", table(&[("x-stream-offset", long_str("first"))])).await;
     let mut from5 = consume(&ch3, &q, "", table(&[("x-stream-offset", AMQPValue::LongInt(5))])).await;
     let all = deliveries(&mut first, 10).await;
     assert_eq!(
@@ -112,7 +93,7 @@ async fn next_is_the_default_and_last_starts_at_the_newest() {
     let c1 = conn.create_channel().await.unwrap();
     let c2 = conn.create_channel().await.unwrap();
     let mut next = consume(&c1, &q, "", FieldTable::default()).await;
-    let mut last = consume(&c2, &q, "", table(&[("x-stream-offset", text("last"))])).await;
+    let mut last = consume(&c2, &q, "", table(&[("x-stream-offset", long_str("last"))])).await;
     assert_eq!(offsets(&mut last, 1).await, [2]);
     assert_no_delivery(&mut next).await;
     fill(&ch, &q, ["new".to_string()]).await;
@@ -150,7 +131,7 @@ async fn declare_and_consume_rules() {
         .queue_declare(
             q.as_str().into(),
             QueueDeclareOptions::default(),
-            table(&[("x-queue-type", text("stream"))]),
+            table(&[("x-queue-type", long_str("stream"))]),
         )
         .await;
     assert!(expect_error(&mut ev, 406).await.contains("non-durable"));
@@ -160,7 +141,7 @@ async fn declare_and_consume_rules() {
             q.as_str().into(),
             durable(),
             table(&[
-                ("x-queue-type", text("stream")),
+                ("x-queue-type", long_str("stream")),
                 ("x-max-priority", AMQPValue::LongInt(5)),
             ]),
         )
@@ -195,7 +176,7 @@ async fn tracked_offset_resumes_after_the_last_contiguous_ack() {
         declare_stream(&ch, &q, &[]).await;
         fill(&ch, &q, (0..6).map(|i| format!("m{i}"))).await;
         let c = conn.create_channel().await.unwrap();
-        let mut consumer = consume(&c, &q, "reader-1", table(&[("x-stream-offset", text("first"))])).await;
+        let mut consumer = consume(&c, &q, "reader-1", table(&[("x-stream-offset", long_str("first"))])).await;
         let got = deliveries(&mut consumer, 6).await;
         // Ack 0, 1, 2 and 4; 3 stays unacked, so the tracked offset stops at 2.
         for d in got.iter().filter(|d| offset_of(d) != 3 && offset_of(d) != 5) {
@@ -228,7 +209,7 @@ async fn filters_select_messages_by_their_filter_value() {
         ("r2", Some("red,big")),
     ] {
         let props = match value {
-            Some(v) => BasicProperties::default().with_headers(table(&[("x-stream-filter-value", text(v))])),
+            Some(v) => BasicProperties::default().with_headers(table(&[("x-stream-filter-value", long_str(v))])),
             None => BasicProperties::default(),
         };
         publish_props(&ch, "", &q, body.as_bytes(), props).await;
@@ -239,7 +220,10 @@ async fn filters_select_messages_by_their_filter_value() {
         &c1,
         &q,
         "",
-        table(&[("x-stream-offset", text("first")), ("x-stream-filter", text("red"))]),
+        table(&[
+            ("x-stream-offset", long_str("first")),
+            ("x-stream-filter", long_str("red")),
+        ]),
     )
     .await;
     let got: Vec<Vec<u8>> = deliveries(&mut red, 2).await.into_iter().map(|d| d.data).collect();
@@ -251,8 +235,8 @@ async fn filters_select_messages_by_their_filter_value() {
         &q,
         "",
         table(&[
-            ("x-stream-offset", text("first")),
-            ("x-stream-filter", text("blue")),
+            ("x-stream-offset", long_str("first")),
+            ("x-stream-filter", long_str("blue")),
             ("x-stream-match-unfiltered", AMQPValue::Boolean(true)),
         ]),
     )
@@ -293,7 +277,7 @@ async fn retention_by_length_drops_old_segments_and_keeps_offsets() {
         ok.message_count()
     );
     let c = conn.create_channel().await.unwrap();
-    let mut consumer = consume(&c, &q, "", table(&[("x-stream-offset", text("first"))])).await;
+    let mut consumer = consume(&c, &q, "", table(&[("x-stream-offset", long_str("first"))])).await;
     let d = next_delivery(&mut consumer).await;
     let first = offset_of(&d);
     assert!(first > 0, "old segments removed");
@@ -305,7 +289,7 @@ async fn retention_by_age_removes_old_segments_without_new_publishes() {
     let b = start_with(|c| c.main.segment_size = 4096).await;
     let (conn, ch) = b.channel().await;
     let q = uniq("stream-age");
-    declare_stream(&ch, &q, &[("x-max-age", text("1s"))]).await;
+    declare_stream(&ch, &q, &[("x-max-age", long_str("1s"))]).await;
     fill(&ch, &q, (0..300).map(|i| format!("aged message {i}"))).await;
     let count = || async {
         let opts = QueueDeclareOptions {
@@ -321,7 +305,7 @@ async fn retention_by_age_removes_old_segments_without_new_publishes() {
     // Only the segment being written is kept once everything is older than 1 s.
     eventually("old segments removed", || async { count().await < 100 }).await;
     let c = conn.create_channel().await.unwrap();
-    let mut consumer = consume(&c, &q, "", table(&[("x-stream-offset", text("first"))])).await;
+    let mut consumer = consume(&c, &q, "", table(&[("x-stream-offset", long_str("first"))])).await;
     assert!(offset_of(&next_delivery(&mut consumer).await) > 200);
 }
 

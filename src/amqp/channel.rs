@@ -773,9 +773,10 @@ pub(super) fn settle_entries(shared: &ChannelShared, entries: Vec<Unacked>, how:
         }
         let positions = entries[i..j].iter().map(|u| u.pos);
         if q.is_stream() {
-            for u in &entries[i..j] {
-                let id = u.consumer.as_ref().map_or(0, |c| c.id);
-                q.settle_stream(id, [u.pos], how != Settle::Requeue);
+            // Stream acks move each consumer's offset: settle per run of one consumer.
+            let consumer_id = |u: &Unacked| u.consumer.as_ref().map_or(0, |c| c.id);
+            for run in entries[i..j].chunk_by(|a, b| consumer_id(a) == consumer_id(b)) {
+                q.settle_stream(consumer_id(&run[0]), run.iter().map(|u| u.pos), how != Settle::Requeue);
             }
             i = j;
             continue;

@@ -299,31 +299,16 @@ impl Exchange {
         Ok(true)
     }
 
-    /// Removes a binding; false if there was none.
+    /// Removes the one binding to `destination` with this routing key and these
+    /// arguments (a binding's identity in RabbitMQ, whatever the exchange type);
+    /// false if there was none.
     pub fn unbind(&self, destination: &Destination, routing_key: &str, arguments: &FieldTable) -> bool {
-        self.remove_bindings(destination, routing_key, arguments, self.kind == ExchangeKind::Headers)
-    }
-
-    /// Removes the one binding with exactly these arguments, whatever the exchange
-    /// type (`unbind` ignores the arguments except for headers exchanges); false if
-    /// there was none.
-    pub fn unbind_exact(&self, destination: &Destination, routing_key: &str, arguments: &FieldTable) -> bool {
-        self.remove_bindings(destination, routing_key, arguments, true)
-    }
-
-    fn remove_bindings(
-        &self,
-        destination: &Destination,
-        routing_key: &str,
-        arguments: &FieldTable,
-        match_arguments: bool,
-    ) -> bool {
         let mut b = self.bindings.write();
         let before = b.all.len();
         b.all.retain(|x| {
             !(x.destination == *destination
                 && x.routing_key == routing_key
-                && (!match_arguments || super::headers::tables_equivalent(&x.arguments, arguments)))
+                && super::headers::tables_equivalent(&x.arguments, arguments))
         });
         if b.all.len() == before {
             return false;

@@ -207,9 +207,8 @@ impl StreamState {
     pub fn open(dir: &Path, label: &str, segment_size: u64) -> std::io::Result<Self> {
         let store = StreamStore::open(&dir.join("stream"), label, segment_size)?;
         let offsets_path = dir.join(OFFSETS_FILE);
-        let offsets = std::fs::read(&offsets_path)
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
+        let offsets = crate::store::definitions::read_json(&offsets_path)
+            .and_then(|v| serde_json::from_value(v).ok())
             .unwrap_or_default();
         Ok(StreamState {
             store,
@@ -352,14 +351,9 @@ impl StreamState {
         if self.dirty_since.take().is_none() {
             return;
         }
-        match serde_json::to_vec(&self.offsets) {
-            Ok(bytes) => {
-                let tmp = self.offsets_path.with_extension("tmp");
-                if let Err(e) = std::fs::write(&tmp, bytes).and_then(|_| std::fs::rename(&tmp, &self.offsets_path)) {
-                    tracing::warn!("cannot save stream consumer offsets: {e}");
-                }
-            }
-            Err(e) => tracing::warn!("cannot encode stream consumer offsets: {e}"),
+        let offsets = serde_json::json!(self.offsets);
+        if let Err(e) = crate::store::definitions::write_json(&self.offsets_path, &offsets, false) {
+            tracing::warn!("cannot save stream consumer offsets: {e}");
         }
     }
 }

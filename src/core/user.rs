@@ -25,6 +25,14 @@ pub struct Permissions {
 }
 
 impl Permissions {
+    /// Checks that the three patterns are valid regular expressions.
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        for re in [&self.configure, &self.write, &self.read] {
+            regex::Regex::new(re).map_err(|e| format!("invalid regex '{re}': {e}"))?;
+        }
+        Ok(())
+    }
+
     /// Full access.
     pub fn all() -> Self {
         Permissions {

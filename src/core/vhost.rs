@@ -713,18 +713,8 @@ impl VHost {
         arguments: &FieldTable,
         conn: ConnectionId,
     ) -> Result<()> {
-        if exchange.is_empty() {
-            return Err(default_exchange_refused());
-        }
-        let q = self.get_queue(queue)?;
-        q.check_owner(conn)?;
-        let ex = self.get_exchange(exchange)?;
-        let durable = ex.durable && q.durable && q.exclusive_owner.is_none();
-        if ex.unbind_exact(&Destination::Queue(q), routing_key, arguments) {
-            let line = definitions::binding("unbind", exchange, queue, true, routing_key, table_to_json(arguments));
-            self.after_unbind(&ex, durable.then_some(line))?;
-        }
-        Ok(())
+        self.remove_binding(exchange, queue, true, routing_key, arguments, Some(conn))
+            .map(|_| ())
     }
 
     /// Binds exchange `destination` to exchange `source`.
@@ -767,29 +757,13 @@ impl VHost {
         routing_key: &str,
         arguments: &FieldTable,
     ) -> Result<()> {
-        if source.is_empty() || destination.is_empty() {
-            return Err(default_exchange_refused());
-        }
-        let dst = self.get_exchange(destination)?;
-        let src = self.get_exchange(source)?;
-        let durable = src.durable && dst.durable;
-        if src.unbind_exact(&Destination::Exchange(dst), routing_key, arguments) {
-            let line = definitions::binding(
-                "unbind",
-                source,
-                destination,
-                false,
-                routing_key,
-                table_to_json(arguments),
-            );
-            self.after_unbind(&src, durable.then_some(line))?;
-        }
-        Ok(())
+        self.remove_binding(source, destination, false, routing_key, arguments, None)
+            .map(|_| ())
     }
 
-    /// Removes exactly one binding, arguments compared whatever the exchange type
-    /// (as the management API names a binding by routing key and arguments); false
-    /// if there was none. `conn`, when given, must own an exclusive destination queue.
+    /// Removes exactly one binding, named by its routing key and arguments as in
+    /// RabbitMQ (queue.unbind, exchange.unbind and the management API); false if
+    /// there was none. `conn`, when given, must own an exclusive destination queue.
     pub fn remove_binding(
         &self,
         source: &str,
@@ -802,20 +776,21 @@ impl VHost {
         if source.is_empty() || (!to_queue && destination.is_empty()) {
             return Err(default_exchange_refused());
         }
-        let src = self.get_exchange(source)?;
-        let (dest, durable) = if to_queue {
+        let (dest, dest_durable) = if to_queue {
             let q = self.get_queue(destination)?;
             if let Some(conn) = conn {
                 q.check_owner(conn)?;
             }
-            let durable = src.durable && q.durable && q.exclusive_owner.is_none();
+            let durable = q.durable && q.exclusive_owner.is_none();
             (Destination::Queue(q), durable)
         } else {
             let d = self.get_exchange(destination)?;
-            let durable = src.durable && d.durable;
+            let durable = d.durable;
             (Destination::Exchange(d), durable)
         };
-        if !src.unbind_exact(&dest, routing_key, arguments) {
+        let src = self.get_exchange(source)?;
+        let durable = src.durable && dest_durable;
+        if !src.unbind(&dest, routing_key, arguments) {
             return Ok(false);
         }
         let line = definitions::binding(

@@ -219,21 +219,9 @@ fn to_json(bindings: impl IntoIterator<Item = BindingView>) -> Json<Value> {
     Json(Value::Array(bindings.into_iter().map(|b| b.to_json()).collect()))
 }
 
-fn vhost(s: &HttpState, user: &Authed, name: &str) -> ApiResult<Arc<VHost>> {
-    user.require_vhost(name)?;
-    s.broker.vhost(name).ok_or_else(ApiError::not_found)
-}
-
 /// Every binding in the vhosts the user may see.
 pub async fn list(State(s): State<Arc<HttpState>>, user: Authed) -> Json<Value> {
-    let mut vhosts: Vec<_> = s
-        .broker
-        .vhosts()
-        .into_iter()
-        .filter(|v| user.can_access(&v.name))
-        .collect();
-    vhosts.sort_by(|a, b| a.name.cmp(&b.name));
-    to_json(vhosts.iter().flat_map(|v| of_vhost(v)))
+    to_json(s.visible_vhosts(&user).iter().flat_map(|v| of_vhost(v)))
 }
 
 /// Every binding of a vhost.
@@ -242,7 +230,7 @@ pub async fn list_vhost(
     user: Authed,
     Path(v): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    let v = vhost(&s, &user, &v)?;
+    let v = s.vhost_for(&user, &v)?;
     Ok(to_json(of_vhost(&v)))
 }
 
@@ -252,7 +240,7 @@ pub async fn exchange_source(
     user: Authed,
     Path((v, name)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
-    let v = vhost(&s, &user, &v)?;
+    let v = s.vhost_for(&user, &v)?;
     let name = exchange_name(&name);
     v.exchange(name).ok_or_else(ApiError::not_found)?;
     Ok(to_json(of_vhost(&v).into_iter().filter(|b| b.source == name)))
@@ -264,7 +252,7 @@ pub async fn exchange_destination(
     user: Authed,
     Path((v, name)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
-    let v = vhost(&s, &user, &v)?;
+    let v = s.vhost_for(&user, &v)?;
     let name = exchange_name(&name);
     v.exchange(name).ok_or_else(ApiError::not_found)?;
     Ok(to_json(
@@ -280,7 +268,7 @@ pub async fn queue_bindings(
     user: Authed,
     Path((v, name)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
-    let v = vhost(&s, &user, &v)?;
+    let v = s.vhost_for(&user, &v)?;
     v.queue(&name).ok_or_else(ApiError::not_found)?;
     Ok(to_json(
         of_vhost(&v).into_iter().filter(|b| b.to_queue && b.destination == name),
@@ -304,7 +292,7 @@ impl Ends {
         destination: &str,
         to_queue: bool,
     ) -> ApiResult<Self> {
-        let vhost = vhost(s, user, v)?;
+        let vhost = s.vhost_for(user, v)?;
         let source = exchange_name(source).to_string();
         vhost.exchange(&source).ok_or_else(ApiError::not_found)?;
         let exists = if to_queue {

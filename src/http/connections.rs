@@ -41,10 +41,7 @@ pub async fn list_vhost(
     user: Authed,
     Path(v): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    user.require_vhost(&v)?;
-    if s.broker.vhost(&v).is_none() {
-        return Err(ApiError::not_found());
-    }
+    s.vhost_for(&user, &v)?;
     let all = s.broker.connections.list();
     let out = all
         .iter()

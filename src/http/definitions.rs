@@ -36,7 +36,7 @@ use crate::core::broker::Broker;
 use crate::core::policy::Policy;
 use crate::core::table_json::{json_to_table, table_to_json};
 use crate::core::user::{self, Permissions, User};
-use crate::core::vhost::{ExchangeOptions, QueueOptions, VHost};
+use crate::core::vhost::{QueueOptions, VHost};
 
 /// The RabbitMQ version the export claims (the one `/api/overview` reports).
 const RABBIT_VERSION: &str = "3.10.0";
@@ -61,10 +61,7 @@ fn vhost_entities(v: &VHost) -> [Vec<Value>; 5] {
     exchanges.sort_by(|a, b| a.name.cmp(&b.name));
     let exchanges = exchanges
         .iter()
-        .map(|e| {
-            json!({"name": e.name, "vhost": v.name, "type": e.declared_type, "durable": e.durable,
-                   "auto_delete": e.auto_delete, "internal": e.internal, "arguments": table_to_json(&e.arguments)})
-        })
+        .map(|e| super::exchanges::exchange_json(&v.name, e))
         .collect();
     let bindings = bindings::of_vhost(v)
         .into_iter()
@@ -97,8 +94,9 @@ pub fn export_all(broker: &Broker) -> Value {
     let users = broker.users.list();
     let mut out = header();
     let user_json = |u: &User| {
-        json!({"name": u.name, "password_hash": u.password_hash, "hashing_algorithm": u.hashing_algorithm,
-               "tags": u.tags, "limits": {}})
+        let mut j = super::users::user_json(u);
+        j["limits"] = json!({});
+        j
     };
     out.insert("users".into(), users.iter().map(user_json).collect());
     out.insert(
@@ -109,9 +107,10 @@ pub fn export_all(broker: &Broker) -> Value {
     for u in &users {
         let mut ps: Vec<_> = u.permissions.iter().collect();
         ps.sort_by(|a, b| a.0.cmp(b.0));
-        permissions.extend(ps.into_iter().map(
-            |(v, p)| json!({"user": u.name, "vhost": v, "configure": p.configure, "write": p.write, "read": p.read}),
-        ));
+        permissions.extend(
+            ps.into_iter()
+                .map(|(v, p)| super::users::permission_json(&u.name, v, p)),
+        );
     }
     out.insert("permissions".into(), Value::Array(permissions));
     out.insert("topic_permissions".into(), json!([]));
@@ -202,16 +201,8 @@ struct QueueDef {
 struct ExchangeDef {
     name: String,
     vhost: Option<String>,
-    #[serde(rename = "type")]
-    kind: String,
-    #[serde(default = "yes")]
-    durable: bool,
-    #[serde(default)]
-    auto_delete: bool,
-    #[serde(default)]
-    internal: bool,
-    #[serde(default)]
-    arguments: Value,
+    #[serde(flatten)]
+    declare: super::exchanges::DeclareBody,
 }
 
 #[derive(Deserialize)]
@@ -241,19 +232,6 @@ fn failed(what: String) -> impl FnOnce(Error) -> ApiError {
     }
 }
 
-fn parse_tags(v: &Value) -> Vec<String> {
-    let tags: Vec<&str> = match v {
-        Value::String(s) => s.split(',').collect(),
-        Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
-        _ => Vec::new(),
-    };
-    tags.into_iter()
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .map(str::to_string)
-        .collect()
-}
-
 fn import_user(broker: &Broker, u: &UserDef) -> ApiResult<()> {
     let (hash, algorithm) = match (&u.password_hash, &u.password) {
         (Some(h), _) => (
@@ -265,7 +243,7 @@ fn import_user(broker: &Broker, u: &UserDef) -> ApiResult<()> {
             return Err(ApiError::bad_request(format!("user '{}': no password_hash", u.name)));
         }
     };
-    let tags = parse_tags(&u.tags);
+    let tags = super::users::parse_tags(&u.tags);
     let what = || format!("user '{}'", u.name);
     if let Some(existing) = broker.users.get(&u.name) {
         if existing.password_hash == hash && existing.hashing_algorithm == algorithm && existing.tags == tags {
@@ -296,14 +274,14 @@ fn import_permission(broker: &Broker, p: &PermissionDef) -> ApiResult<()> {
     if broker.vhost(&p.vhost).is_none() {
         return Err(ApiError::bad_request(format!("{what}: no such vhost")));
     }
-    for re in [&p.configure, &p.write, &p.read] {
-        regex::Regex::new(re).map_err(|e| ApiError::bad_request(format!("{what}: invalid regex '{re}': {e}")))?;
-    }
     let perms = Permissions {
         configure: p.configure.clone(),
         write: p.write.clone(),
         read: p.read.clone(),
     };
+    perms
+        .validate()
+        .map_err(|e| ApiError::bad_request(format!("{what}: {e}")))?;
     let found = broker
         .users
         .update(&p.user, |u| {
@@ -338,13 +316,8 @@ fn import_exchange(v: &VHost, e: &ExchangeDef) -> ApiResult<()> {
         tracing::warn!(vhost = %v.name, "definitions import: exchange '{}' skipped (reserved name)", e.name);
         return Ok(());
     }
-    let opts = ExchangeOptions {
-        durable: e.durable,
-        auto_delete: e.auto_delete,
-        internal: e.internal,
-        passive: false,
-    };
-    v.declare_exchange(&e.name, &e.kind, &opts, json_to_table(&e.arguments))
+    e.declare
+        .declare_in(v, &e.name)
         .map_err(failed(format!("exchange '{}' in vhost '{}'", e.name, v.name)))
 }
 

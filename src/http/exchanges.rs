@@ -21,11 +21,6 @@ pub fn exchange_json(vhost: &str, e: &Exchange) -> Value {
            "auto_delete": e.auto_delete, "internal": e.internal, "arguments": table_to_json(&e.arguments)})
 }
 
-fn vhost(s: &HttpState, user: &Authed, name: &str) -> ApiResult<Arc<VHost>> {
-    user.require_vhost(name)?;
-    s.broker.vhost(name).ok_or_else(ApiError::not_found)
-}
-
 fn of_vhost(v: &VHost) -> Vec<Value> {
     let mut all = v.exchanges();
     all.sort_by(|a, b| a.name.cmp(&b.name));
@@ -34,14 +29,9 @@ fn of_vhost(v: &VHost) -> Vec<Value> {
 
 /// Exchanges of every vhost the user may see.
 pub async fn list(State(s): State<Arc<HttpState>>, user: Authed) -> Json<Value> {
-    let mut vhosts: Vec<_> = s
-        .broker
-        .vhosts()
-        .into_iter()
-        .filter(|v| user.can_access(&v.name))
-        .collect();
-    vhosts.sort_by(|a, b| a.name.cmp(&b.name));
-    Json(Value::Array(vhosts.iter().flat_map(|v| of_vhost(v)).collect()))
+    Json(Value::Array(
+        s.visible_vhosts(&user).iter().flat_map(|v| of_vhost(v)).collect(),
+    ))
 }
 
 /// Exchanges of one vhost.
@@ -50,7 +40,7 @@ pub async fn list_vhost(
     user: Authed,
     Path(v): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    let v = vhost(&s, &user, &v)?;
+    let v = s.vhost_for(&user, &v)?;
     Ok(Json(Value::Array(of_vhost(&v))))
 }
 
@@ -60,7 +50,7 @@ pub async fn show(
     user: Authed,
     Path((v, name)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
-    let v = vhost(&s, &user, &v)?;
+    let v = s.vhost_for(&user, &v)?;
     let name = if name == "amq.default" { String::new() } else { name };
     let e = v.exchange(&name).ok_or_else(ApiError::not_found)?;
     Ok(Json(exchange_json(&v.name, &e)))
@@ -85,6 +75,19 @@ fn yes() -> bool {
     true
 }
 
+impl DeclareBody {
+    /// Declares exchange `name` in `vhost` as the body describes.
+    pub(super) fn declare_in(&self, vhost: &VHost, name: &str) -> Result<(), crate::core::Error> {
+        let opts = ExchangeOptions {
+            durable: self.durable,
+            auto_delete: self.auto_delete,
+            internal: self.internal,
+            passive: false,
+        };
+        vhost.declare_exchange(name, &self.kind, &opts, json_to_table(&self.arguments))
+    }
+}
+
 /// Declares an exchange (201 new, 204 already there).
 pub async fn declare(
     State(s): State<Arc<HttpState>>,
@@ -92,20 +95,10 @@ pub async fn declare(
     Path((v, name)): Path<(String, String)>,
     Json(body): Json<DeclareBody>,
 ) -> ApiResult<StatusCode> {
-    let v = vhost(&s, &user, &v)?;
+    let v = s.vhost_for(&user, &v)?;
     let existed = v.exchange(&name).is_some();
-    let opts = ExchangeOptions {
-        durable: body.durable,
-        auto_delete: body.auto_delete,
-        internal: body.internal,
-        passive: false,
-    };
-    v.declare_exchange(&name, &body.kind, &opts, json_to_table(&body.arguments))?;
-    Ok(if existed {
-        StatusCode::NO_CONTENT
-    } else {
-        StatusCode::CREATED
-    })
+    body.declare_in(&v, &name)?;
+    Ok(super::created_or_updated(existed))
 }
 
 /// Conditions of `DELETE /api/exchanges/{vhost}/{name}`.
@@ -122,7 +115,7 @@ pub async fn delete(
     Path((v, name)): Path<(String, String)>,
     Query(q): Query<DeleteQuery>,
 ) -> ApiResult<StatusCode> {
-    let v = vhost(&s, &user, &v)?;
+    let v = s.vhost_for(&user, &v)?;
     if v.exchange(&name).is_none() {
         return Err(ApiError::not_found());
     }

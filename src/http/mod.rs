@@ -22,11 +22,41 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::core::broker::Broker;
+use crate::core::vhost::VHost;
 
 /// What every handler can reach.
 pub struct HttpState {
     /// The broker the API manages.
     pub broker: Arc<Broker>,
+}
+
+impl HttpState {
+    /// Vhost `name` for `user`: 403 without access to it, 404 when it does not exist.
+    pub fn vhost_for(&self, user: &auth::Authed, name: &str) -> error::ApiResult<Arc<VHost>> {
+        user.require_vhost(name)?;
+        self.broker.vhost(name).ok_or_else(error::ApiError::not_found)
+    }
+
+    /// The vhosts `user` may see, by name.
+    pub fn visible_vhosts(&self, user: &auth::Authed) -> Vec<Arc<VHost>> {
+        let mut all: Vec<_> = self
+            .broker
+            .vhosts()
+            .into_iter()
+            .filter(|v| user.can_access(&v.name))
+            .collect();
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        all
+    }
+}
+
+/// RabbitMQ's answer to a PUT: 201 when it created the entity, 204 when it existed.
+pub fn created_or_updated(existed: bool) -> axum::http::StatusCode {
+    if existed {
+        axum::http::StatusCode::NO_CONTENT
+    } else {
+        axum::http::StatusCode::CREATED
+    }
 }
 
 /// All routes of the API.

@@ -13,10 +13,7 @@ use super::error::{ApiError, ApiResult};
 /// Totals across the vhosts the user may see.
 pub async fn overview(State(s): State<Arc<HttpState>>, user: Authed) -> Json<Value> {
     let (mut queues, mut exchanges, mut consumers, mut ready, mut unacked) = (0, 0, 0, 0, 0);
-    for v in s.broker.vhosts() {
-        if !user.can_access(&v.name) {
-            continue;
-        }
+    for v in s.visible_vhosts(&user) {
         exchanges += v.exchanges().len();
         for q in v.queues() {
             let st = q.stats();
@@ -48,8 +45,7 @@ pub async fn aliveness(
     user: Authed,
     Path(vhost): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    user.require_vhost(&vhost)?;
-    let v = s.broker.vhost(&vhost).ok_or_else(ApiError::not_found)?;
+    let v = s.vhost_for(&user, &vhost)?;
     let opts = crate::core::vhost::QueueOptions::default();
     v.declare_queue("aliveness-test", &opts, Default::default(), 0)?;
     let q = v.get_queue("aliveness-test")?;

@@ -14,19 +14,10 @@ use super::error::{ApiError, ApiResult};
 use crate::core::policy::Policy;
 
 fn all(s: &HttpState, user: &Authed, vhost: Option<&str>, operator: bool) -> ApiResult<Json<Value>> {
-    if let Some(v) = vhost {
-        user.require_vhost(v)?;
-        if s.broker.vhost(v).is_none() {
-            return Err(ApiError::not_found());
-        }
-    }
-    let mut vhosts: Vec<_> = s
-        .broker
-        .vhosts()
-        .into_iter()
-        .filter(|v| user.can_access(&v.name) && vhost.is_none_or(|n| n == v.name))
-        .collect();
-    vhosts.sort_by(|a, b| a.name.cmp(&b.name));
+    let vhosts = match vhost {
+        Some(v) => vec![s.vhost_for(user, v)?],
+        None => s.visible_vhosts(user),
+    };
     let out = vhosts
         .iter()
         .flat_map(|v| {
@@ -110,11 +101,7 @@ fn put(s: &HttpState, v: &str, name: &str, body: PolicyBody, operator: bool) -> 
         operator,
     )?;
     vh.set_policy(policy, operator)?;
-    Ok(if existed {
-        StatusCode::NO_CONTENT
-    } else {
-        StatusCode::CREATED
-    })
+    Ok(super::created_or_updated(existed))
 }
 
 /// Creates or replaces a policy (policymaker or administrator).

@@ -13,7 +13,7 @@ use super::auth::Authed;
 use super::error::{ApiError, ApiResult};
 use crate::core::queue::Queue;
 use crate::core::table_json::{json_to_table, table_to_json};
-use crate::core::vhost::{QueueOptions, VHost};
+use crate::core::vhost::QueueOptions;
 
 /// A queue as RabbitMQ's API shows it.
 pub fn queue_json(q: &Queue) -> Value {
@@ -33,20 +33,9 @@ fn sorted(mut qs: Vec<Arc<Queue>>) -> Vec<Arc<Queue>> {
     qs
 }
 
-fn vhost(s: &HttpState, user: &Authed, name: &str) -> ApiResult<Arc<VHost>> {
-    user.require_vhost(name)?;
-    s.broker.vhost(name).ok_or_else(ApiError::not_found)
-}
-
 /// Queues of every vhost the user may see.
 pub async fn list(State(s): State<Arc<HttpState>>, user: Authed) -> Json<Value> {
-    let all = s
-        .broker
-        .vhosts()
-        .into_iter()
-        .filter(|v| user.can_access(&v.name))
-        .flat_map(|v| v.queues())
-        .collect();
+    let all = s.visible_vhosts(&user).iter().flat_map(|v| v.queues()).collect();
     Json(Value::Array(sorted(all).iter().map(|q| queue_json(q)).collect()))
 }
 
@@ -56,7 +45,7 @@ pub async fn list_vhost(
     user: Authed,
     Path(v): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    let v = vhost(&s, &user, &v)?;
+    let v = s.vhost_for(&user, &v)?;
     Ok(Json(Value::Array(
         sorted(v.queues()).iter().map(|q| queue_json(q)).collect(),
     )))
@@ -68,7 +57,7 @@ pub async fn show(
     user: Authed,
     Path((v, name)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
-    let v = vhost(&s, &user, &v)?;
+    let v = s.vhost_for(&user, &v)?;
     let q = v.queue(&name).ok_or_else(ApiError::not_found)?;
     Ok(Json(queue_json(&q)))
 }
@@ -89,7 +78,7 @@ pub async fn declare(
     Path((v, name)): Path<(String, String)>,
     body: Option<Json<DeclareBody>>,
 ) -> ApiResult<StatusCode> {
-    let v = vhost(&s, &user, &v)?;
+    let v = s.vhost_for(&user, &v)?;
     let body = body.map(|b| b.0).unwrap_or_default();
     let existed = v.queue(&name).is_some();
     let opts = QueueOptions {
@@ -102,11 +91,7 @@ pub async fn declare(
         return Err(ApiError::bad_request(format!("invalid queue name '{name}'")));
     }
     v.declare_queue(&name, &opts, json_to_table(&body.arguments), 0)?;
-    Ok(if existed {
-        StatusCode::NO_CONTENT
-    } else {
-        StatusCode::CREATED
-    })
+    Ok(super::created_or_updated(existed))
 }
 
 /// Conditions of `DELETE /api/queues/{vhost}/{name}`.
@@ -125,7 +110,7 @@ pub async fn delete(
     Path((v, name)): Path<(String, String)>,
     Query(q): Query<DeleteQuery>,
 ) -> ApiResult<StatusCode> {
-    let v = vhost(&s, &user, &v)?;
+    let v = s.vhost_for(&user, &v)?;
     if v.queue(&name).is_none() {
         return Err(ApiError::not_found());
     }
@@ -139,7 +124,7 @@ pub async fn purge(
     user: Authed,
     Path((v, name)): Path<(String, String)>,
 ) -> ApiResult<StatusCode> {
-    let v = vhost(&s, &user, &v)?;
+    let v = s.vhost_for(&user, &v)?;
     let q = v.queue(&name).ok_or_else(ApiError::not_found)?;
     q.purge()?;
     Ok(StatusCode::NO_CONTENT)

@@ -15,12 +15,14 @@ use super::auth::Authed;
 use super::error::{ApiError, ApiResult};
 use crate::core::user::{self, Permissions, User};
 
-fn user_json(u: &User) -> Value {
+/// A user as the API and definitions show it.
+pub(super) fn user_json(u: &User) -> Value {
     json!({"name": u.name, "password_hash": u.password_hash, "hashing_algorithm": u.hashing_algorithm,
            "tags": u.tags})
 }
 
-fn permission_json(user: &str, vhost: &str, p: &Permissions) -> Value {
+/// A permission as the API and definitions show it.
+pub(super) fn permission_json(user: &str, vhost: &str, p: &Permissions) -> Value {
     json!({"user": user, "vhost": vhost, "configure": p.configure, "write": p.write, "read": p.read})
 }
 
@@ -48,17 +50,18 @@ pub struct UserBody {
     tags: Option<Value>,
 }
 
-fn parse_tags(v: Option<&Value>) -> Vec<String> {
-    match v {
-        Some(Value::String(s)) => s
-            .split(',')
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-            .map(str::to_string)
-            .collect(),
-        Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).map(str::to_string).collect(),
+/// User tags as RabbitMQ accepts them: a comma-separated string or a list.
+pub(super) fn parse_tags(v: &Value) -> Vec<String> {
+    let tags: Vec<&str> = match v {
+        Value::String(s) => s.split(',').collect(),
+        Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
         _ => Vec::new(),
-    }
+    };
+    tags.into_iter()
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(str::to_string)
+        .collect()
 }
 
 /// Creates (201) or updates (204) a user.
@@ -88,15 +91,11 @@ pub async fn create(
         name: name.clone(),
         password_hash: hash,
         hashing_algorithm: algorithm,
-        tags: parse_tags(body.tags.as_ref()),
+        tags: parse_tags(body.tags.as_ref().unwrap_or(&Value::Null)),
         permissions: existing.map(|u| u.permissions).unwrap_or_default(),
     };
     s.broker.users.put(u)?;
-    Ok(if created {
-        StatusCode::CREATED
-    } else {
-        StatusCode::NO_CONTENT
-    })
+    Ok(super::created_or_updated(!created))
 }
 
 /// Deletes a user.
@@ -153,9 +152,7 @@ pub async fn set_permission(
         write: field("write")?,
         read: field("read")?,
     };
-    for re in [&p.configure, &p.write, &p.read] {
-        regex::Regex::new(re).map_err(|e| ApiError::bad_request(format!("invalid regex '{re}': {e}")))?;
-    }
+    p.validate().map_err(ApiError::bad_request)?;
     let mut created = false;
     let found = s.broker.users.update(&name, |u| {
         created = u.permissions.insert(vhost.clone(), p).is_none();
@@ -163,11 +160,7 @@ pub async fn set_permission(
     if !found {
         return Err(ApiError::bad_request(format!("user '{name}' does not exist")));
     }
-    Ok(if created {
-        StatusCode::CREATED
-    } else {
-        StatusCode::NO_CONTENT
-    })
+    Ok(super::created_or_updated(!created))
 }
 
 /// Removes a user's permissions in a vhost.

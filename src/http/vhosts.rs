@@ -25,20 +25,14 @@ fn vhost_json(v: &VHost) -> Value {
 
 /// The vhosts the user may see.
 pub async fn list(State(s): State<Arc<HttpState>>, user: Authed) -> Json<Value> {
-    let mut all: Vec<_> = s
-        .broker
-        .vhosts()
-        .into_iter()
-        .filter(|v| user.can_access(&v.name))
-        .collect();
-    all.sort_by(|a, b| a.name.cmp(&b.name));
-    Json(Value::Array(all.iter().map(|v| vhost_json(v)).collect()))
+    Json(Value::Array(
+        s.visible_vhosts(&user).iter().map(|v| vhost_json(v)).collect(),
+    ))
 }
 
 /// One vhost.
 pub async fn show(State(s): State<Arc<HttpState>>, user: Authed, Path(name): Path<String>) -> ApiResult<Json<Value>> {
-    user.require_vhost(&name)?;
-    let v = s.broker.vhost(&name).ok_or_else(ApiError::not_found)?;
+    let v = s.vhost_for(&user, &name)?;
     Ok(Json(vhost_json(&v)))
 }
 

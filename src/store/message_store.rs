@@ -169,8 +169,7 @@ impl MessageStore {
         properties: &[u8],
         body: &[u8],
     ) -> io::Result<SegPos> {
-        record::check_names(exchange, routing_key)?;
-        let total = record::RECORD_HEADER + record::payload_len(exchange, routing_key, properties.len(), body.len());
+        let total = record::size(exchange, routing_key, properties, body)?;
         let fits = match self.segments.get(&self.write_seg) {
             Some(s) => s.free() >= total,
             None => {

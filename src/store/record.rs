@@ -38,16 +38,17 @@ pub enum RecordError {
     Malformed(&'static str),
 }
 
-/// Refuses an exchange name or routing key too long for the one-byte length
-/// the record gives them (AMQP short strings never are; this guards other paths).
-pub fn check_names(exchange: &str, routing_key: &str) -> std::io::Result<()> {
+/// Total size (header included) of the record for a message with these parts.
+/// Refuses an exchange name or routing key too long for the one-byte length the
+/// record gives them (AMQP short strings never are; this guards other paths).
+pub fn size(exchange: &str, routing_key: &str, properties: &[u8], body: &[u8]) -> std::io::Result<usize> {
     if exchange.len() > 255 || routing_key.len() > 255 {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
             "exchange name or routing key longer than 255 bytes",
         ));
     }
-    Ok(())
+    Ok(RECORD_HEADER + payload_len(exchange, routing_key, properties.len(), body.len()))
 }
 
 /// Size of the payload for a message with these parts.

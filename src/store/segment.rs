@@ -321,7 +321,7 @@ impl Segment {
         properties: &[u8],
         body: &[u8],
     ) -> io::Result<u32> {
-        let total = record::RECORD_HEADER + record::payload_len(exchange, routing_key, properties.len(), body.len());
+        let total = record::size(exchange, routing_key, properties, body)?;
         let pos = self.end;
         if total >= WRITE_THROUGH_FILE {
             use std::os::unix::fs::FileExt;

@@ -44,9 +44,8 @@ impl StreamStore {
     /// Opens (or creates) the stream in `dir`.
     pub fn open(dir: &Path, label: &str, segment_size: u64) -> io::Result<Self> {
         std::fs::create_dir_all(dir)?;
-        let start = std::fs::read_to_string(dir.join(START_FILE))
-            .ok()
-            .and_then(|s| s.trim().parse::<u64>().ok())
+        let start = super::definitions::read_json(&dir.join(START_FILE))
+            .and_then(|v| v.as_u64())
             .unwrap_or(0);
         let mut ids: Vec<u32> = std::fs::read_dir(dir)?
             .filter_map(|e| e.ok())
@@ -121,8 +120,7 @@ impl StreamStore {
         properties: &[u8],
         body: &[u8],
     ) -> io::Result<u64> {
-        record::check_names(exchange, routing_key)?;
-        let total = record::RECORD_HEADER + record::payload_len(exchange, routing_key, properties.len(), body.len());
+        let total = record::size(exchange, routing_key, properties, body)?;
         let fits = self.segments.get(&self.write_seg).map(|s| s.free() >= total);
         if fits != Some(true) {
             if fits == Some(false) {
@@ -313,10 +311,7 @@ impl StreamStore {
             // crash in between leaves a segment that is counted from the new start
             // and removed again, never offsets shifted.
             let start = self.first_offset() + in_oldest;
-            let tmp = self.dir.join(format!("{START_FILE}.tmp"));
-            let recorded =
-                std::fs::write(&tmp, start.to_string()).and_then(|_| std::fs::rename(&tmp, self.dir.join(START_FILE)));
-            if let Err(e) = recorded {
+            if let Err(e) = super::definitions::write_json(&self.dir.join(START_FILE), &start.into(), false) {
                 tracing::warn!(queue = %self.label, "cannot record the stream start: {e}");
                 return;
             }

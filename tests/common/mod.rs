@@ -396,6 +396,40 @@ pub async fn drain(ch: &Channel, queue: &str) -> Vec<Vec<u8>> {
     out
 }
 
+/// An argument or header table from name/value pairs.
+pub fn table(pairs: &[(&str, lapin::types::AMQPValue)]) -> FieldTable {
+    let mut t = FieldTable::default();
+    for (k, v) in pairs {
+        t.insert((*k).into(), v.clone());
+    }
+    t
+}
+
+/// A long-string field value.
+pub fn long_str(s: &str) -> lapin::types::AMQPValue {
+    lapin::types::AMQPValue::LongString(s.into())
+}
+
+/// Options of a durable, non-exclusive queue declaration.
+pub fn durable() -> QueueDeclareOptions {
+    QueueDeclareOptions {
+        durable: true,
+        ..Default::default()
+    }
+}
+
+/// Ready messages of a queue, from a passive declare on channel `ch`.
+pub async fn queue_count(ch: &Channel, queue: &str) -> u32 {
+    let opts = QueueDeclareOptions {
+        passive: true,
+        ..Default::default()
+    };
+    ch.queue_declare(queue.into(), opts, FieldTable::default())
+        .await
+        .expect("passive declare")
+        .message_count()
+}
+
 /// Ready messages of a queue, from a passive declare on a throw-away channel.
 pub async fn message_count(conn: &Connection, queue: &str) -> u32 {
     let ch = conn.create_channel().await.expect("channel.open");
