@@ -2,57 +2,10 @@
 
 mod common;
 
+use common::api::*;
 use common::*;
-use reqwest::{Client, Method, StatusCode};
-use serde_json::{Value, json};
-
-struct Api {
-    base: String,
-    client: Client,
-}
-
-impl Api {
-    fn new(b: &TestBroker) -> Self {
-        Api {
-            base: format!("http://{}", b.server().http_addr()),
-            client: Client::new(),
-        }
-    }
-
-    async fn call(
-        &self,
-        method: Method,
-        path: &str,
-        auth: Option<(&str, &str)>,
-        body: Option<Value>,
-    ) -> (StatusCode, Value) {
-        let mut req = self.client.request(method, format!("{}{}", self.base, path));
-        if let Some((u, p)) = auth {
-            req = req.basic_auth(u, Some(p));
-        }
-        if let Some(b) = body {
-            req = req.json(&b);
-        }
-        let resp = req.send().await.expect("request");
-        let status = resp.status();
-        let text = resp.text().await.unwrap_or_default();
-        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
-    }
-
-    async fn get(&self, path: &str) -> (StatusCode, Value) {
-        self.call(Method::GET, path, Some(("guest", "guest")), None).await
-    }
-
-    async fn put(&self, path: &str, body: Value) -> StatusCode {
-        self.call(Method::PUT, path, Some(("guest", "guest")), Some(body))
-            .await
-            .0
-    }
-
-    async fn delete(&self, path: &str) -> StatusCode {
-        self.call(Method::DELETE, path, Some(("guest", "guest")), None).await.0
-    }
-}
+use reqwest::{Method, StatusCode};
+use serde_json::json;
 
 #[tokio::test]
 async fn authentication_and_tags() {

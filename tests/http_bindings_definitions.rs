@@ -3,85 +3,16 @@
 
 mod common;
 
+use common::api::*;
 use common::*;
 use lapin::ExchangeKind;
 use lapin::options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
 use lapin::types::FieldTable;
-use reqwest::{Client, Method, StatusCode};
+use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-
-const GUEST: Option<(&str, &str)> = Some(("guest", "guest"));
 
 /// RabbitMQ's own hash of the password `guest`.
 const GUEST_HASH: &str = "+pHuxkR9fCyrrwXjOD4BP4XbzO3l8LJr8YkThMgJ0yVHFRE+";
-
-struct Api {
-    base: String,
-    client: Client,
-}
-
-impl Api {
-    fn new(b: &TestBroker) -> Self {
-        Api {
-            base: format!("http://{}", b.server().http_addr()),
-            client: Client::new(),
-        }
-    }
-
-    /// Sends a request with a raw body; returns status, `Location` and JSON body.
-    async fn raw(
-        &self,
-        method: Method,
-        path: &str,
-        auth: Option<(&str, &str)>,
-        body: Option<String>,
-    ) -> (StatusCode, Option<String>, Value) {
-        let mut req = self.client.request(method, format!("{}{}", self.base, path));
-        if let Some((u, p)) = auth {
-            req = req.basic_auth(u, Some(p));
-        }
-        if let Some(b) = body {
-            req = req.header("content-type", "application/json").body(b);
-        }
-        let resp = within("HTTP request", req.send()).await.expect("request");
-        let status = resp.status();
-        let location = resp
-            .headers()
-            .get("location")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
-        let text = resp.text().await.unwrap_or_default();
-        (status, location, serde_json::from_str(&text).unwrap_or(Value::Null))
-    }
-
-    async fn call(&self, method: Method, path: &str, auth: Option<(&str, &str)>, body: Option<Value>) -> StatusCode {
-        self.raw(method, path, auth, body.map(|b| b.to_string())).await.0
-    }
-
-    async fn get(&self, path: &str) -> (StatusCode, Value) {
-        let (status, _, body) = self.raw(Method::GET, path, GUEST, None).await;
-        (status, body)
-    }
-
-    async fn get_ok(&self, path: &str) -> Value {
-        let (status, body) = self.get(path).await;
-        assert_eq!(status, StatusCode::OK, "GET {path}: {body}");
-        body
-    }
-
-    async fn post(&self, path: &str, body: Value) -> (StatusCode, Option<String>) {
-        let (status, location, _) = self.raw(Method::POST, path, GUEST, Some(body.to_string())).await;
-        (status, location)
-    }
-
-    async fn put(&self, path: &str, body: Value) -> StatusCode {
-        self.call(Method::PUT, path, GUEST, Some(body)).await
-    }
-
-    async fn delete(&self, path: &str) -> StatusCode {
-        self.call(Method::DELETE, path, GUEST, None).await
-    }
-}
 
 fn len(v: &Value) -> usize {
     v.as_array().map_or(0, Vec::len)
@@ -319,15 +250,15 @@ async fn binding_errors_and_access() {
     // 401 without or with wrong credentials.
     for auth in [None, Some(("guest", "wrong"))] {
         assert_eq!(
-            api.call(Method::GET, "/api/bindings", auth, None).await,
+            api.call(Method::GET, "/api/bindings", auth, None).await.0,
             StatusCode::UNAUTHORIZED
         );
         assert_eq!(
-            api.call(Method::POST, &eq, auth, Some(json!({}))).await,
+            api.call(Method::POST, &eq, auth, Some(json!({}))).await.0,
             StatusCode::UNAUTHORIZED
         );
         assert_eq!(
-            api.call(Method::DELETE, &format!("{eq}/k"), auth, None).await,
+            api.call(Method::DELETE, &format!("{eq}/k"), auth, None).await.0,
             StatusCode::UNAUTHORIZED
         );
     }
@@ -342,23 +273,25 @@ async fn binding_errors_and_access() {
     assert_eq!((status, all), (StatusCode::OK, json!([])));
     for path in ["/api/bindings/%2F".to_string(), eq.clone(), format!("{eq}/k")] {
         assert_eq!(
-            api.call(Method::GET, &path, outsider, None).await,
+            api.call(Method::GET, &path, outsider, None).await.0,
             StatusCode::FORBIDDEN,
             "{path}"
         );
     }
     assert_eq!(
         api.call(Method::GET, &format!("/api/queues/%2F/{q}/bindings"), outsider, None)
-            .await,
+            .await
+            .0,
         StatusCode::FORBIDDEN
     );
     assert_eq!(
         api.call(Method::POST, &eq, outsider, Some(json!({"routing_key": "o"})))
-            .await,
+            .await
+            .0,
         StatusCode::FORBIDDEN
     );
     assert_eq!(
-        api.call(Method::DELETE, &format!("{eq}/k"), outsider, None).await,
+        api.call(Method::DELETE, &format!("{eq}/k"), outsider, None).await.0,
         StatusCode::FORBIDDEN
     );
     // With permissions on the vhost the same user may.
@@ -367,9 +300,9 @@ async fn binding_errors_and_access() {
         api.put("/api/permissions/%2F/outsider", perm).await,
         StatusCode::CREATED
     );
-    assert_eq!(api.call(Method::GET, &eq, outsider, None).await, StatusCode::OK);
+    assert_eq!(api.call(Method::GET, &eq, outsider, None).await.0, StatusCode::OK);
     assert_eq!(
-        api.call(Method::DELETE, &format!("{eq}/k"), outsider, None).await,
+        api.call(Method::DELETE, &format!("{eq}/k"), outsider, None).await.0,
         StatusCode::NO_CONTENT
     );
 }
@@ -615,7 +548,8 @@ async fn definitions_export_and_import_round_trip() {
     assert_eq!(normalized(&api2.get_ok("/api/definitions").await), normalized(&export));
     assert_eq!(
         api2.call(Method::POST, "/api/definitions", GUEST, Some(export.clone()))
-            .await,
+            .await
+            .0,
         StatusCode::NO_CONTENT
     );
     assert_eq!(normalized(&api2.get_ok("/api/definitions").await), normalized(&export));
@@ -642,7 +576,8 @@ async fn definitions_export_and_import_round_trip() {
     assert_eq!(api2.put("/api/vhosts/copy", json!({})).await, StatusCode::CREATED);
     assert_eq!(
         api2.call(Method::POST, "/api/definitions/copy", GUEST, Some(one.clone()))
-            .await,
+            .await
+            .0,
         StatusCode::NO_CONTENT
     );
     assert_eq!(
@@ -663,12 +598,12 @@ async fn definitions_errors_and_access() {
     ] {
         let body = (method == Method::POST).then(|| json!({}));
         assert_eq!(
-            api.call(method.clone(), path, None, body.clone()).await,
+            api.call(method.clone(), path, None, body.clone()).await.0,
             StatusCode::UNAUTHORIZED,
             "{method} {path}"
         );
         assert_eq!(
-            api.call(method.clone(), path, Some(("guest", "nope")), body).await,
+            api.call(method.clone(), path, Some(("guest", "nope")), body).await.0,
             StatusCode::UNAUTHORIZED,
             "{method} {path}"
         );
@@ -682,29 +617,35 @@ async fn definitions_errors_and_access() {
         );
         assert_eq!(
             api.call(Method::GET, "/api/definitions", Some((user, "pw")), None)
-                .await,
+                .await
+                .0,
             StatusCode::FORBIDDEN
         );
         assert_eq!(
             api.call(Method::GET, "/api/definitions/%2F", Some((user, "pw")), None)
-                .await,
+                .await
+                .0,
             StatusCode::FORBIDDEN
         );
         assert_eq!(
             api.call(Method::POST, "/api/definitions", Some((user, "pw")), Some(json!({})))
-                .await,
+                .await
+                .0,
             StatusCode::FORBIDDEN
         );
     }
     assert_eq!(api.get("/api/definitions/nope").await.0, StatusCode::NOT_FOUND);
     assert_eq!(
         api.call(Method::POST, "/api/definitions/nope", GUEST, Some(json!({})))
-            .await,
+            .await
+            .0,
         StatusCode::NOT_FOUND
     );
     // An empty document is fine; malformed ones are 400 with a reason.
     assert_eq!(
-        api.call(Method::POST, "/api/definitions", GUEST, Some(json!({}))).await,
+        api.call(Method::POST, "/api/definitions", GUEST, Some(json!({})))
+            .await
+            .0,
         StatusCode::NO_CONTENT
     );
     for body in [
@@ -785,7 +726,8 @@ async fn imports_a_rabbitmq_export() {
     let file = rabbitmq_export();
     assert_eq!(
         api.call(Method::POST, "/api/definitions", GUEST, Some(file.clone()))
-            .await,
+            .await
+            .0,
         StatusCode::NO_CONTENT
     );
     for (user, tags) in [
@@ -809,7 +751,7 @@ async fn imports_a_rabbitmq_export() {
 
     // Importing it again changes nothing.
     assert_eq!(
-        api.call(Method::POST, "/api/definitions", GUEST, Some(file)).await,
+        api.call(Method::POST, "/api/definitions", GUEST, Some(file)).await.0,
         StatusCode::NO_CONTENT
     );
     assert_eq!(len(&api.get_ok("/api/bindings/shop").await), 3 + 3);

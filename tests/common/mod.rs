@@ -3,6 +3,8 @@
 //! and a raw AMQP 0-9-1 client for protocol-level tests.
 #![allow(dead_code)]
 
+pub mod api;
+
 use std::net::SocketAddr;
 use std::path::Path;
 use std::pin::Pin;
