@@ -2,6 +2,7 @@
 //! down gracefully on request.
 
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,6 +38,17 @@ pub enum StartError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// The `load_definitions` file could not be read or imported.
+    #[error("cannot load definitions from {path}: {reason}")]
+    Definitions {
+        /// The file named by `load_definitions`.
+        path: PathBuf,
+        /// What was wrong with it.
+        reason: String,
+    },
+    /// The control socket could not be set up.
+    #[error(transparent)]
+    ControlSocket(#[from] crate::http::control_socket::ControlSocketError),
 }
 
 /// A running server; dropping it does not stop it, call [`Server::shutdown`].
@@ -47,6 +59,7 @@ pub struct Server {
     http_addr: SocketAddr,
     shutdown: CancellationToken,
     ctx: Arc<AmqpContext>,
+    control: Option<crate::http::control_socket::ControlSocketHandle>,
     _lock: Option<DataDirLock>,
 }
 
@@ -76,6 +89,9 @@ impl Server {
             &main.default_user,
             &main.default_password_hash,
         )?;
+        if let Some(path) = &main.load_definitions {
+            load_definitions(&broker, path)?;
+        }
         let amqp = &config.amqp;
         let addr = format!("{}:{}", amqp.bind, amqp.port);
         let bind_addr = if amqp.bind.contains(':') {
@@ -125,17 +141,33 @@ impl Server {
             source,
         })?;
         tracing::info!("HTTP API listening on {http_addr}");
-        let http_state = Arc::new(crate::http::HttpState { broker: broker.clone() });
+        let http_state = Arc::new(crate::http::HttpState {
+            broker: broker.clone(),
+            loopback_only_user: main.default_user_only_loopback.then(|| main.default_user.clone()),
+        });
+        let control = if main.control_unix_path.as_os_str().is_empty() {
+            None
+        } else {
+            Some(crate::http::control_socket::serve_unix(
+                &main.control_unix_path,
+                http_state.clone(),
+                &main.default_user,
+                shutdown.clone(),
+            )?)
+        };
         tokio::spawn(crate::http::serve(http_listener, http_state, shutdown.clone()));
         let ctx = AmqpContext::new(broker.clone(), amqp_settings, shutdown.clone());
         tokio::spawn(crate::amqp::listener::accept_loop(listener, ctx.clone()));
         tokio::spawn(disk_check_loop(broker.clone(), shutdown.clone()));
+        let stats_interval = Duration::from_millis(main.stats_interval.max(10));
+        tokio::spawn(stats_loop(broker.clone(), stats_interval, shutdown.clone()));
         Ok(Server {
             broker,
             amqp_addr,
             http_addr,
             shutdown,
             ctx,
+            control,
             _lock: lock,
         })
     }
@@ -150,10 +182,19 @@ impl Server {
         self.http_addr
     }
 
+    /// Where the control socket is, unless it is disabled (empty
+    /// `control_unix_path`).
+    pub fn control_path(&self) -> Option<&Path> {
+        self.control.as_ref().map(|c| c.path())
+    }
+
     /// Closes every connection with CONNECTION_FORCED, waits for them (up to a few
     /// seconds), and syncs all files.
     pub async fn shutdown(self) {
         self.shutdown.cancel();
+        if let Some(control) = self.control {
+            control.remove();
+        }
         self.ctx.tasks.close();
         if tokio::time::timeout(Duration::from_secs(5), self.ctx.tasks.wait())
             .await
@@ -171,7 +212,32 @@ impl Server {
     }
 }
 
+/// Imports the definitions file `path` (`load_definitions`) into `broker`.
+/// Importing only creates what is missing, so doing it at every start is harmless.
+fn load_definitions(broker: &Broker, path: &Path) -> Result<(), StartError> {
+    let failed = |reason: String| StartError::Definitions {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let body = std::fs::read(path).map_err(|e| failed(e.to_string()))?;
+    crate::http::definitions::import_document(broker, &body).map_err(failed)?;
+    tracing::info!("definitions loaded from {}", path.display());
+    Ok(())
+}
+
 /// Measures free disk space a few times a second for the disk alarm.
+/// Samples message counters into rates every `stats_interval`.
+async fn stats_loop(broker: Arc<Broker>, interval: Duration, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => broker.stats.sample(&broker, std::time::Instant::now()),
+            _ = shutdown.cancelled() => return,
+        }
+    }
+}
+
 async fn disk_check_loop(broker: Arc<Broker>, shutdown: CancellationToken) {
     broker.disk.check();
     loop {

@@ -54,6 +54,8 @@ fn spawn(data: &std::path::Path, extra: &[&str]) -> (Child, u16) {
         .arg("-D")
         .arg(data)
         .args(["-p", "0", "--http-port", "0"])
+        .arg("--control-unix-path")
+        .arg(data.join("ctl.sock"))
         .args(extra)
         .env("NO_COLOR", "1")
         .stdout(Stdio::piped())

@@ -3,6 +3,7 @@
 
 mod common;
 
+use common::api::enc;
 use common::*;
 use reqwest::{Client, StatusCode};
 use serde_json::Value;
@@ -42,7 +43,7 @@ async fn list_show_and_close_with_a_reason() {
     assert_eq!((c["user"].as_str(), c["vhost"].as_str()), (Some("guest"), Some("/")));
     assert_eq!(c["protocol"], "AMQP 0-9-1");
     let name = c["name"].as_str().unwrap().to_string();
-    let path = format!("{}/api/connections/{}", base(&b), urlencode(&name));
+    let path = format!("{}/api/connections/{}", base(&b), enc(&name));
     let shown = Client::new()
         .get(&path)
         .basic_auth("guest", Some("guest"))
@@ -104,13 +105,4 @@ async fn deleting_a_vhost_closes_its_connections() {
     assert_eq!(del.status(), StatusCode::NO_CONTENT);
     let text = expect_error(&mut ev, 320).await;
     assert!(text.contains("vhost deleted"), "{text}");
-}
-
-fn urlencode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }

@@ -13,12 +13,13 @@ use super::codec::{
     Method, write_basic_ack, write_basic_get_ok, write_basic_nack, write_body, write_header_raw, write_method,
 };
 use super::connection::ConnInfo;
-use super::consumer::AmqpConsumer;
+use super::consumer::{AmqpConsumer, ConsumerSettings};
 use super::error::{AmqpError, AmqpResult, code};
 use super::outbox::Outbox;
 use super::publish::PendingPublish;
 use super::unacked::{Unacked, UnackedList};
 use crate::core::permissions::Access;
+use crate::core::stats::{ChannelCounters, Rates};
 use crate::core::queue::Queue;
 use crate::core::vhost::{ExchangeOptions, QueueOptions};
 use crate::core::{FieldTable, ShortStr};
@@ -54,6 +55,16 @@ pub struct ChannelShared {
     awaiting_sync: AtomicU64,
     /// The broker-wide consumer timeout (queues may set their own).
     pub consumer_timeout: Option<u64>,
+    /// Per-consumer prefetch for new consumers, as the API shows it.
+    pub prefetch: AtomicU32,
+    /// In confirm mode, as the API shows it.
+    pub confirm_mode: AtomicBool,
+    /// In transaction mode, as the API shows it.
+    pub tx_mode: AtomicBool,
+    /// Message counts.
+    pub counters: ChannelCounters,
+    /// Rates of the counts, sampled by the broker.
+    pub rates: Rates,
 }
 
 impl SyncWaiter for ChannelShared {
@@ -174,6 +185,11 @@ impl Channel {
                 reply_to: Mutex::new(None),
                 awaiting_sync: AtomicU64::new(0),
                 consumer_timeout: info.ctx.settings.consumer_timeout,
+                prefetch: AtomicU32::new(u32::from(info.ctx.settings.default_prefetch)),
+                confirm_mode: AtomicBool::new(false),
+                tx_mode: AtomicBool::new(false),
+                counters: ChannelCounters::default(),
+                rates: Rates::default(),
             }),
             closing: false,
             publish: None,
@@ -430,6 +446,7 @@ impl Channel {
                     self.shared.wake_consumers();
                 } else {
                     self.prefetch = u32::from(prefetch_count);
+                    self.shared.prefetch.store(self.prefetch, Ordering::Relaxed);
                 }
                 self.send(&Method::BasicQosOk);
             }
@@ -485,6 +502,7 @@ impl Channel {
                     ));
                 }
                 self.confirm = true;
+                self.shared.confirm_mode.store(true, Ordering::Relaxed);
                 self.reply(nowait, Method::ConfirmSelectOk);
             }
             Method::TxSelect => {
@@ -495,6 +513,7 @@ impl Channel {
                     ));
                 }
                 self.tx.get_or_insert_with(Default::default);
+                self.shared.tx_mode.store(true, Ordering::Relaxed);
                 self.send(&Method::TxSelectOk);
             }
             Method::TxCommit => {
@@ -626,9 +645,12 @@ impl Channel {
             tag.clone(),
             self.shared.clone(),
             q.clone(),
-            no_ack,
-            priority,
-            self.prefetch,
+            ConsumerSettings {
+                no_ack,
+                exclusive,
+                priority,
+                prefetch: self.prefetch,
+            },
         );
         match &stream_options {
             Some(opts) => q.add_stream_consumer(consumer.clone(), explicit_tag, opts)?,
@@ -657,7 +679,7 @@ impl Channel {
         }
         let consumer = self.shared.consumers.lock().remove(tag);
         if let Some(c) = consumer {
-            detach(info, &c);
+            detach(&c);
         }
     }
 
@@ -678,6 +700,10 @@ impl Channel {
         let frame_max = self.shared.frame_max;
         let shared = &self.shared;
         let found = q.get(no_ack, |m, pos, redelivered, remaining| {
+            shared.counters.get.incr();
+            if redelivered {
+                shared.counters.redeliver.incr();
+            }
             let mut unacked = shared.unacked.lock();
             let tag = unacked.next_tag();
             shared.outbox.write(|out| {
@@ -713,6 +739,9 @@ impl Channel {
                 format!("unknown delivery tag {tag}"),
             ));
         };
+        if how == Settle::Ack {
+            self.shared.counters.ack.add(entries.len() as u64);
+        }
         match self.tx.as_mut() {
             Some(tx) => tx.settles.push((entries, how)),
             None => settle_entries(&self.shared, entries, how),
@@ -744,7 +773,7 @@ impl Channel {
         }
         self.recover();
         for c in &consumers {
-            detach(info, c);
+            detach(c);
         }
         self.publish = None;
     }
@@ -752,11 +781,9 @@ impl Channel {
 
 /// Stops a consumer and removes it from its queue, deleting an auto-delete queue
 /// that lost its last consumer.
-fn detach(info: &ConnInfo, c: &Arc<AmqpConsumer>) {
+fn detach(c: &Arc<AmqpConsumer>) {
     c.cancel();
-    if c.queue.remove_consumer(c.id) {
-        info.vhost.remove_queue(&c.queue);
-    }
+    c.queue.detach_consumer(c.id);
 }
 
 /// Applies a settlement to removed unacked entries, per queue and in order.

@@ -17,6 +17,7 @@ use super::context::AmqpContext;
 use super::error::{AmqpError, AmqpResult, Scope, code};
 use super::handshake::handshake;
 use super::outbox::Outbox;
+use crate::core::connections::ConnectionInfo;
 use crate::core::message::Message;
 use crate::core::vhost::VHost;
 
@@ -49,6 +50,10 @@ pub struct ConnInfo {
     pub heartbeat: u16,
     /// Negotiated channel_max.
     pub channel_max: u16,
+    /// What the client announced in connection.start-ok.
+    pub client_properties: crate::core::FieldTable,
+    /// The authentication mechanism used.
+    pub mechanism: String,
     /// Wall-clock milliseconds, read once per read batch for message timestamps.
     pub now_ms: std::cell::Cell<i64>,
     /// Queues that received their first ready message during the current read
@@ -94,7 +99,7 @@ impl ConnInfo {
 }
 
 /// Serves one client connection until it closes.
-pub async fn serve<S>(ctx: Arc<AmqpContext>, stream: S, peer: SocketAddr)
+pub async fn serve<S>(ctx: Arc<AmqpContext>, stream: S, peer: SocketAddr, local: SocketAddr)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -111,12 +116,34 @@ where
             }
         };
         tracing::info!(vhost = %info.vhost.name, user = %info.user, "connection established");
+        let registration = info.ctx.broker.connections.register(
+            ConnectionInfo {
+                id: info.id,
+                protocol: "AMQP 0-9-1",
+                user: info.user.clone(),
+                vhost: info.vhost.name.clone(),
+                peer,
+                local,
+                auth_mechanism: info.mechanism.clone(),
+                client_properties: info.client_properties.clone(),
+                frame_max: info.frame_max,
+                channel_max: info.channel_max,
+                heartbeat: info.heartbeat,
+                tls: false,
+            },
+            Message::now_ms(),
+        );
         let outbox = Arc::new(Outbox::default());
         let heartbeat = (info.heartbeat > 0).then(|| Duration::from_secs(u64::from(info.heartbeat)) / 2);
         let writer = {
             let outbox = outbox.clone();
+            let entry = registration.entry.clone();
             tokio::spawn(async move {
-                if let Err(e) = outbox.run_writer(wr, heartbeat).await {
+                let sent = |n: usize| {
+                    entry.send_oct.add(n as u64);
+                    entry.send_cnt.incr();
+                };
+                if let Err(e) = outbox.run_writer(wr, heartbeat, sent).await {
                     tracing::debug!("write failed: {e}");
                 }
                 outbox.close();
@@ -124,14 +151,6 @@ where
         };
         let span = tracing::info_span!("conn", vhost = %info.vhost.name, user = %info.user);
         let disk = info.ctx.broker.disk.subscribe();
-        let registration = info.ctx.broker.connections.register(
-            info.id,
-            peer.to_string(),
-            "AMQP 0-9-1",
-            &info.user,
-            &info.vhost.name,
-            Message::now_ms(),
-        );
         let mut conn = Connection {
             registration,
             info,
@@ -188,10 +207,6 @@ impl Connection {
     /// After a read buffer's frames are handled: wake the consumers of queues that
     /// got their first messages, and send every reply in one write.
     fn end_of_batch(&mut self) {
-        self.registration
-            .entry
-            .channels
-            .store(self.channels.len(), std::sync::atomic::Ordering::Relaxed);
         for q in self.info.wakes.borrow_mut().drain(..) {
             q.wake_consumers();
         }
@@ -278,7 +293,10 @@ impl Connection {
                         tracing::info!("client closed the socket");
                         return;
                     }
-                    Some(Ok(_)) => {}
+                    Some(Ok(n)) => {
+                        entry.recv_oct.add(n as u64);
+                        entry.recv_cnt.incr();
+                    }
                     Some(Err(e)) => {
                         tracing::info!("read failed: {e}");
                         return;
@@ -505,6 +523,7 @@ impl Connection {
             }
             let ch = Channel::new(number, self.outbox.clone(), &self.info);
             ch.send(&Method::ChannelOpenOk);
+            self.registration.entry.add_channel(ch.shared.clone());
             self.channels.insert(number, ch);
             return Ok(());
         }
@@ -517,12 +536,10 @@ impl Connection {
         };
         if ch.closing {
             match method {
-                Method::ChannelCloseOk => {
-                    self.channels.remove(&number);
-                }
+                Method::ChannelCloseOk => self.remove_channel(number),
                 Method::ChannelClose { .. } => {
                     ch.send(&Method::ChannelCloseOk);
-                    self.channels.remove(&number);
+                    self.remove_channel(number);
                 }
                 _ => {}
             }
@@ -532,7 +549,7 @@ impl Connection {
             Method::ChannelClose { .. } => {
                 ch.close(&self.info);
                 ch.send(&Method::ChannelCloseOk);
-                self.channels.remove(&number);
+                self.remove_channel(number);
                 Ok(())
             }
             Method::ChannelCloseOk => Ok(()),
@@ -555,9 +572,16 @@ impl Connection {
         }
     }
 
+    /// Forgets a closed channel.
+    fn remove_channel(&mut self, number: u16) {
+        self.channels.remove(&number);
+        self.registration.entry.remove_channel(number);
+    }
+
     fn cleanup(&mut self) {
         for ch in self.channels.values_mut() {
             ch.close(&self.info);
+            self.registration.entry.remove_channel(ch.shared.number);
         }
         self.channels.clear();
         self.info.vhost.connection_closed(self.info.id);

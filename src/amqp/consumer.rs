@@ -22,6 +22,19 @@ use crate::store::record::RecordView;
 /// Delivery batches a consumer task runs before it yields to other tasks.
 const ROUNDS_PER_TURN: u32 = 16;
 
+/// How basic.consume asked for a consumer.
+#[derive(Debug, Clone, Copy)]
+pub struct ConsumerSettings {
+    /// Messages are acked on delivery.
+    pub no_ack: bool,
+    /// The only consumer of its queue.
+    pub exclusive: bool,
+    /// Consumer priority.
+    pub priority: i32,
+    /// Per-consumer prefetch (0 = unlimited).
+    pub prefetch: u32,
+}
+
 /// A consumer created by basic.consume.
 pub struct AmqpConsumer {
     /// Broker-wide unique id.
@@ -38,6 +51,8 @@ pub struct AmqpConsumer {
     pub priority: i32,
     /// Per-consumer prefetch (0 = unlimited).
     pub prefetch: u32,
+    /// The only consumer of its queue.
+    pub exclusive: bool,
     /// Deliveries not yet acked.
     pub unacked: AtomicU32,
     wake: Notify,
@@ -52,18 +67,17 @@ impl AmqpConsumer {
         tag: String,
         channel: Arc<ChannelShared>,
         queue: Arc<Queue>,
-        no_ack: bool,
-        priority: i32,
-        prefetch: u32,
+        settings: ConsumerSettings,
     ) -> Arc<Self> {
         Arc::new_cyclic(|me| AmqpConsumer {
             id,
             tag,
             channel,
             queue,
-            no_ack,
-            priority,
-            prefetch,
+            no_ack: settings.no_ack,
+            priority: settings.priority,
+            prefetch: settings.prefetch,
+            exclusive: settings.exclusive,
             unacked: AtomicU32::new(0),
             wake: Notify::new(),
             cancelled: AtomicBool::new(false),
@@ -148,7 +162,14 @@ impl Consumer for AmqpConsumer {
             let _ = write_header_raw(out, ch, m.body.len() as u64, m.properties);
             write_body(out, ch, m.body, self.channel.frame_max);
         });
-        if !self.no_ack {
+        let counters = &self.channel.counters;
+        if redelivered {
+            counters.redeliver.incr();
+        }
+        if self.no_ack {
+            counters.deliver_no_ack.incr();
+        } else {
+            counters.deliver.incr();
             self.unacked.fetch_add(1, Ordering::AcqRel);
             self.channel.global_unacked.fetch_add(1, Ordering::AcqRel);
             let timeout = self.queue.consumer_timeout().or(self.channel.consumer_timeout);

@@ -305,6 +305,24 @@ where
             .on(10, 40),
         ));
     }
+    if let Some(max) = vhost.max_connections() {
+        let open = ctx
+            .broker
+            .connections
+            .list()
+            .iter()
+            .filter(|c| c.vhost == vhost_name)
+            .count();
+        if open as u64 >= max {
+            return Err(HandshakeError::Closed(
+                AmqpError::connection(
+                    code::NOT_ALLOWED,
+                    format!("access to vhost '{vhost_name}' refused for user '{username}': connection limit ({max}) is reached"),
+                )
+                .on(10, 40),
+            ));
+        }
+    }
     send_method(wr, &Method::ConnectionOpenOk).await?;
     Ok(ConnInfo {
         ctx: ctx.clone(),
@@ -316,6 +334,8 @@ where
         blocked_notify,
         heartbeat,
         channel_max,
+        client_properties,
+        mechanism: mechanism.to_string(),
         wakes: Default::default(),
         perms: std::cell::RefCell::new((0, crate::core::permissions::Compiled::none())),
         now_ms: std::cell::Cell::new(crate::core::message::Message::now_ms()),

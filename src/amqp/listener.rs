@@ -14,8 +14,9 @@ pub async fn accept_loop(listener: TcpListener, ctx: Arc<AmqpContext>) {
             r = listener.accept() => match r {
                 Ok((stream, peer)) => {
                     let _ = stream.set_nodelay(true);
+                    let local = stream.local_addr().unwrap_or(peer);
                     let ctx2 = ctx.clone();
-                    ctx.tasks.spawn(serve(ctx2, stream, peer));
+                    ctx.tasks.spawn(serve(ctx2, stream, peer, local));
                 }
                 Err(e) => {
                     tracing::warn!("accept failed: {e}");

@@ -1,6 +1,7 @@
 //! The AMQP 0-9-1 adapter: frames in, broker operations, frames out.
 
 pub mod channel;
+pub mod channel_view;
 pub mod codec;
 pub mod connection;
 pub mod consumer;

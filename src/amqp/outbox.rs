@@ -89,11 +89,13 @@ impl Outbox {
     }
 
     /// Writes buffered frames to `sink` until the outbox is closed and empty, sending
-    /// a heartbeat whenever nothing was written for `heartbeat`.
+    /// a heartbeat whenever nothing was written for `heartbeat`; `sent` is told the
+    /// size of every write.
     pub async fn run_writer<W: AsyncWrite + Unpin>(
         &self,
         mut sink: W,
         heartbeat: Option<Duration>,
+        sent: impl Fn(usize),
     ) -> std::io::Result<()> {
         let mut spare = BytesMut::with_capacity(64 * 1024);
         loop {
@@ -104,6 +106,7 @@ impl Outbox {
             }
             if !spare.is_empty() {
                 let r = sink.write_all(&spare).await;
+                sent(spare.len());
                 spare.clear();
                 self.drained.notify_waiters();
                 r?;

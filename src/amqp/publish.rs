@@ -319,7 +319,17 @@ impl Channel {
             }
             (routed, had_route)
         };
-        if !routed && (mandatory || immediate) {
+        let counters = &self.shared.counters;
+        counters.publish.incr();
+        if self.confirm {
+            counters.confirm.incr();
+        }
+        let returned = !routed && (mandatory || immediate);
+        if !routed && !returned {
+            counters.drop_unroutable.incr();
+        }
+        if returned {
+            counters.return_unroutable.incr();
             if had_route {
                 self.send_return(&msg, code::NO_CONSUMERS, "NO_CONSUMERS");
             } else {

@@ -1,15 +1,19 @@
 //! The broker: every vhost and the user store, independent of any protocol.
+//!
+//! `vhosts.json` lists the vhosts with their metadata and limits
+//! (`[{"name", "description", "tags", "default_queue_type", "limits"}]`);
+//! `parameters.json` holds the global parameters (`[{"name", "value"}]`).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use parking_lot::RwLock;
-use serde_json::json;
+use parking_lot::{Mutex, RwLock};
+use serde_json::{Value, json};
 
 use super::disk::DiskMonitor;
 use super::user::UserStore;
-use super::vhost::{StoreSettings, VHost};
+use super::vhost::{StoreSettings, VHost, VHostLimits, VHostMeta};
 use super::{Error, Result};
 use crate::store::{GroupSync, definitions};
 
@@ -26,6 +30,38 @@ pub struct Broker {
     pub disk: DiskMonitor,
     /// Open client connections of every protocol.
     pub connections: Arc<super::connections::ConnectionRegistry>,
+    /// Totals and rates sampled every `stats_interval`.
+    pub stats: super::stats_sampler::StatsSampler,
+    /// Global runtime parameters by name.
+    global_parameters: RwLock<BTreeMap<String, Value>>,
+    /// Serialises writes of `vhosts.json` and `parameters.json` (they share
+    /// nothing else, but each write goes through one temporary file).
+    save_lock: Mutex<()>,
+    /// Serialises read-modify-write changes of vhost metadata and limits.
+    update_lock: Mutex<()>,
+}
+
+/// A vhost's entry in `vhosts.json`: its metadata and limits.
+fn vhost_record(v: &VHost) -> Value {
+    let meta = v.meta();
+    let mut rec = json!({"name": v.name, "description": meta.description, "tags": meta.tags,
+                         "limits": v.limits().to_json()});
+    if let Some(t) = meta.default_queue_type {
+        rec["default_queue_type"] = json!(t);
+    }
+    rec
+}
+
+/// Metadata of a `vhosts.json` entry (absent fields are empty).
+fn meta_of_record(rec: &Value) -> VHostMeta {
+    VHostMeta {
+        description: rec["description"].as_str().unwrap_or_default().to_string(),
+        tags: rec["tags"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|t| t.as_str().map(String::from)).collect())
+            .unwrap_or_default(),
+        default_queue_type: rec["default_queue_type"].as_str().map(String::from),
+    }
 }
 
 impl Broker {
@@ -51,18 +87,32 @@ impl Broker {
             sync,
             disk,
             connections: Arc::default(),
+            stats: Default::default(),
+            global_parameters: RwLock::default(),
+            save_lock: Mutex::new(()),
+            update_lock: Mutex::new(()),
         };
         let path = broker.vhosts_path();
-        let names: Vec<String> = match definitions::read_json(&path) {
-            Some(v) => v
-                .as_array()
-                .map(|a| a.iter().filter_map(|x| x["name"].as_str().map(String::from)).collect())
-                .unwrap_or_default(),
-            None => vec!["/".to_string()],
+        let records: Vec<Value> = match definitions::read_json(&path) {
+            Some(v) => v.as_array().cloned().unwrap_or_default(),
+            None => vec![json!({"name": "/"})],
         };
-        for name in &names {
+        for rec in &records {
+            let Some(name) = rec["name"].as_str() else {
+                continue;
+            };
             let vhost = VHost::open(name, data_dir, broker.settings.clone())?;
-            broker.vhosts.write().insert(name.clone(), vhost);
+            vhost.set_meta(meta_of_record(rec));
+            vhost.set_limits(VHostLimits::from_json(&rec["limits"]));
+            broker.vhosts.write().insert(name.to_string(), vhost);
+        }
+        if let Some(list) = definitions::read_json(&broker.global_parameters_path()) {
+            let mut params = broker.global_parameters.write();
+            for p in list.as_array().map(Vec::as_slice).unwrap_or_default() {
+                if let Some(name) = p["name"].as_str() {
+                    params.insert(name.to_string(), p["value"].clone());
+                }
+            }
         }
         if !path.exists() {
             broker.save_vhosts()?;
@@ -74,9 +124,88 @@ impl Broker {
         self.data_dir.join("vhosts.json")
     }
 
+    fn global_parameters_path(&self) -> PathBuf {
+        self.data_dir.join("parameters.json")
+    }
+
     fn save_vhosts(&self) -> Result<()> {
-        let list: Vec<_> = self.vhosts.read().keys().map(|n| json!({"name": n})).collect();
+        let _saving = self.save_lock.lock();
+        let mut vhosts: Vec<_> = self.vhosts.read().values().cloned().collect();
+        vhosts.sort_by(|a, b| a.name.cmp(&b.name));
+        let list: Vec<Value> = vhosts.iter().map(|v| vhost_record(v)).collect();
         definitions::write_json(&self.vhosts_path(), &json!(list), self.settings.sync).map_err(Error::from)
+    }
+
+    fn save_global_parameters(&self) -> Result<()> {
+        let _saving = self.save_lock.lock();
+        let list: Vec<Value> = self
+            .global_parameters
+            .read()
+            .iter()
+            .map(|(name, value)| json!({"name": name, "value": value}))
+            .collect();
+        definitions::write_json(&self.global_parameters_path(), &json!(list), self.settings.sync).map_err(Error::from)
+    }
+
+    /// Replaces the metadata of vhost `name` and persists it; NOT_FOUND if
+    /// there is no such vhost.
+    pub fn set_vhost_meta(&self, name: &str, meta: VHostMeta) -> Result<()> {
+        let _updating = self.update_lock.lock();
+        let v = self.existing_vhost(name)?;
+        if v.meta() == meta {
+            return Ok(());
+        }
+        v.set_meta(meta);
+        self.save_vhosts()
+    }
+
+    /// Changes the limits of vhost `name` with `f` and persists them; NOT_FOUND
+    /// if there is no such vhost. `f`'s result is returned.
+    pub fn update_vhost_limits<R>(&self, name: &str, f: impl FnOnce(&mut VHostLimits) -> Result<R>) -> Result<R> {
+        let _updating = self.update_lock.lock();
+        let v = self.existing_vhost(name)?;
+        let mut limits = v.limits();
+        let out = f(&mut limits)?;
+        if limits != v.limits() {
+            v.set_limits(limits);
+            self.save_vhosts()?;
+        }
+        Ok(out)
+    }
+
+    fn existing_vhost(&self, name: &str) -> Result<Arc<VHost>> {
+        self.vhost(name)
+            .ok_or_else(|| Error::NotFound(format!("no vhost '{name}'")))
+    }
+
+    /// Every global parameter, by name.
+    pub fn global_parameters(&self) -> Vec<(String, Value)> {
+        self.global_parameters
+            .read()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    /// The value of global parameter `name`.
+    pub fn global_parameter(&self, name: &str) -> Option<Value> {
+        self.global_parameters.read().get(name).cloned()
+    }
+
+    /// Creates or replaces a global parameter and persists it; true when it existed.
+    pub fn set_global_parameter(&self, name: &str, value: Value) -> Result<bool> {
+        let existed = self.global_parameters.write().insert(name.to_string(), value).is_some();
+        self.save_global_parameters()?;
+        Ok(existed)
+    }
+
+    /// Removes a global parameter; false when there was none of that name.
+    pub fn delete_global_parameter(&self, name: &str) -> Result<bool> {
+        if self.global_parameters.write().remove(name).is_none() {
+            return Ok(false);
+        }
+        self.save_global_parameters()?;
+        Ok(true)
     }
 
     /// Looks up a vhost.

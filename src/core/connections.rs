@@ -2,18 +2,107 @@
 //! closes them. Adapters register a connection when it is open and drop its
 //! [`Registration`] when it ends.
 
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use parking_lot::{Mutex, RwLock};
 use rustc_hash::FxHashMap;
 use tokio_util::sync::CancellationToken;
 
-/// What the broker knows about one open connection.
-pub struct ConnectionEntry {
+use super::FieldTable;
+use super::stats::{ChannelCounters, Counter, Rates};
+
+/// What a connection told the broker when it opened; fixed for its lifetime.
+#[derive(Debug, Clone)]
+pub struct ConnectionInfo {
     /// Broker-wide connection id.
     pub id: u64,
-    /// Name shown by the API (the client's address).
+    /// Protocol, e.g. `AMQP 0-9-1`.
+    pub protocol: &'static str,
+    /// Authenticated user.
+    pub user: String,
+    /// Vhost in use.
+    pub vhost: String,
+    /// The client's address.
+    pub peer: SocketAddr,
+    /// The broker's address the client connected to.
+    pub local: SocketAddr,
+    /// Authentication mechanism used (`PLAIN`, ...).
+    pub auth_mechanism: String,
+    /// Properties the client announced (product, version, capabilities, ...).
+    pub client_properties: FieldTable,
+    /// Negotiated frame size limit.
+    pub frame_max: u32,
+    /// Negotiated channel limit.
+    pub channel_max: u16,
+    /// Negotiated heartbeat in seconds.
+    pub heartbeat: u16,
+    /// Over TLS.
+    pub tls: bool,
+}
+
+/// What the management API shows of a channel at one moment.
+#[derive(Debug, Clone, Default)]
+pub struct ChannelDetails {
+    /// Per-consumer prefetch for new consumers (0 = unlimited).
+    pub prefetch_count: u32,
+    /// Channel-wide prefetch (0 = unlimited).
+    pub global_prefetch_count: u32,
+    /// In publisher-confirm mode.
+    pub confirm: bool,
+    /// In transaction mode.
+    pub transactional: bool,
+    /// Deliveries not yet settled.
+    pub unacked: u64,
+    /// Messages published and not yet confirmed.
+    pub unconfirmed: u64,
+    /// False while the client paused deliveries.
+    pub flow_active: bool,
+}
+
+/// What the management API shows of a consumer.
+#[derive(Debug, Clone)]
+pub struct ConsumerDetails {
+    /// The consumer tag.
+    pub tag: String,
+    /// Queue consumed from.
+    pub queue: String,
+    /// Messages must be acknowledged.
+    pub ack_required: bool,
+    /// The only consumer allowed on the queue.
+    pub exclusive: bool,
+    /// Per-consumer prefetch (0 = unlimited).
+    pub prefetch_count: u32,
+    /// Consumer priority.
+    pub priority: i32,
+}
+
+/// One channel of a connection, as the API sees it; the protocol adapter
+/// implements it over its own channel state.
+pub trait ChannelView: Send + Sync {
+    /// The channel number.
+    fn number(&self) -> u16;
+    /// Settings and figures now.
+    fn details(&self) -> ChannelDetails;
+    /// Consumers on the channel.
+    fn consumers(&self) -> Vec<ConsumerDetails>;
+    /// Cancels consumer `tag` from the broker's side (the client is told when
+    /// it understands server cancels); false when there is no such consumer.
+    fn cancel_consumer(&self, tag: &str) -> bool;
+    /// Message counts.
+    fn counters(&self) -> &ChannelCounters;
+    /// Rates of the counts.
+    fn rates(&self) -> &Rates;
+}
+
+/// What the broker knows about one open connection.
+pub struct ConnectionEntry {
+    /// What the client negotiated.
+    pub info: ConnectionInfo,
+    /// Broker-wide connection id.
+    pub id: u64,
+    /// Name shown by the API: `client address -> broker address`.
     pub name: String,
     /// Protocol, e.g. `AMQP 0-9-1`.
     pub protocol: &'static str,
@@ -23,8 +112,18 @@ pub struct ConnectionEntry {
     pub vhost: String,
     /// Milliseconds since the epoch when it opened.
     pub connected_at: i64,
-    /// Open channels.
-    pub channels: AtomicUsize,
+    /// Open channels, by number.
+    channels: RwLock<BTreeMap<u16, Arc<dyn ChannelView>>>,
+    /// Bytes received from the client.
+    pub recv_oct: Counter,
+    /// Bytes sent to the client.
+    pub send_oct: Counter,
+    /// Socket reads.
+    pub recv_cnt: Counter,
+    /// Socket writes.
+    pub send_cnt: Counter,
+    /// Rates of the byte counts, sampled by the broker.
+    pub rates: Rates,
     close: CancellationToken,
     reason: Mutex<Option<String>>,
 }
@@ -49,9 +148,39 @@ impl ConnectionEntry {
             .unwrap_or_else(|| "closed via management plugin".into())
     }
 
-    /// Number of open channels, as the adapter last reported.
+    /// Number of open channels.
     pub fn channel_count(&self) -> usize {
-        self.channels.load(Ordering::Relaxed)
+        self.channels.read().len()
+    }
+
+    /// Lists an opened channel.
+    pub fn add_channel(&self, channel: Arc<dyn ChannelView>) {
+        self.channels.write().insert(channel.number(), channel);
+    }
+
+    /// Unlists a closed channel.
+    pub fn remove_channel(&self, number: u16) {
+        self.channels.write().remove(&number);
+    }
+
+    /// The open channels, by number.
+    pub fn channels(&self) -> Vec<Arc<dyn ChannelView>> {
+        self.channels.read().values().cloned().collect()
+    }
+
+    /// The channel numbered `number`.
+    pub fn channel(&self, number: u16) -> Option<Arc<dyn ChannelView>> {
+        self.channels.read().get(&number).cloned()
+    }
+
+    /// The byte counters as `(name, value)`, under RabbitMQ's names.
+    pub fn named_counts(&self) -> [(&'static str, u64); 4] {
+        [
+            ("recv_oct", self.recv_oct.get()),
+            ("send_oct", self.send_oct.get()),
+            ("recv_cnt", self.recv_cnt.get()),
+            ("send_cnt", self.send_cnt.get()),
+        ]
     }
 }
 
@@ -76,27 +205,25 @@ impl Drop for Registration {
 
 impl ConnectionRegistry {
     /// Lists a new connection.
-    pub fn register(
-        self: &Arc<Self>,
-        id: u64,
-        name: String,
-        protocol: &'static str,
-        user: &str,
-        vhost: &str,
-        connected_at: i64,
-    ) -> Registration {
+    pub fn register(self: &Arc<Self>, info: ConnectionInfo, connected_at: i64) -> Registration {
         let entry = Arc::new(ConnectionEntry {
-            id,
-            name,
-            protocol,
-            user: user.to_string(),
-            vhost: vhost.to_string(),
+            id: info.id,
+            name: format!("{} -> {}", info.peer, info.local),
+            protocol: info.protocol,
+            user: info.user.clone(),
+            vhost: info.vhost.clone(),
             connected_at,
-            channels: AtomicUsize::new(0),
+            channels: RwLock::default(),
+            recv_oct: Counter::default(),
+            send_oct: Counter::default(),
+            recv_cnt: Counter::default(),
+            send_cnt: Counter::default(),
+            rates: Rates::default(),
+            info,
             close: CancellationToken::new(),
             reason: Mutex::new(None),
         });
-        self.entries.write().insert(id, entry.clone());
+        self.entries.write().insert(entry.id, entry.clone());
         Registration {
             registry: self.clone(),
             entry,

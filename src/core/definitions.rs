@@ -5,7 +5,8 @@
 //! Line shapes: `{"exchange": {...}}`, `{"delete_exchange": "name"}`,
 //! `{"queue": {...}}`, `{"delete_queue": "name"}`, `{"bind": {...}}`,
 //! `{"unbind": {...}}`, `{"policy": {...}}`, `{"delete_policy": "name"}` (and the
-//! same for `operator_policy`), where the objects use RabbitMQ's definitions-export
+//! same for `operator_policy`), `{"parameter": {"component", "name", "value"}}`,
+//! `{"delete_parameter": {"component", "name"}}`, where the objects use RabbitMQ's definitions-export
 //! field names (`name`, `type`, `durable`, `auto_delete`, `internal`,
 //! `arguments`, `source`, `destination`, `destination_type`, `routing_key`).
 
@@ -61,6 +62,7 @@ pub fn compact(lines: Vec<Value>, vhost: &str) -> Vec<Value> {
     let mut queues: BTreeMap<String, Value> = BTreeMap::new();
     let mut bindings: Vec<Value> = Vec::new();
     let mut policies: BTreeMap<(String, String), Value> = BTreeMap::new();
+    let mut parameters: BTreeMap<(String, String), Value> = BTreeMap::new();
     for line in lines {
         let Some((op, body)) = line.as_object().and_then(|o| o.iter().next()) else {
             tracing::warn!(vhost, "skipping definitions line that is not an object: {line}");
@@ -97,6 +99,14 @@ pub fn compact(lines: Vec<Value>, vhost: &str) -> Vec<Value> {
             ("delete_operator_policy", Some(n)) => {
                 policies.remove(&("operator_policy".to_string(), n.to_string()));
             }
+            ("parameter" | "delete_parameter", Some(n)) => {
+                let component = body["component"].as_str().unwrap_or_default().to_string();
+                if op == "parameter" {
+                    parameters.insert((component, n.to_string()), line.clone());
+                } else {
+                    parameters.remove(&(component, n.to_string()));
+                }
+            }
             ("bind", _) => {
                 let key = binding_key(body);
                 if !bindings.iter().any(|b| binding_key(&b["bind"]) == key) {
@@ -115,12 +125,27 @@ pub fn compact(lines: Vec<Value>, vhost: &str) -> Vec<Value> {
         .chain(queues.into_values())
         .chain(bindings)
         .chain(policies.into_values())
+        .chain(parameters.into_values())
         .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn replay_keeps_the_last_value_of_each_parameter() {
+        let p = |c: &str, n: &str, v: i64| json!({"parameter": {"component": c, "name": n, "value": v}});
+        let lines = vec![
+            p("shovel", "a", 1),
+            p("shovel", "a", 2),
+            p("federation-upstream", "a", 3),
+            p("shovel", "b", 4),
+            json!({"delete_parameter": {"component": "shovel", "name": "b"}}),
+        ];
+        let out = compact(lines, "/");
+        assert_eq!(out, vec![p("federation-upstream", "a", 3), p("shovel", "a", 2)]);
+    }
 
     #[test]
     fn replay_keeps_only_what_is_current() {

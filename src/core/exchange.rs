@@ -143,6 +143,10 @@ pub struct Exchange {
     pub declared_type: String,
     /// Where messages with an `x-delay` wait, for a delayed exchange.
     pub delayed: Option<std::sync::Arc<super::delayed::DelayedMessages>>,
+    /// Messages in and out.
+    pub counters: super::stats::ExchangeCounters,
+    /// Per-second rates of the counters, sampled by the broker.
+    pub rates: super::stats::Rates,
 }
 
 impl std::fmt::Debug for Exchange {
@@ -187,6 +191,8 @@ impl Exchange {
             dedup,
             declared_type: kind.name().to_string(),
             delayed: None,
+            counters: Default::default(),
+            rates: Default::default(),
         }
     }
 

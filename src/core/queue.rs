@@ -22,6 +22,7 @@ use super::dead_letter::{self, DeadLetter, Reason};
 use super::dedup::{DedupCache, DedupSettings};
 use super::message::Message;
 use super::queue_settings::{Overflow, QueueSettings, QueueType};
+use super::stats::{QueueCounts, Rates};
 use super::stream::{self, ConsumerOptions, StreamState};
 use super::vhost::VHost;
 use super::{BasicProperties, Error, FieldTable, FieldValue, Result};
@@ -77,6 +78,8 @@ pub struct Queue {
     /// The effective consumer timeout in ms (`u64::MAX`: none), readable
     /// without the lock on every delivery.
     consumer_timeout_ms: AtomicU64,
+    /// Per-second rates of the counts, sampled by the broker.
+    pub rates: Rates,
 }
 
 /// The mutable part of a queue.
@@ -111,6 +114,8 @@ pub struct QueueState {
     dedup: Option<DedupCache>,
     /// The log and readers of a stream queue.
     pub stream: Option<StreamState>,
+    /// Message counts since the queue was opened.
+    pub counts: QueueCounts,
 }
 
 impl std::fmt::Debug for Queue {
@@ -135,6 +140,8 @@ pub struct QueueStats {
     pub policy: Option<String>,
     /// The operator policy in force.
     pub operator_policy: Option<String>,
+    /// Message counts since the queue was opened.
+    pub counts: QueueCounts,
 }
 
 /// What became of a message offered to a queue.
@@ -220,10 +227,12 @@ impl Queue {
                 props_scratch: BytesMut::new(),
                 dedup,
                 stream,
+                counts: QueueCounts::default(),
             }),
             housekeeping: Notify::new(),
             housekeeping_started: AtomicBool::new(false),
             consumer_timeout_ms: AtomicU64::new(consumer_timeout),
+            rates: Rates::default(),
         });
         q.start_timers();
         Ok(q)
@@ -347,6 +356,7 @@ impl Queue {
                 Error::Internal(text)
             }
         })?;
+        st.counts.publish += 1;
         let limited = st.settings.max_length.is_some() || st.settings.max_length_bytes.is_some();
         if limited || ttl == Some(0) {
             // A consumer waiting right now takes the message before any limit
@@ -393,6 +403,7 @@ impl Queue {
                 .push(msg.timestamp, &msg.exchange, &msg.routing_key, props, &msg.body)
         })
         .map_err(|e| Error::Internal(format!("cannot append to stream '{}': {e}", self.name)))?;
+        st.counts.publish += 1;
         if max_len.is_some() || max_bytes.is_some() || max_age.is_some() {
             s.store
                 .apply_retention(max_len, max_bytes, max_age.map(|age| (msg.timestamp, age)));
@@ -436,6 +447,9 @@ impl Queue {
             .map(stream::pos_offset)
             .collect();
         st.unacked = st.unacked.saturating_sub(n);
+        if acked {
+            st.counts.ack += n;
+        }
         if let Some(s) = st.stream.as_mut() {
             s.settle(id, offsets, acked, Message::now_ms());
         }
@@ -459,6 +473,7 @@ impl Queue {
                 let view = with_header(view, "x-stream-offset", next.offset as i64, &mut st.props_scratch);
                 c.deliver(&view, stream::offset_pos(next.offset), false);
                 st.unacked += 1;
+                st.counts.deliver += 1;
                 delivered += 1;
                 progress = true;
                 touched.add(c);
@@ -583,12 +598,15 @@ impl Queue {
             } else {
                 consumer.deliver(&view, pos, redelivered);
             }
+            st.counts.redeliver += u64::from(redelivered);
             if consumer.no_ack() {
+                st.counts.deliver_no_ack += 1;
                 st.delivery_counts.remove(&pos);
                 if let Err(e) = st.store.ack(pos) {
                     tracing::error!(queue = %self.name, "cannot record ack: {e}");
                 }
             } else {
+                st.counts.deliver += 1;
                 st.unacked += 1;
             }
             touched.add(consumer);
@@ -628,14 +646,20 @@ impl Queue {
             } else {
                 f(&view, pos, redelivered, remaining);
             }
+            st.counts.redeliver += u64::from(redelivered);
             if no_ack {
+                st.counts.get_no_ack += 1;
                 st.delivery_counts.remove(&pos);
                 let _ = st.store.ack(pos);
             } else {
+                st.counts.get += 1;
                 st.unacked += 1;
             }
             break true;
         };
+        if !found {
+            st.counts.get_empty += 1;
+        }
         self.unlock_and_route(guard);
         self.housekeeping.notify_one();
         found
@@ -669,6 +693,7 @@ impl Queue {
             consumers: st.consumers.len(),
             policy: st.policies.0.clone(),
             operator_policy: st.policies.1.clone(),
+            counts: st.counts,
         }
     }
 
@@ -676,6 +701,16 @@ impl Queue {
     pub fn touch(&self) {
         self.state.lock().last_used_ms = Message::now_ms();
         self.housekeeping.notify_one();
+    }
+
+    /// Detaches consumer `id`; an auto-delete queue that lost its last consumer
+    /// is deleted.
+    pub fn detach_consumer(&self, id: u64) {
+        if self.remove_consumer(id)
+            && let (Some(vhost), Some(me)) = (self.vhost_ref.upgrade(), self.me.upgrade())
+        {
+            vhost.remove_queue(&me);
+        }
     }
 
     /// Attaches a consumer.
@@ -773,6 +808,7 @@ impl Queue {
         let mut st = self.state.lock();
         for p in positions {
             st.unacked = st.unacked.saturating_sub(1);
+            st.counts.ack += 1;
             if !st.delivery_counts.is_empty() {
                 st.delivery_counts.remove(&p);
             }

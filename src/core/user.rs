@@ -4,12 +4,10 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD as B64;
 use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
-use sha2::Digest;
 
+use super::password::{self, Algorithm, PasswordError};
 use super::{Error, Result};
 use crate::store::definitions;
 
@@ -48,9 +46,10 @@ impl Permissions {
 pub struct User {
     /// User name.
     pub name: String,
-    /// Base64 of salt followed by the digest, as RabbitMQ stores it.
+    /// The password hash in the format of `hashing_algorithm`: base64 of salt
+    /// followed by the digest (as RabbitMQ stores it), or a bcrypt string.
     pub password_hash: String,
-    /// RabbitMQ's name of the hashing algorithm.
+    /// RabbitMQ's (or, for bcrypt, LavinMQ's) name of the hashing algorithm.
     pub hashing_algorithm: String,
     /// Tags such as `administrator`.
     #[serde(default)]
@@ -60,42 +59,26 @@ pub struct User {
     pub permissions: HashMap<String, Permissions>,
 }
 
-/// RabbitMQ's default algorithm name.
+/// RabbitMQ's default algorithm name, used for passwords set in clear text.
 pub const SHA256: &str = "rabbit_password_hashing_sha256";
 
 /// Hashes a password the way RabbitMQ does by default: base64(salt ++ sha256(salt ++ password)).
 pub fn hash_password(password: &str) -> String {
-    let mut salt = [0u8; 4];
-    rand::fill(&mut salt);
-    let mut out = salt.to_vec();
-    out.extend_from_slice(&sha2::Sha256::new().chain_update(salt).chain_update(password).finalize());
-    B64.encode(out)
+    password::hash(password, Algorithm::Sha256)
 }
 
-/// Checks a password against a stored hash of the given algorithm.
+/// Checks a password against a stored hash of the named algorithm (see
+/// [`password`] for the formats); an unknown algorithm never matches.
 pub fn verify_password(hash: &str, algorithm: &str, password: &str) -> bool {
-    let Ok(raw) = B64.decode(hash) else {
-        return false;
-    };
-    if raw.len() < 5 {
-        return false;
-    }
-    let (salt, digest) = raw.split_at(4);
-    let computed: Vec<u8> = match algorithm {
-        "rabbit_password_hashing_sha512" => sha2::Sha512::new()
-            .chain_update(salt)
-            .chain_update(password)
-            .finalize()
-            .to_vec(),
-        "rabbit_password_hashing_md5" => return false,
-        _ => sha2::Sha256::new()
-            .chain_update(salt)
-            .chain_update(password)
-            .finalize()
-            .to_vec(),
-    };
-    // Constant-time comparison: the difference is accumulated over every byte.
-    computed.len() == digest.len() && computed.iter().zip(digest).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+    password::verify_named(hash, algorithm, password)
+}
+
+/// Checks a `password_hash` and its `hashing_algorithm` (guessed from the hash
+/// when absent) as given to the API or in definitions, and returns the hash and
+/// the canonical algorithm name to store.
+pub fn checked_hash(hash: &str, algorithm: Option<&str>) -> std::result::Result<(String, String), PasswordError> {
+    let (hash, algorithm) = password::parse(hash, algorithm)?;
+    Ok((hash, algorithm.name().to_string()))
 }
 
 /// All users, persisted in the data dir.
@@ -125,10 +108,17 @@ impl UserStore {
             generation: std::sync::atomic::AtomicU64::new(1),
         };
         if !store.path.exists() {
+            // The configured hash may be in any supported format; one that is
+            // not is kept as given (nobody can log in with it) rather than
+            // refusing to start.
+            let (password_hash, hashing_algorithm) = checked_hash(default_hash, None).unwrap_or_else(|e| {
+                tracing::warn!("default_password_hash: {e}");
+                (default_hash.to_string(), SHA256.to_string())
+            });
             let user = User {
                 name: default_user.to_string(),
-                password_hash: default_hash.to_string(),
-                hashing_algorithm: SHA256.into(),
+                password_hash,
+                hashing_algorithm,
                 tags: vec!["administrator".into()],
                 permissions: HashMap::from([("/".to_string(), Permissions::all())]),
             };
@@ -158,11 +148,11 @@ impl UserStore {
         definitions::write_json(&self.path, &v, self.sync).map_err(Error::from)
     }
 
-    /// The user if the password is right.
+    /// The user if the password is right. The hash is checked outside the
+    /// lock, since a bcrypt check can take a while.
     pub fn authenticate(&self, name: &str, password: &str) -> Option<User> {
-        let users = self.users.read();
-        let u = users.get(name)?;
-        verify_password(&u.password_hash, &u.hashing_algorithm, password).then(|| u.clone())
+        let u = self.users.read().get(name)?.clone();
+        verify_password(&u.password_hash, &u.hashing_algorithm, password).then_some(u)
     }
 
     /// Looks a user up.
@@ -221,5 +211,28 @@ mod tests {
         ));
         let h = hash_password("s3cret");
         assert!(verify_password(&h, SHA256, "s3cret"));
+    }
+
+    #[test]
+    fn checked_hash_names_the_algorithm() {
+        let h = password::hash("pw", Algorithm::Sha512);
+        assert_eq!(
+            checked_hash(&h, Some("SHA512")),
+            Ok((h.clone(), "rabbit_password_hashing_sha512".to_string()))
+        );
+        assert!(matches!(
+            checked_hash(&h, Some("whirlpool")),
+            Err(PasswordError::UnknownAlgorithm(_))
+        ));
+    }
+
+    #[test]
+    fn default_user_hash_in_another_format_logs_in() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let h = password::hash("pw", Algorithm::Bcrypt);
+        let store = UserStore::open(dir.path().join("users.json"), "admin", &h, false).expect("opens");
+        let u = store.authenticate("admin", "pw").expect("logs in");
+        assert_eq!(u.hashing_algorithm, "lavinmq_bcrypt");
+        assert!(store.authenticate("admin", "px").is_none());
     }
 }

@@ -66,6 +66,110 @@ pub struct VHost {
     /// Set once the stored definitions are restored: timers that expire or
     /// release messages start only then, so that they find every binding.
     ready: std::sync::atomic::AtomicBool,
+    /// Description, tags and default queue type given by an administrator.
+    meta: RwLock<VHostMeta>,
+    /// `max-connections` and `max-queues`.
+    limits: RwLock<VHostLimits>,
+    /// Runtime parameters by component and name.
+    parameters: RwLock<std::collections::BTreeMap<(String, String), serde_json::Value>>,
+}
+
+/// What administrators say about a vhost (RabbitMQ's vhost metadata): shown by
+/// the management API and carried in definitions exports.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VHostMeta {
+    /// Free text.
+    pub description: String,
+    /// Labels.
+    pub tags: Vec<String>,
+    /// The queue type clients are meant to get by default, when one was given.
+    pub default_queue_type: Option<String>,
+}
+
+/// The limits of a vhost, as set with `/api/vhost-limits`. A value is kept as
+/// given; a negative one means no limit, as in RabbitMQ.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct VHostLimits {
+    /// Most client connections open at once.
+    pub max_connections: Option<i64>,
+    /// Most queues that may exist.
+    pub max_queues: Option<i64>,
+}
+
+impl VHostLimits {
+    /// The limit names RabbitMQ and LavinMQ know.
+    pub const NAMES: [&'static str; 2] = ["max-connections", "max-queues"];
+
+    fn slot(&mut self, name: &str) -> Option<&mut Option<i64>> {
+        match name {
+            "max-connections" => Some(&mut self.max_connections),
+            "max-queues" => Some(&mut self.max_queues),
+            _ => None,
+        }
+    }
+
+    /// Sets limit `name`; fails for a name that is not a known limit.
+    pub fn set(&mut self, name: &str, value: i64) -> Result<()> {
+        let slot = self
+            .slot(name)
+            .ok_or_else(|| Error::PreconditionFailed(format!("Unrecognised terms [{name}] in limits")))?;
+        *slot = Some(value);
+        Ok(())
+    }
+
+    /// Removes limit `name`; false when it was not set (or is unknown).
+    pub fn clear(&mut self, name: &str) -> bool {
+        self.slot(name).and_then(Option::take).is_some()
+    }
+
+    /// True when no limit is set.
+    pub fn is_empty(&self) -> bool {
+        self.max_connections.is_none() && self.max_queues.is_none()
+    }
+
+    /// The set limits as RabbitMQ shows them: `{"max-connections": N, ...}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut m = serde_json::Map::new();
+        for (name, v) in [
+            ("max-connections", self.max_connections),
+            ("max-queues", self.max_queues),
+        ] {
+            if let Some(v) = v {
+                m.insert(name.to_string(), v.into());
+            }
+        }
+        serde_json::Value::Object(m)
+    }
+
+    /// Reads limits from their JSON object form; unknown names and non-integer
+    /// values are skipped.
+    pub fn from_json(v: &serde_json::Value) -> Self {
+        let mut limits = VHostLimits::default();
+        if let Some(m) = v.as_object() {
+            for (name, value) in m {
+                if let Some(n) = value.as_i64() {
+                    let _ = limits.set(name, n);
+                }
+            }
+        }
+        limits
+    }
+
+    /// A limit in force: `None` when unset or negative.
+    fn effective(v: Option<i64>) -> Option<u64> {
+        v.and_then(|n| u64::try_from(n).ok())
+    }
+}
+
+/// One runtime parameter of a vhost.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Parameter {
+    /// The component that interprets it (`federation-upstream`, `shovel`, ...).
+    pub component: String,
+    /// Its name within the component.
+    pub name: String,
+    /// Its value, verbatim.
+    pub value: serde_json::Value,
 }
 
 /// What a queue declaration returns.
@@ -170,6 +274,9 @@ impl VHost {
             operator_policies: RwLock::default(),
             me: me.clone(),
             ready: std::sync::atomic::AtomicBool::new(false),
+            meta: RwLock::default(),
+            limits: RwLock::default(),
+            parameters: RwLock::default(),
         });
         {
             let mut ex = vhost.exchanges.write();
@@ -251,6 +358,13 @@ impl VHost {
                     Policy::from_json(d, operator).map(|p| {
                         self.policy_map(operator).write().insert(p.name.clone(), p);
                     })
+                }
+                "parameter" => {
+                    let component = d["component"].as_str().unwrap_or_default().to_string();
+                    self.parameters
+                        .write()
+                        .insert((component, name.to_string()), d["value"].clone());
+                    Ok(())
                 }
                 "bind" => {
                     let s = |k: &str| d[k].as_str().unwrap_or_default();
@@ -570,6 +684,14 @@ impl VHost {
                 consumer_count: c,
             });
         }
+        if let Some(max) = VHostLimits::effective(self.limits.read().max_queues)
+            && self.queues.read().len() as u64 >= max
+        {
+            return Err(Error::PreconditionFailed(format!(
+                "cannot declare queue '{name}': queue limit in virtual host '{}' is reached",
+                self.name
+            )));
+        }
         let declared = QueueSettings::from_arguments(&arguments)
             .map_err(|e| Error::PreconditionFailed(e.describe(name, &self.name)))?;
         super::dedup::DedupSettings::validate_arguments(&arguments).map_err(Error::PreconditionFailed)?;
@@ -821,10 +943,16 @@ impl VHost {
     /// and holds each queue once.
     pub fn route(&self, exchange: &Exchange, msg: &Message, extra_keys: &[&str], out: &mut Vec<Arc<Queue>>) {
         out.clear();
+        exchange.counters.publish_in.incr();
         if exchange.is_duplicate(msg.properties.headers.as_ref(), msg.timestamp) {
             return;
         }
         self.route_unchecked(exchange, msg, extra_keys, out);
+        if out.is_empty() {
+            exchange.counters.unroutable.incr();
+        } else {
+            exchange.counters.publish_out.incr();
+        }
     }
 
     fn route_unchecked(&self, exchange: &Exchange, msg: &Message, extra_keys: &[&str], out: &mut Vec<Arc<Queue>>) {
@@ -978,6 +1106,76 @@ impl VHost {
         for q in owned {
             self.remove_queue(&q);
         }
+    }
+
+    /// The vhost's description, tags and default queue type.
+    pub fn meta(&self) -> VHostMeta {
+        self.meta.read().clone()
+    }
+
+    /// Replaces the vhost's metadata (the broker persists it with the vhost list).
+    pub fn set_meta(&self, meta: VHostMeta) {
+        *self.meta.write() = meta;
+    }
+
+    /// The vhost's limits as set.
+    pub fn limits(&self) -> VHostLimits {
+        *self.limits.read()
+    }
+
+    /// Replaces the vhost's limits (the broker persists them with the vhost list).
+    pub fn set_limits(&self, limits: VHostLimits) {
+        *self.limits.write() = limits;
+    }
+
+    /// The connection limit in force, if any.
+    pub fn max_connections(&self) -> Option<u64> {
+        VHostLimits::effective(self.limits.read().max_connections)
+    }
+
+    /// Every runtime parameter, by component and name.
+    pub fn parameters(&self) -> Vec<Parameter> {
+        self.parameters
+            .read()
+            .iter()
+            .map(|((component, name), value)| Parameter {
+                component: component.clone(),
+                name: name.clone(),
+                value: value.clone(),
+            })
+            .collect()
+    }
+
+    /// The value of parameter `name` of `component`.
+    pub fn parameter(&self, component: &str, name: &str) -> Option<serde_json::Value> {
+        self.parameters
+            .read()
+            .get(&(component.to_string(), name.to_string()))
+            .cloned()
+    }
+
+    /// Creates or replaces a runtime parameter, durably; true when it existed.
+    pub fn set_parameter(&self, component: &str, name: &str, value: serde_json::Value) -> Result<bool> {
+        let line = serde_json::json!({"parameter": {"component": component, "name": name, "value": value}});
+        let existed = self
+            .parameters
+            .write()
+            .insert((component.to_string(), name.to_string()), value)
+            .is_some();
+        self.log_change(line)?;
+        Ok(existed)
+    }
+
+    /// Removes a runtime parameter, durably; NOT_FOUND if there is none.
+    pub fn delete_parameter(&self, component: &str, name: &str) -> Result<()> {
+        let key = (component.to_string(), name.to_string());
+        if self.parameters.write().remove(&key).is_none() {
+            return Err(Error::NotFound(format!(
+                "no parameter '{name}' of component '{component}' in vhost '{}'",
+                self.name
+            )));
+        }
+        self.log_change(serde_json::json!({"delete_parameter": {"component": component, "name": name}}))
     }
 }
 

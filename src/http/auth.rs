@@ -3,9 +3,10 @@
 //! everything, `policymaker` manages policies, `monitoring` sees everything,
 //! `management` sees its own vhosts).
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::FromRequestParts;
+use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::header;
 use axum::http::request::Parts;
 use base64::Engine;
@@ -60,10 +61,25 @@ impl Authed {
     }
 }
 
+/// True when `user` may not log in from `peer` because it is the default user
+/// restricted to loopback (`default_user_only_loopback`, RabbitMQ's
+/// `loopback_users`), named by `loopback_only`. A request whose peer is unknown
+/// (the router served without connection info) is refused too, so that the
+/// restriction cannot be lost by serving the API another way.
+pub fn loopback_refused(loopback_only: Option<&str>, user: &str, peer: Option<SocketAddr>) -> bool {
+    if loopback_only != Some(user) {
+        return false;
+    }
+    !peer.is_some_and(|p| p.ip().to_canonical().is_loopback())
+}
+
 impl FromRequestParts<Arc<HttpState>> for Authed {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &Arc<HttpState>) -> Result<Self, Self::Rejection> {
+        if let Some(ctl) = parts.extensions.get::<super::control_socket::ControlSocket>() {
+            return ctl.authed(&parts.headers, state);
+        }
         let (name, password) = parts
             .headers
             .get(header::AUTHORIZATION)
@@ -78,9 +94,33 @@ impl FromRequestParts<Arc<HttpState>> for Authed {
             .users
             .authenticate(&name, &password)
             .ok_or_else(|| ApiError::unauthorized("Login failed"))?;
+        let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0);
+        if loopback_refused(state.loopback_only_user.as_deref(), &user.name, peer) {
+            return Err(ApiError::unauthorized("User can only log in via localhost"));
+        }
         if !user.tags.iter().any(|t| MANAGEMENT_TAGS.contains(&t.as_str())) {
             return Err(ApiError::unauthorized("Not management user"));
         }
         Ok(Authed(user))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::loopback_refused;
+
+    #[test]
+    fn only_the_restricted_user_from_elsewhere_is_refused() {
+        let local4 = Some("127.0.0.1:5000".parse().expect("addr"));
+        let local6 = Some("[::1]:5000".parse().expect("addr"));
+        let mapped = Some("[::ffff:127.0.0.1]:5000".parse().expect("addr"));
+        let remote = Some("192.0.2.7:5000".parse().expect("addr"));
+        for peer in [local4, local6, mapped] {
+            assert!(!loopback_refused(Some("guest"), "guest", peer), "{peer:?}");
+        }
+        assert!(loopback_refused(Some("guest"), "guest", remote));
+        assert!(loopback_refused(Some("guest"), "guest", None));
+        assert!(!loopback_refused(Some("guest"), "alice", remote));
+        assert!(!loopback_refused(None, "guest", remote));
     }
 }

@@ -10,17 +10,32 @@ use serde_json::{Value, json};
 use super::HttpState;
 use super::auth::Authed;
 use super::error::{ApiError, ApiResult};
+use super::stats_json;
 use crate::core::connections::ConnectionEntry;
+use crate::core::table_json::table_to_json;
 
 fn connection_json(c: &ConnectionEntry) -> Value {
-    json!({"name": c.name, "user": c.user, "vhost": c.vhost, "protocol": c.protocol,
-           "connected_at": c.connected_at, "channels": c.channel_count(), "state": "running",
-           "type": "network"})
+    let i = &c.info;
+    let client_properties = table_to_json(&i.client_properties);
+    let mut out = json!({"name": c.name, "user": c.user, "vhost": c.vhost, "protocol": c.protocol,
+           "node": super::overview::NODE, "connected_at": c.connected_at, "channels": c.channel_count(),
+           "state": "running", "type": "network", "ssl": i.tls, "auth_mechanism": i.auth_mechanism,
+           "host": i.local.ip().to_string(), "port": i.local.port(),
+           "peer_host": i.peer.ip().to_string(), "peer_port": i.peer.port(),
+           "frame_max": i.frame_max, "channel_max": i.channel_max, "timeout": i.heartbeat,
+           "client_properties": client_properties,
+           "user_provided_name": client_properties.get("connection_name")});
+    let counts = c.named_counts();
+    for (name, v) in counts {
+        out[name] = json!(v);
+    }
+    stats_json::add_details(&mut out, &c.rates, &["recv_oct", "send_oct"]);
+    out
 }
 
 /// True when `user` may see connection `c`: its own, or all for administrators
 /// and monitoring users.
-fn visible(user: &Authed, c: &ConnectionEntry) -> bool {
+pub fn visible(user: &Authed, c: &ConnectionEntry) -> bool {
     user.sees_all() || c.user == user.0.name
 }
 
@@ -58,6 +73,14 @@ pub async fn show(State(s): State<Arc<HttpState>>, user: Authed, Path(name): Pat
     Ok(Json(connection_json(&c)))
 }
 
+/// The text a closed client gets: the `X-Reason` header, or RabbitMQ's default.
+fn reason(headers: &HeaderMap) -> &str {
+    headers
+        .get("x-reason")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("Closed via management plugin")
+}
+
 /// Closes a connection; the `X-Reason` header is the text the client gets.
 pub async fn close(
     State(s): State<Arc<HttpState>>,
@@ -69,10 +92,40 @@ pub async fn close(
     if !(user.has_tag("administrator") || c.user == user.0.name) {
         return Err(ApiError::forbidden("Not administrator user"));
     }
-    let reason = headers
-        .get("x-reason")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("Closed via management plugin");
-    c.close(reason);
+    c.close(reason(&headers));
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The connections of one user.
+pub async fn list_username(
+    State(s): State<Arc<HttpState>>,
+    user: Authed,
+    Path(username): Path<String>,
+) -> ApiResult<Json<Value>> {
+    if !(user.sees_all() || username == user.0.name) {
+        return Err(ApiError::forbidden("Not administrator user"));
+    }
+    let all = s.broker.connections.list();
+    Ok(Json(Value::Array(
+        all.iter()
+            .filter(|c| c.user == username)
+            .map(|c| connection_json(c))
+            .collect(),
+    )))
+}
+
+/// Closes every connection of one user.
+pub async fn close_username(
+    State(s): State<Arc<HttpState>>,
+    user: Authed,
+    Path(username): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<StatusCode> {
+    if !(user.has_tag("administrator") || username == user.0.name) {
+        return Err(ApiError::forbidden("Not administrator user"));
+    }
+    for c in s.broker.connections.list().iter().filter(|c| c.user == username) {
+        c.close(reason(&headers));
+    }
     Ok(StatusCode::NO_CONTENT)
 }

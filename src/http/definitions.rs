@@ -16,7 +16,16 @@
 //! Import creates what is missing and leaves existing queues and exchanges as they
 //! are, so importing the same file twice changes nothing. Users are created or
 //! updated (password hash and tags), permissions and policies set. Topic
-//! permissions, parameters and global parameters are accepted and ignored.
+//! permissions are accepted and ignored.
+//!
+//! Vhosts carry their metadata and limits as RabbitMQ exports them
+//! (`{"name", "description", "tags", "default_queue_type", "limits",
+//! "metadata": {"description", "tags", "default_queue_type"}}`); limits are also
+//! exported, and imported, the way RabbitMQ keeps them: as a `parameters` item of
+//! component `vhost-limits` named `limits`. Runtime parameters
+//! (`{"vhost", "component", "name", "value"}`) and global parameters
+//! (`{"name", "value"}`) are exported and imported, except the source broker's
+//! `internal_cluster_id`, which names that broker and is not taken over.
 
 use std::sync::Arc;
 
@@ -99,10 +108,7 @@ pub fn export_all(broker: &Broker) -> Value {
         j
     };
     out.insert("users".into(), users.iter().map(user_json).collect());
-    out.insert(
-        "vhosts".into(),
-        vhosts.iter().map(|v| json!({"name": v.name})).collect(),
-    );
+    out.insert("vhosts".into(), vhosts.iter().map(|v| vhost_def_json(v)).collect());
     let mut permissions = Vec::new();
     for u in &users {
         let mut ps: Vec<_> = u.permissions.iter().collect();
@@ -114,7 +120,9 @@ pub fn export_all(broker: &Broker) -> Value {
     }
     out.insert("permissions".into(), Value::Array(permissions));
     out.insert("topic_permissions".into(), json!([]));
-    out.insert("global_parameters".into(), json!([]));
+    out.insert("global_parameters".into(), global_parameters_json(broker));
+    let parameters = vhosts.iter().flat_map(|v| parameters_json(v, true)).collect();
+    out.insert("parameters".into(), Value::Array(parameters));
     let mut lists: [Vec<Value>; 5] = Default::default();
     for v in &vhosts {
         for (all, part) in lists.iter_mut().zip(vhost_entities(v)) {
@@ -138,8 +146,59 @@ pub fn export_vhost(v: &VHost) -> Value {
         }
         out.insert(key.into(), Value::Array(list));
     }
+    out.insert("parameters".into(), Value::Array(parameters_json(v, false)));
     Value::Object(out)
 }
+
+/// A vhost as RabbitMQ exports it: name, metadata (also at the top level, as
+/// RabbitMQ 3.11+ has it) and limits (`[]` when none, as RabbitMQ writes it).
+fn vhost_def_json(v: &VHost) -> Value {
+    let meta = v.meta();
+    let limits = v.limits();
+    let mut metadata = json!({"description": meta.description, "tags": meta.tags});
+    let mut out = json!({"name": v.name, "description": meta.description, "tags": meta.tags,
+                         "limits": if limits.is_empty() { json!([]) } else { limits.to_json() }});
+    if let Some(t) = &meta.default_queue_type {
+        metadata["default_queue_type"] = json!(t);
+        out["default_queue_type"] = json!(t);
+    }
+    out["metadata"] = metadata;
+    out
+}
+
+/// The runtime parameters of a vhost, its limits (component `vhost-limits`)
+/// first; `with_vhost` adds the `vhost` field of the whole-broker export.
+fn parameters_json(v: &VHost, with_vhost: bool) -> Vec<Value> {
+    let limits = v.limits();
+    let limits = (!limits.is_empty()).then(|| crate::core::vhost::Parameter {
+        component: VHOST_LIMITS.into(),
+        name: "limits".into(),
+        value: limits.to_json(),
+    });
+    limits
+        .into_iter()
+        .chain(v.parameters())
+        .map(|p| {
+            let mut j = super::parameters::parameter_json(&v.name, &p);
+            if !with_vhost && let Some(o) = j.as_object_mut() {
+                o.remove("vhost");
+            }
+            j
+        })
+        .collect()
+}
+
+/// The global parameters, as exported.
+fn global_parameters_json(broker: &Broker) -> Value {
+    broker
+        .global_parameters()
+        .iter()
+        .map(|(name, value)| super::parameters::global_parameter_json(name, value))
+        .collect()
+}
+
+/// The component RabbitMQ keeps vhost limits under.
+const VHOST_LIMITS: &str = "vhost-limits";
 
 /// A definitions file; every part is optional.
 #[derive(Deserialize, Default)]
@@ -153,6 +212,22 @@ struct Definitions {
     queues: Vec<QueueDef>,
     exchanges: Vec<ExchangeDef>,
     bindings: Vec<BindingDef>,
+    parameters: Vec<ParameterDef>,
+    global_parameters: Vec<GlobalParameterDef>,
+}
+
+#[derive(Deserialize)]
+struct ParameterDef {
+    vhost: Option<String>,
+    component: String,
+    name: String,
+    value: Value,
+}
+
+#[derive(Deserialize)]
+struct GlobalParameterDef {
+    name: String,
+    value: Value,
 }
 
 #[derive(Deserialize)]
@@ -168,6 +243,13 @@ struct UserDef {
 #[derive(Deserialize)]
 struct VHostDef {
     name: String,
+    description: Option<String>,
+    tags: Option<Value>,
+    default_queue_type: Option<String>,
+    #[serde(default)]
+    metadata: Value,
+    #[serde(default)]
+    limits: Value,
 }
 
 #[derive(Deserialize)]
@@ -233,11 +315,11 @@ fn failed(what: String) -> impl FnOnce(Error) -> ApiError {
 }
 
 fn import_user(broker: &Broker, u: &UserDef) -> ApiResult<()> {
+    // The hash keeps its algorithm (RabbitMQ's sha256, sha512 or md5, or
+    // bcrypt); an unknown algorithm or a malformed hash fails the import.
     let (hash, algorithm) = match (&u.password_hash, &u.password) {
-        (Some(h), _) => (
-            h.clone(),
-            u.hashing_algorithm.clone().unwrap_or_else(|| user::SHA256.into()),
-        ),
+        (Some(h), _) => user::checked_hash(h, u.hashing_algorithm.as_deref())
+            .map_err(|e| ApiError::bad_request(format!("user '{}': {e}", u.name)))?,
         (None, Some(p)) => (user::hash_password(p), user::SHA256.to_string()),
         (None, None) => {
             return Err(ApiError::bad_request(format!("user '{}': no password_hash", u.name)));
@@ -372,6 +454,90 @@ fn import_binding(v: &VHost, b: &BindingDef) -> ApiResult<()> {
     result.map_err(failed(what))
 }
 
+/// Sets the metadata and limits a vhost item carries (the top-level fields
+/// win over those in `metadata`); a vhost item with neither changes nothing.
+fn import_vhost_details(broker: &Broker, d: &VHostDef) -> ApiResult<()> {
+    let what = || format!("vhost '{}'", d.name);
+    let Some(v) = broker.vhost(&d.name) else {
+        return Ok(());
+    };
+    let md = &d.metadata;
+    let description = d
+        .description
+        .clone()
+        .or_else(|| md["description"].as_str().map(String::from));
+    let tags = d.tags.as_ref().or_else(|| md.get("tags")).filter(|t| !t.is_null());
+    let queue_type = d
+        .default_queue_type
+        .clone()
+        .or_else(|| md["default_queue_type"].as_str().map(String::from))
+        .filter(|t| !t.is_empty() && t != "undefined");
+    if description.is_some() || tags.is_some() || queue_type.is_some() {
+        let current = v.meta();
+        let meta = crate::core::vhost::VHostMeta {
+            description: description.unwrap_or(current.description),
+            tags: tags.map(super::users::parse_tags).unwrap_or(current.tags),
+            default_queue_type: queue_type.or(current.default_queue_type),
+        };
+        broker.set_vhost_meta(&d.name, meta).map_err(failed(what()))?;
+    }
+    import_limits(broker, &v, &d.limits)
+}
+
+/// Sets the limits in a `{"max-connections": N, ...}` object (anything else,
+/// such as RabbitMQ's `[]` for none, sets nothing).
+fn import_limits(broker: &Broker, v: &VHost, limits: &Value) -> ApiResult<()> {
+    let Some(m) = limits.as_object() else {
+        return Ok(());
+    };
+    let what = || format!("limits of vhost '{}'", v.name);
+    broker
+        .update_vhost_limits(&v.name, |l| {
+            for (name, value) in m {
+                let n = value
+                    .as_i64()
+                    .ok_or_else(|| Error::PreconditionFailed(format!("limit '{name}' must be an integer")))?;
+                l.set(name, n)?;
+            }
+            Ok(())
+        })
+        .map_err(failed(what()))
+}
+
+fn import_parameter(broker: &Broker, v: &VHost, p: &ParameterDef) -> ApiResult<()> {
+    if p.component == VHOST_LIMITS {
+        return import_limits(broker, v, &p.value);
+    }
+    let what = format!(
+        "parameter '{}' of component '{}' in vhost '{}'",
+        p.name, p.component, v.name
+    );
+    if p.component.is_empty() || p.name.is_empty() || p.value.is_null() {
+        return Err(ApiError::bad_request(format!(
+            "{what}: component, name and value are required"
+        )));
+    }
+    if v.parameter(&p.component, &p.name).as_ref() == Some(&p.value) {
+        return Ok(());
+    }
+    v.set_parameter(&p.component, &p.name, p.value.clone())
+        .map(|_| ())
+        .map_err(failed(what))
+}
+
+fn import_global_parameter(broker: &Broker, p: &GlobalParameterDef) -> ApiResult<()> {
+    if p.name == "internal_cluster_id" || broker.global_parameter(&p.name).as_ref() == Some(&p.value) {
+        return Ok(());
+    }
+    if p.name.is_empty() || p.value.is_null() {
+        return Err(ApiError::bad_request("global parameter: name and value are required"));
+    }
+    broker
+        .set_global_parameter(&p.name, p.value.clone())
+        .map(|_| ())
+        .map_err(failed(format!("global parameter '{}'", p.name)))
+}
+
 /// Imports `defs`: into vhost `only` (every `vhost` field ignored, users, vhosts
 /// and permissions skipped), or into the whole broker.
 fn import(broker: &Broker, defs: &Definitions, only: Option<&Arc<VHost>>) -> ApiResult<()> {
@@ -380,6 +546,7 @@ fn import(broker: &Broker, defs: &Definitions, only: Option<&Arc<VHost>>) -> Api
             broker
                 .create_vhost(&v.name)
                 .map_err(failed(format!("vhost '{}'", v.name)))?;
+            import_vhost_details(broker, v)?;
         }
         for u in &defs.users {
             import_user(broker, u)?;
@@ -397,6 +564,14 @@ fn import(broker: &Broker, defs: &Definitions, only: Option<&Arc<VHost>>) -> Api
             .vhost(name)
             .ok_or_else(|| ApiError::bad_request(format!("vhost '{name}' does not exist")))
     };
+    if only.is_none() {
+        for p in &defs.global_parameters {
+            import_global_parameter(broker, p)?;
+        }
+    }
+    for p in &defs.parameters {
+        import_parameter(broker, &*target(p.vhost.as_deref())?, p)?;
+    }
     for (list, operator) in [(&defs.policies, false), (&defs.operator_policies, true)] {
         for p in list {
             import_policy(&*target(p["vhost"].as_str())?, p, operator)?;
@@ -412,6 +587,15 @@ fn import(broker: &Broker, defs: &Definitions, only: Option<&Arc<VHost>>) -> Api
         import_binding(&*target(b.vhost.as_deref())?, b)?;
     }
     Ok(())
+}
+
+/// Imports a definitions document (RabbitMQ's JSON) into the whole broker, as
+/// `POST /api/definitions` does; the broker calls it at start-up for
+/// `load_definitions`, outside any HTTP request. The error is the reason text.
+pub fn import_document(broker: &Broker, body: &[u8]) -> Result<(), String> {
+    parse(body)
+        .and_then(|defs| import(broker, &defs, None))
+        .map_err(|e| e.reason)
 }
 
 fn parse(body: &[u8]) -> ApiResult<Definitions> {

@@ -18,7 +18,8 @@ use crate::core::vhost::{ExchangeOptions, VHost};
 /// An exchange as RabbitMQ's API shows it.
 pub fn exchange_json(vhost: &str, e: &Exchange) -> Value {
     json!({"name": e.name, "vhost": vhost, "type": e.declared_type, "durable": e.durable,
-           "auto_delete": e.auto_delete, "internal": e.internal, "arguments": table_to_json(&e.arguments)})
+           "auto_delete": e.auto_delete, "internal": e.internal, "arguments": table_to_json(&e.arguments),
+           "message_stats": super::stats_json::message_stats(&e.counters.named(), &e.rates)})
 }
 
 fn of_vhost(v: &VHost) -> Vec<Value> {

@@ -4,13 +4,18 @@
 
 pub mod auth;
 pub mod bindings;
+pub mod channels;
 pub mod connections;
+pub mod control_socket;
 pub mod definitions;
 pub mod error;
 pub mod exchanges;
+pub mod messages;
 pub mod overview;
+pub mod parameters;
 pub mod policies;
 pub mod queues;
+pub mod stats_json;
 pub mod users;
 pub mod vhosts;
 
@@ -28,6 +33,9 @@ use crate::core::vhost::VHost;
 pub struct HttpState {
     /// The broker the API manages.
     pub broker: Arc<Broker>,
+    /// The user that may log in only from a loopback address (the default
+    /// user when `default_user_only_loopback` is on), as over AMQP.
+    pub loopback_only_user: Option<String>,
 }
 
 impl HttpState {
@@ -71,6 +79,20 @@ pub fn router(state: Arc<HttpState>) -> Router {
             get(connections::show).delete(connections::close),
         )
         .route("/api/vhosts/{vhost}/connections", get(connections::list_vhost))
+        .route(
+            "/api/connections/username/{username}",
+            get(connections::list_username).delete(connections::close_username),
+        )
+        .route("/api/connections/{name}/channels", get(channels::list_connection))
+        .route("/api/channels", get(channels::list))
+        .route("/api/channels/{name}", get(channels::show))
+        .route("/api/vhosts/{vhost}/channels", get(channels::list_vhost))
+        .route("/api/consumers", get(channels::consumers))
+        .route("/api/consumers/{vhost}", get(channels::consumers_vhost))
+        .route(
+            "/api/consumers/{vhost}/{connection}/{channel}/{consumer}",
+            axum::routing::delete(channels::cancel),
+        )
         .route("/api/vhosts", get(vhosts::list))
         .route(
             "/api/vhosts/{vhost}",
@@ -146,6 +168,34 @@ pub fn router(state: Arc<HttpState>) -> Router {
             "/api/policies/{vhost}/{name}",
             get(policies::show).put(policies::set).delete(policies::delete),
         )
+        .route(
+            "/api/exchanges/{vhost}/{name}/publish",
+            axum::routing::post(messages::publish),
+        )
+        .route("/api/queues/{vhost}/{name}/get", axum::routing::post(messages::get))
+        .route("/api/parameters", get(parameters::list))
+        .route("/api/parameters/{component}", get(parameters::list_component))
+        .route(
+            "/api/parameters/{component}/{vhost}",
+            get(parameters::list_component_vhost),
+        )
+        .route(
+            "/api/parameters/{component}/{vhost}/{name}",
+            get(parameters::show).put(parameters::set).delete(parameters::delete),
+        )
+        .route("/api/global-parameters", get(parameters::list_global))
+        .route(
+            "/api/global-parameters/{name}",
+            get(parameters::show_global)
+                .put(parameters::set_global)
+                .delete(parameters::delete_global),
+        )
+        .route("/api/vhost-limits", get(vhosts::list_limits))
+        .route("/api/vhost-limits/{vhost}", get(vhosts::show_limits))
+        .route(
+            "/api/vhost-limits/{vhost}/{name}",
+            put(vhosts::set_limit).delete(vhosts::clear_limit),
+        )
         .route("/api/operator-policies", get(policies::list_operator))
         .route("/api/operator-policies/{vhost}", get(policies::list_operator_vhost))
         .route(
@@ -157,7 +207,8 @@ pub fn router(state: Arc<HttpState>) -> Router {
 
 /// Serves the API on `listener` until `shutdown`.
 pub async fn serve(listener: TcpListener, state: Arc<HttpState>, shutdown: CancellationToken) {
-    let app = router(state);
+    // The peer address lets authentication restrict the default user to loopback.
+    let app = router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
     let result = axum::serve(listener, app)
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await;

@@ -7,13 +7,61 @@ use axum::extract::{Path, State};
 use serde_json::{Value, json};
 
 use super::HttpState;
+use crate::core::stats_sampler::Totals;
 use super::auth::Authed;
 use super::error::{ApiError, ApiResult};
+
+/// The node name the API reports.
+pub const NODE: &str = "lavinmq@localhost";
 
 /// Totals across the vhosts the user may see.
 pub async fn overview(State(s): State<Arc<HttpState>>, user: Authed) -> Json<Value> {
     let (mut queues, mut exchanges, mut consumers, mut ready, mut unacked) = (0, 0, 0, 0, 0);
-    for v in s.visible_vhosts(&user) {
+    let visible = s.visible_vhosts(&user);
+    // Totals over all vhosts when the user sees them all, else over its own.
+    let mut values: Vec<(&'static str, u64)> = Vec::new();
+    let mut rates: Vec<(&'static str, f64)> = Vec::new();
+    let mut add = |t: &Totals| {
+        for (name, v) in t.values() {
+            let r = t.rates.rate(name);
+            match values.iter().position(|(n, _)| *n == name) {
+                Some(i) => {
+                    values[i].1 += v;
+                    rates[i].1 += r;
+                }
+                None => {
+                    values.push((name, v));
+                    rates.push((name, r));
+                }
+            }
+        }
+    };
+    if user.sees_all() {
+        add(&s.broker.stats.overview);
+    } else {
+        for v in &visible {
+            if let Some(t) = s.broker.stats.vhost(&v.name) {
+                add(&t);
+            }
+        }
+    }
+    let (connections, channels) = s
+        .broker
+        .connections
+        .list()
+        .iter()
+        .filter(|c| user.sees_all() || c.user == user.0.name)
+        .fold((0, 0), |(n, ch), c| (n + 1, ch + c.channel_count()));
+    let stat = |name: &str| rates.iter().find(|(n, _)| *n == name).map_or(0.0, |&(_, r)| r);
+    let mut message_stats = serde_json::Map::new();
+    for (name, v) in &values {
+        if name.starts_with("messages") {
+            continue;
+        }
+        message_stats.insert(name.to_string(), json!(v));
+        message_stats.insert(format!("{name}_details"), json!({"rate": stat(name)}));
+    }
+    for v in visible {
         exchanges += v.exchanges().len();
         for q in v.queues() {
             let st = q.stats();
@@ -28,9 +76,14 @@ pub async fn overview(State(s): State<Arc<HttpState>>, user: Authed) -> Json<Val
         "product_version": env!("CARGO_PKG_VERSION"),
         "management_version": env!("CARGO_PKG_VERSION"),
         "rabbitmq_version": "3.10.0",
-        "node": "lavinmq@localhost",
-        "object_totals": {"queues": queues, "exchanges": exchanges, "consumers": consumers},
-        "queue_totals": {"messages": ready + unacked, "messages_ready": ready, "messages_unacknowledged": unacked},
+        "node": NODE,
+        "object_totals": {"queues": queues, "exchanges": exchanges, "consumers": consumers,
+                          "connections": connections, "channels": channels},
+        "queue_totals": {"messages": ready + unacked, "messages_ready": ready, "messages_unacknowledged": unacked,
+                         "messages_details": {"rate": stat("messages")},
+                         "messages_ready_details": {"rate": stat("messages_ready")},
+                         "messages_unacknowledged_details": {"rate": stat("messages_unacknowledged")}},
+        "message_stats": message_stats,
     }))
 }
 

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use super::HttpState;
 use super::auth::Authed;
 use super::error::{ApiError, ApiResult};
+use super::stats_json;
 use crate::core::queue::Queue;
 use crate::core::table_json::{json_to_table, table_to_json};
 use crate::core::vhost::QueueOptions;
@@ -18,14 +19,22 @@ use crate::core::vhost::QueueOptions;
 /// A queue as RabbitMQ's API shows it.
 pub fn queue_json(q: &Queue) -> Value {
     let st = q.stats();
-    json!({
+    let mut out = json!({
         "name": q.name, "vhost": q.vhost, "durable": q.durable, "auto_delete": q.auto_delete,
         "exclusive": q.exclusive_owner.is_some(), "arguments": table_to_json(&q.arguments),
         "type": q.declared.queue_type.name(), "state": "running",
         "messages": st.ready + st.unacked, "messages_ready": st.ready,
         "messages_unacknowledged": st.unacked, "consumers": st.consumers,
         "policy": st.policy, "operator_policy": st.operator_policy,
-    })
+        "effective_policy_definition": {},
+        "message_stats": stats_json::message_stats(&st.counts.named(), &q.rates),
+    });
+    stats_json::add_details(
+        &mut out,
+        &q.rates,
+        &["messages", "messages_ready", "messages_unacknowledged"],
+    );
+    out
 }
 
 fn sorted(mut qs: Vec<Arc<Queue>>) -> Vec<Arc<Queue>> {
@@ -59,7 +68,9 @@ pub async fn show(
 ) -> ApiResult<Json<Value>> {
     let v = s.vhost_for(&user, &v)?;
     let q = v.queue(&name).ok_or_else(ApiError::not_found)?;
-    Ok(Json(queue_json(&q)))
+    let mut out = queue_json(&q);
+    out["consumer_details"] = Value::Array(super::channels::consumers_of_queue(&s, &q.vhost, &q.name));
+    Ok(Json(out))
 }
 
 /// Body of `PUT /api/queues/{vhost}/{name}`.

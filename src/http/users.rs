@@ -13,9 +13,11 @@ use serde_json::{Value, json};
 use super::HttpState;
 use super::auth::Authed;
 use super::error::{ApiError, ApiResult};
+use crate::core::password;
 use crate::core::user::{self, Permissions, User};
 
-/// A user as the API and definitions show it.
+/// A user as the API and definitions show it. It carries the password hash,
+/// so only administrators may be shown it (as in RabbitMQ).
 pub(super) fn user_json(u: &User) -> Value {
     json!({"name": u.name, "password_hash": u.password_hash, "hashing_algorithm": u.hashing_algorithm,
            "tags": u.tags})
@@ -41,7 +43,9 @@ pub async fn show(State(s): State<Arc<HttpState>>, user: Authed, Path(name): Pat
     Ok(Json(user_json(&u)))
 }
 
-/// Body of `PUT /api/users/{user}`.
+/// Body of `PUT /api/users/{user}`: a clear-text `password`, or a
+/// `password_hash` in the format `hashing_algorithm` names (guessed from the
+/// hash when absent).
 #[derive(Deserialize)]
 pub struct UserBody {
     password: Option<String>,
@@ -74,13 +78,16 @@ pub async fn create(
     user.require_admin()?;
     let existing = s.broker.users.get(&name);
     let (hash, algorithm) = match (&body.password, &body.password_hash) {
-        (Some(p), _) => (user::hash_password(p), user::SHA256.to_string()),
-        (None, Some(h)) => (
-            h.clone(),
-            body.hashing_algorithm
-                .clone()
-                .unwrap_or_else(|| user::SHA256.to_string()),
-        ),
+        (Some(p), _) => {
+            // As in RabbitMQ and LavinMQ a clear-text password is always stored
+            // as SHA-256; a given algorithm must still be a known one.
+            if let Some(a) = &body.hashing_algorithm {
+                password::Algorithm::from_name(a).map_err(|e| ApiError::bad_request(e.to_string()))?;
+            }
+            (user::hash_password(p), user::SHA256.to_string())
+        }
+        (None, Some(h)) => user::checked_hash(h, body.hashing_algorithm.as_deref())
+            .map_err(|e| ApiError::bad_request(e.to_string()))?,
         (None, None) => match &existing {
             Some(u) => (u.password_hash.clone(), u.hashing_algorithm.clone()),
             None => return Err(ApiError::bad_request("password or password_hash must be set")),

@@ -91,3 +91,13 @@ impl Api {
         self.call(Method::DELETE, path, GUEST, None).await.0
     }
 }
+
+/// Percent-encodes `s` for one path segment of an API URL.
+pub fn enc(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}

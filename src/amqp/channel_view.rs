@@ -1,0 +1,62 @@
+//! An AMQP channel as the management API sees it: its settings, consumers and
+//! message counts, and cancelling one of its consumers from the broker's side.
+
+use std::sync::atomic::Ordering;
+
+use super::channel::ChannelShared;
+use crate::core::connections::{ChannelDetails, ChannelView, ConsumerDetails};
+use crate::core::stats::{ChannelCounters, Rates};
+
+impl ChannelView for ChannelShared {
+    fn number(&self) -> u16 {
+        self.number
+    }
+
+    fn details(&self) -> ChannelDetails {
+        ChannelDetails {
+            prefetch_count: self.prefetch.load(Ordering::Relaxed),
+            global_prefetch_count: self.global_prefetch.load(Ordering::Relaxed),
+            confirm: self.confirm_mode.load(Ordering::Relaxed),
+            transactional: self.tx_mode.load(Ordering::Relaxed),
+            unacked: self.unacked.lock().len() as u64,
+            unconfirmed: u64::from(self.awaiting_sync()),
+            flow_active: self.flow_active(),
+        }
+    }
+
+    fn consumers(&self) -> Vec<ConsumerDetails> {
+        let mut all: Vec<_> = self
+            .consumers
+            .lock()
+            .values()
+            .map(|c| ConsumerDetails {
+                tag: c.tag.clone(),
+                queue: c.queue.name.clone(),
+                ack_required: !c.no_ack,
+                exclusive: c.exclusive,
+                prefetch_count: c.prefetch,
+                priority: c.priority,
+            })
+            .collect();
+        all.sort_by(|a, b| a.tag.cmp(&b.tag));
+        all
+    }
+
+    fn cancel_consumer(&self, tag: &str) -> bool {
+        let Some(c) = self.consumers.lock().get(tag).cloned() else {
+            return false;
+        };
+        c.cancel();
+        c.queue.detach_consumer(c.id);
+        self.server_cancel(tag);
+        true
+    }
+
+    fn counters(&self) -> &ChannelCounters {
+        &self.counters
+    }
+
+    fn rates(&self) -> &Rates {
+        &self.rates
+    }
+}

@@ -1,0 +1,204 @@
+//! Message statistics: cumulative counters kept where messages pass, and the
+//! per-second rates the management API and metrics show, sampled every
+//! `stats_interval`. Counting costs one add (queues count under the lock they
+//! already hold); rates are computed only when sampled.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use parking_lot::Mutex;
+
+/// A cumulative count shared between threads.
+#[derive(Debug, Default)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    /// Adds `n`.
+    #[inline]
+    pub fn add(&self, n: u64) {
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Adds one.
+    #[inline]
+    pub fn incr(&self) {
+        self.add(1);
+    }
+
+    /// The count so far.
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// What happened to a queue's messages since it was created, under RabbitMQ's
+/// `message_stats` names.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct QueueCounts {
+    /// Messages stored in (or handed straight through) the queue.
+    pub publish: u64,
+    /// Deliveries to consumers that acknowledge.
+    pub deliver: u64,
+    /// Deliveries to consumers that do not acknowledge.
+    pub deliver_no_ack: u64,
+    /// basic.get answered with a message, acknowledging later.
+    pub get: u64,
+    /// basic.get answered with a message, settled at once.
+    pub get_no_ack: u64,
+    /// basic.get on an empty queue.
+    pub get_empty: u64,
+    /// Acknowledged deliveries.
+    pub ack: u64,
+    /// Deliveries of messages that had been delivered before.
+    pub redeliver: u64,
+}
+
+impl QueueCounts {
+    /// The counters as `(name, value)`, with RabbitMQ's derived `deliver_get`.
+    pub fn named(&self) -> [(&'static str, u64); 9] {
+        [
+            ("publish", self.publish),
+            ("deliver", self.deliver),
+            ("deliver_no_ack", self.deliver_no_ack),
+            ("get", self.get),
+            ("get_no_ack", self.get_no_ack),
+            ("get_empty", self.get_empty),
+            ("deliver_get", self.deliver + self.deliver_no_ack + self.get + self.get_no_ack),
+            ("ack", self.ack),
+            ("redeliver", self.redeliver),
+        ]
+    }
+}
+
+/// Counts of an exchange.
+#[derive(Debug, Default)]
+pub struct ExchangeCounters {
+    /// Messages published to the exchange.
+    pub publish_in: Counter,
+    /// Messages it routed to at least one queue.
+    pub publish_out: Counter,
+    /// Messages it routed nowhere.
+    pub unroutable: Counter,
+}
+
+impl ExchangeCounters {
+    /// The counters as `(name, value)`.
+    pub fn named(&self) -> [(&'static str, u64); 2] {
+        [("publish_in", self.publish_in.get()), ("publish_out", self.publish_out.get())]
+    }
+}
+
+/// Counts of a channel (any protocol's unit of publishing and consuming).
+#[derive(Debug, Default)]
+pub struct ChannelCounters {
+    /// Messages published.
+    pub publish: Counter,
+    /// Publisher confirms sent.
+    pub confirm: Counter,
+    /// Unroutable mandatory messages returned.
+    pub return_unroutable: Counter,
+    /// Unroutable messages dropped.
+    pub drop_unroutable: Counter,
+    /// Deliveries to consumers that acknowledge.
+    pub deliver: Counter,
+    /// Deliveries to consumers that do not acknowledge.
+    pub deliver_no_ack: Counter,
+    /// Messages fetched with basic.get.
+    pub get: Counter,
+    /// Acknowledgements received.
+    pub ack: Counter,
+    /// Redeliveries.
+    pub redeliver: Counter,
+}
+
+impl ChannelCounters {
+    /// The counters as `(name, value)`, with RabbitMQ's derived `deliver_get`.
+    pub fn named(&self) -> [(&'static str, u64); 9] {
+        let (deliver, no_ack, get) = (self.deliver.get(), self.deliver_no_ack.get(), self.get.get());
+        [
+            ("publish", self.publish.get()),
+            ("confirm", self.confirm.get()),
+            ("return_unroutable", self.return_unroutable.get()),
+            ("drop_unroutable", self.drop_unroutable.get()),
+            ("deliver", deliver),
+            ("deliver_no_ack", no_ack),
+            ("get", get),
+            ("deliver_get", deliver + no_ack + get),
+            ("ack", self.ack.get()),
+        ]
+    }
+}
+
+/// Per-second rates of a set of named counters, from the last two samples.
+#[derive(Debug, Default)]
+pub struct Rates {
+    inner: Mutex<RatesInner>,
+}
+
+#[derive(Debug, Default)]
+struct RatesInner {
+    at: Option<Instant>,
+    last: Vec<(&'static str, u64)>,
+    rates: Vec<(&'static str, f64)>,
+}
+
+impl Rates {
+    /// Records the counters' values now; the rates become the change since the
+    /// previous sample per second.
+    pub fn sample(&self, now: Instant, values: &[(&'static str, u64)]) {
+        let mut r = self.inner.lock();
+        let elapsed = r.at.map(|at| now.saturating_duration_since(at).as_secs_f64());
+        let rates = values
+            .iter()
+            .map(|&(name, v)| {
+                let before = r.last.iter().find(|(n, _)| *n == name).map(|&(_, v)| v);
+                let rate = match (elapsed, before) {
+                    (Some(secs), Some(b)) if secs > 0.0 => v.saturating_sub(b) as f64 / secs,
+                    _ => 0.0,
+                };
+                (name, rate)
+            })
+            .collect();
+        r.rates = rates;
+        r.last.clear();
+        r.last.extend_from_slice(values);
+        r.at = Some(now);
+    }
+
+    /// The rate of counter `name` (0 before two samples).
+    pub fn rate(&self, name: &str) -> f64 {
+        let r = self.inner.lock();
+        r.rates.iter().find(|(n, _)| *n == name).map_or(0.0, |&(_, v)| v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn rates_are_change_per_second_between_samples() {
+        let r = Rates::default();
+        let t0 = Instant::now();
+        r.sample(t0, &[("publish", 10)]);
+        assert_eq!(r.rate("publish"), 0.0);
+        r.sample(t0 + Duration::from_secs(2), &[("publish", 30)]);
+        assert_eq!(r.rate("publish"), 10.0);
+        assert_eq!(r.rate("deliver"), 0.0);
+        r.sample(t0 + Duration::from_secs(4), &[("publish", 30)]);
+        assert_eq!(r.rate("publish"), 0.0);
+    }
+
+    #[test]
+    fn deliver_get_sums_deliveries_and_gets() {
+        let c = QueueCounts {
+            deliver: 1,
+            deliver_no_ack: 2,
+            get: 3,
+            get_no_ack: 4,
+            ..Default::default()
+        };
+        assert!(c.named().contains(&("deliver_get", 10)));
+    }
+}

@@ -1,0 +1,99 @@
+//! Samples every counter of the broker at `stats_interval`, turning counts into
+//! rates, and keeps the per-vhost and broker-wide totals the overview shows.
+//! Runs off the hot path: publishers and consumers only ever add to counters.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::{Mutex, RwLock};
+use rustc_hash::FxHashMap;
+
+use super::broker::Broker;
+use super::stats::Rates;
+
+/// Named values, as sampled.
+pub type Named = Vec<(&'static str, u64)>;
+
+/// Totals of a group of queues and exchanges (a vhost, or the whole broker) at
+/// the last sample, with their rates.
+#[derive(Debug, Default)]
+pub struct Totals {
+    values: Mutex<Named>,
+    /// Per-second rates of the values.
+    pub rates: Rates,
+}
+
+impl Totals {
+    /// The values at the last sample.
+    pub fn values(&self) -> Named {
+        self.values.lock().clone()
+    }
+
+    fn set(&self, now: Instant, values: Named) {
+        self.rates.sample(now, &values);
+        *self.values.lock() = values;
+    }
+}
+
+/// The broker's sampled statistics.
+#[derive(Debug, Default)]
+pub struct StatsSampler {
+    /// Totals over every vhost.
+    pub overview: Totals,
+    vhosts: RwLock<FxHashMap<String, Arc<Totals>>>,
+}
+
+/// Adds `values` into `acc`, by name.
+fn accumulate(acc: &mut Named, values: &[(&'static str, u64)]) {
+    for &(name, v) in values {
+        match acc.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, total)) => *total += v,
+            None => acc.push((name, v)),
+        }
+    }
+}
+
+impl StatsSampler {
+    /// The totals of vhost `name` at the last sample.
+    pub fn vhost(&self, name: &str) -> Option<Arc<Totals>> {
+        self.vhosts.read().get(name).cloned()
+    }
+
+    /// Samples every queue, exchange, connection and channel of `broker`.
+    pub fn sample(&self, broker: &Broker, now: Instant) {
+        let mut overall = Named::new();
+        let mut vhosts = FxHashMap::default();
+        for v in broker.vhosts() {
+            let mut acc = Named::new();
+            for e in v.exchanges() {
+                let counts = e.counters.named();
+                e.rates.sample(now, &counts);
+                accumulate(&mut acc, &[("publish", counts[0].1)]);
+            }
+            for q in v.queues() {
+                let st = q.stats();
+                let mut values: Named = st.counts.named().to_vec();
+                values.extend_from_slice(&[
+                    ("messages", st.ready + st.unacked),
+                    ("messages_ready", st.ready),
+                    ("messages_unacknowledged", st.unacked),
+                ]);
+                q.rates.sample(now, &values);
+                // A queue's publishes are already counted by the exchanges.
+                accumulate(&mut acc, &values[1..]);
+            }
+            accumulate(&mut overall, &acc);
+            let totals = self.vhost(&v.name).unwrap_or_default();
+            totals.set(now, acc);
+            vhosts.insert(v.name.clone(), totals);
+        }
+        *self.vhosts.write() = vhosts;
+        self.overview.set(now, overall);
+        for c in broker.connections.list() {
+            c.rates.sample(now, &c.named_counts());
+            for ch in c.channels() {
+                ch.rates().sample(now, &ch.counters().named());
+            }
+        }
+    }
+}

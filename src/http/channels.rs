@@ -1,0 +1,182 @@
+//! `/api/channels` and `/api/consumers`: the channels of open connections and
+//! the consumers on them, and cancelling a consumer from the broker's side.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+
+use super::HttpState;
+use super::auth::Authed;
+use super::connections::visible;
+use super::error::{ApiError, ApiResult};
+use super::stats_json;
+use crate::core::connections::{ChannelView, ConnectionEntry};
+
+/// RabbitMQ's name of a channel: its connection's name and its number.
+fn channel_name(c: &ConnectionEntry, number: u16) -> String {
+    format!("{} ({number})", c.name)
+}
+
+/// Who a channel belongs to, as RabbitMQ nests it in channels and consumers.
+fn channel_details(c: &ConnectionEntry, number: u16) -> Value {
+    json!({"name": channel_name(c, number), "number": number, "connection_name": c.name,
+           "peer_host": c.info.peer.ip().to_string(), "peer_port": c.info.peer.port(), "user": c.user})
+}
+
+fn channel_json(c: &ConnectionEntry, ch: &dyn ChannelView) -> Value {
+    let d = ch.details();
+    let number = ch.number();
+    json!({
+        "name": channel_name(c, number), "number": number, "vhost": c.vhost, "user": c.user,
+        "node": super::overview::NODE,
+        "connection_details": {"name": c.name, "peer_host": c.info.peer.ip().to_string(),
+                               "peer_port": c.info.peer.port()},
+        "state": if d.flow_active { "running" } else { "flow" },
+        "consumer_count": ch.consumers().len(), "messages_unacknowledged": d.unacked,
+        "messages_unconfirmed": d.unconfirmed, "messages_uncommitted": 0, "acks_uncommitted": 0,
+        "prefetch_count": d.prefetch_count, "global_prefetch_count": d.global_prefetch_count,
+        "confirm": d.confirm, "transactional": d.transactional,
+        "message_stats": stats_json::message_stats(&ch.counters().named(), ch.rates()),
+    })
+}
+
+/// Every channel of the connections `user` may see that `keep` accepts.
+fn channels_where(s: &HttpState, user: &Authed, keep: impl Fn(&ConnectionEntry) -> bool) -> Vec<Value> {
+    let mut out = Vec::new();
+    for c in s.broker.connections.list() {
+        if visible(user, &c) && keep(&c) {
+            out.extend(c.channels().iter().map(|ch| channel_json(&c, &**ch)));
+        }
+    }
+    out
+}
+
+/// Every channel the user may see.
+pub async fn list(State(s): State<Arc<HttpState>>, user: Authed) -> Json<Value> {
+    Json(Value::Array(channels_where(&s, &user, |_| true)))
+}
+
+/// The channels on connections to one vhost.
+pub async fn list_vhost(
+    State(s): State<Arc<HttpState>>,
+    user: Authed,
+    Path(vhost): Path<String>,
+) -> ApiResult<Json<Value>> {
+    s.vhost_for(&user, &vhost)?;
+    Ok(Json(Value::Array(channels_where(&s, &user, |c| c.vhost == vhost))))
+}
+
+/// The channels of one connection.
+pub async fn list_connection(
+    State(s): State<Arc<HttpState>>,
+    user: Authed,
+    Path(name): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let c = s.broker.connections.get(&name).filter(|c| visible(&user, c));
+    let c = c.ok_or_else(ApiError::not_found)?;
+    Ok(Json(Value::Array(
+        c.channels().iter().map(|ch| channel_json(&c, &**ch)).collect(),
+    )))
+}
+
+/// One channel, by its name (`<connection name> (<number>)`).
+pub async fn show(
+    State(s): State<Arc<HttpState>>,
+    user: Authed,
+    Path(name): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let (conn, number) = name
+        .strip_suffix(')')
+        .and_then(|n| n.rsplit_once(" ("))
+        .and_then(|(conn, num)| Some((conn, num.parse::<u16>().ok()?)))
+        .ok_or_else(ApiError::not_found)?;
+    let c = s.broker.connections.get(conn).filter(|c| visible(&user, c));
+    let c = c.ok_or_else(ApiError::not_found)?;
+    let ch = c.channel(number).ok_or_else(ApiError::not_found)?;
+    let mut out = channel_json(&c, &*ch);
+    out["consumer_details"] = Value::Array(consumers_of(&c, &*ch));
+    Ok(Json(out))
+}
+
+fn consumers_of(c: &ConnectionEntry, ch: &dyn ChannelView) -> Vec<Value> {
+    let number = ch.number();
+    ch.consumers()
+        .into_iter()
+        .map(|d| {
+            let arguments = if d.priority == 0 {
+                json!({})
+            } else {
+                json!({"x-priority": d.priority})
+            };
+            json!({"consumer_tag": d.tag, "queue": {"name": d.queue, "vhost": c.vhost},
+                   "channel_details": channel_details(c, number), "ack_required": d.ack_required,
+                   "exclusive": d.exclusive, "prefetch_count": d.prefetch_count, "arguments": arguments,
+                   "active": true, "activity_status": "up"})
+        })
+        .collect()
+}
+
+fn consumers_where(s: &HttpState, user: &Authed, keep: impl Fn(&ConnectionEntry) -> bool) -> Vec<Value> {
+    let mut out = Vec::new();
+    for c in s.broker.connections.list() {
+        if visible(user, &c) && keep(&c) {
+            for ch in c.channels() {
+                out.extend(consumers_of(&c, &*ch));
+            }
+        }
+    }
+    out
+}
+
+/// Every consumer the user may see.
+pub async fn consumers(State(s): State<Arc<HttpState>>, user: Authed) -> Json<Value> {
+    Json(Value::Array(consumers_where(&s, &user, |_| true)))
+}
+
+/// The consumers in one vhost.
+pub async fn consumers_vhost(
+    State(s): State<Arc<HttpState>>,
+    user: Authed,
+    Path(vhost): Path<String>,
+) -> ApiResult<Json<Value>> {
+    s.vhost_for(&user, &vhost)?;
+    Ok(Json(Value::Array(consumers_where(&s, &user, |c| c.vhost == vhost))))
+}
+
+/// The consumers of one queue, as RabbitMQ nests them in a queue's details.
+pub fn consumers_of_queue(s: &HttpState, vhost: &str, queue: &str) -> Vec<Value> {
+    let mut out = Vec::new();
+    for c in s.broker.connections.list().iter().filter(|c| c.vhost == vhost) {
+        for ch in c.channels() {
+            out.extend(
+                consumers_of(c, &*ch)
+                    .into_iter()
+                    .filter(|v| v["queue"]["name"] == queue),
+            );
+        }
+    }
+    out
+}
+
+/// Cancels a consumer (LavinMQ's
+/// `DELETE /api/consumers/{vhost}/{connection}/{channel}/{consumer_tag}`).
+pub async fn cancel(
+    State(s): State<Arc<HttpState>>,
+    user: Authed,
+    Path((vhost, conn, channel, tag)): Path<(String, String, u16, String)>,
+) -> ApiResult<StatusCode> {
+    s.vhost_for(&user, &vhost)?;
+    let c = s.broker.connections.get(&conn).filter(|c| c.vhost == vhost && visible(&user, c));
+    let c = c.ok_or_else(ApiError::not_found)?;
+    if !(user.has_tag("administrator") || c.user == user.0.name) {
+        return Err(ApiError::forbidden("Not administrator user"));
+    }
+    let ch = c.channel(channel).ok_or_else(ApiError::not_found)?;
+    if !ch.cancel_consumer(&tag) {
+        return Err(ApiError::not_found());
+    }
+    Ok(StatusCode::NO_CONTENT)
+}
