@@ -264,3 +264,36 @@ async fn user_helpers_without_permissions_bulk_delete_and_hash_password() {
     assert_eq!(status, StatusCode::NO_CONTENT);
     assert_eq!(api.get("/api/users/hashed").await.0, StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn listings_page_filter_sort_and_select_columns() {
+    let b = start().await;
+    let api = Api::new(&b);
+    for name in ["list-a", "list-b", "list-c", "other-d", "other-e"] {
+        assert_eq!(
+            api.put(&format!("/api/queues/%2F/{name}"), json!({})).await,
+            StatusCode::CREATED
+        );
+    }
+    let page = api.get_ok("/api/queues/%2F?page=2&page_size=2").await;
+    assert_eq!(page["page"], 2);
+    assert_eq!(page["page_count"], 3);
+    assert_eq!(page["total_count"], 5);
+    assert_eq!(page["item_count"], 2);
+    assert_eq!(page["items"][0]["name"], "list-c");
+    let (status, err) = api.get("/api/queues/%2F?page=9&page_size=2").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{err}");
+    let filtered = api.get_ok("/api/queues?name=LIST-&page=1").await;
+    assert_eq!(filtered["filtered_count"], 3);
+    let regex = api.get_ok("/api/queues?name=%5Eother-%5Bde%5D%24&use_regex=true").await;
+    assert_eq!(regex.as_array().map(Vec::len), Some(2), "{regex}");
+    let sorted = api
+        .get_ok("/api/queues?sort=name&sort_reverse=true&columns=name,vhost")
+        .await;
+    assert_eq!(sorted[0], json!({"name": "other-e", "vhost": "/"}));
+    let (status, _) = api.get("/api/queues?name=(&use_regex=true").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    // Other listings take the same parameters.
+    let vhosts = api.get_ok("/api/vhosts?columns=name").await;
+    assert_eq!(vhosts, json!([{"name": "/"}]));
+}

@@ -110,7 +110,9 @@ async fn channels_and_consumers_are_listed_and_a_consumer_can_be_cancelled() {
     assert_eq!(name, format!("{conn_name} ({})", ch.id()));
     let shown = api.get_ok(&format!("/api/channels/{}", enc(&name))).await;
     assert_eq!(shown["consumer_details"][0]["consumer_tag"], tag.as_str(), "{shown}");
-    let of_conn = api.get_ok(&format!("/api/connections/{}/channels", enc(&conn_name))).await;
+    let of_conn = api
+        .get_ok(&format!("/api/connections/{}/channels", enc(&conn_name)))
+        .await;
     assert_eq!(of_conn[0]["name"], name.as_str());
     assert_eq!(api.get_ok("/api/vhosts/%2F/channels").await[0]["name"], name.as_str());
     let (status, _) = api.get("/api/channels/nope%20(1)").await;
@@ -147,7 +149,10 @@ async fn connections_by_username() {
     assert_eq!(c["auth_mechanism"], "PLAIN", "{c}");
     assert_eq!(c["peer_host"], "127.0.0.1", "{c}");
     assert!(c["client_properties"]["product"].is_string(), "{c}");
-    assert_eq!(api.get_ok("/api/connections/username/nobody").await, serde_json::json!([]));
+    assert_eq!(
+        api.get_ok("/api/connections/username/nobody").await,
+        serde_json::json!([])
+    );
     assert_eq!(
         api.delete("/api/connections/username/guest").await,
         StatusCode::NO_CONTENT

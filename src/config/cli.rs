@@ -144,6 +144,15 @@ pub(crate) struct Cli {
     #[arg(long, value_name = "VERSION")]
     tls_min_version: Option<String>,
 
+    /// IP address the Prometheus metrics server listens on (default: 127.0.0.1)
+    #[arg(long, value_name = "BIND")]
+    metrics_http_bind: Option<String>,
+
+    /// Port of the Prometheus metrics server, -1 to disable, 0 for any free port (default: 15692)
+    #[arg(long, value_name = "PORT", allow_negative_numbers = true,
+          value_parser = clap::value_parser!(i32).range(-1..=65535))]
+    metrics_http_port: Option<i32>,
+
     /// Print version
     #[arg(short = 'v', short_alias = 'V', long, action = ArgAction::Version)]
     version: (),
@@ -196,6 +205,11 @@ impl Cli {
         set_opt(&mut main.tls_key, self.key);
         set_opt(&mut main.tls_ciphers, self.ciphers);
         set_opt(&mut main.tls_min_version, self.tls_min_version);
+        set(&mut main.metrics_http_bind, self.metrics_http_bind);
+        if let Some(port) = self.metrics_http_port {
+            // The parser admits -1..=65535, so only -1 fails the conversion.
+            main.metrics_http_port = u16::try_from(port).ok();
+        }
 
         let amqp = &mut config.amqp;
         set(&mut amqp.bind, self.amqp_bind.or_else(|| self.bind.clone()));

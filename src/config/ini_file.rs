@@ -144,6 +144,10 @@ impl Entry<'_> {
         value::parse_int(self.value).ok_or_else(|| self.invalid(T::EXPECTED))
     }
 
+    fn port_or_disabled(&self) -> Result<Option<u16>, ConfigError> {
+        value::parse_port_or_disabled(self.value).ok_or_else(|| self.invalid(value::PORT_OR_DISABLED_EXPECTED))
+    }
+
     fn opt_int<T: IntValue>(&self) -> Result<Option<T>, ConfigError> {
         if self.value.is_empty() {
             Ok(None)
@@ -205,6 +209,8 @@ fn apply_main(config: &mut Config, e: &Entry<'_>, warnings: &mut Vec<String>) ->
             m.default_user_only_loopback = e.bool()?;
         }
         "data_dir_lock" => m.data_dir_lock = e.bool()?,
+        "metrics_http_bind" => m.metrics_http_bind = e.string(),
+        "metrics_http_port" => m.metrics_http_port = e.port_or_disabled()?,
         "default_consistent_hash_algorithm" => {
             m.default_consistent_hash_algorithm =
                 value::parse_hash_algorithm(e.value).ok_or_else(|| e.invalid(value::HASH_ALGORITHM_EXPECTED))?;

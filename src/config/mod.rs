@@ -141,6 +141,12 @@ pub struct MainConfig {
     /// Algorithm for `x-consistent-hash` exchanges: `ring` or `jump`
     /// (`default_consistent_hash_algorithm`).
     pub default_consistent_hash_algorithm: String,
+    /// Address of the unauthenticated Prometheus metrics listener
+    /// (`metrics_http_bind`, `--metrics-http-bind`).
+    pub metrics_http_bind: String,
+    /// Port of the Prometheus metrics listener; `None` (written `-1`) disables
+    /// it and 0 picks a free port (`metrics_http_port`, `--metrics-http-port`).
+    pub metrics_http_port: Option<u16>,
 }
 
 /// `[amqp]` settings: AMQP 0-9-1 listeners and protocol limits.
@@ -258,6 +264,8 @@ impl Default for MainConfig {
             default_user_only_loopback: true,
             data_dir_lock: true,
             default_consistent_hash_algorithm: "ring".to_owned(),
+            metrics_http_bind: "127.0.0.1".to_owned(),
+            metrics_http_port: Some(15692),
         }
     }
 }

@@ -61,6 +61,18 @@ impl IntValue for usize {
     const EXPECTED: &'static str = "a non-negative integer";
 }
 
+/// Description of a port setting that `-1` disables, used in error messages.
+pub(crate) const PORT_OR_DISABLED_EXPECTED: &str = "-1 (disabled) or an integer from 0 to 65535";
+
+/// Parses a port that `-1` disables (`Some(None)`), as LavinMQ's
+/// `metrics_http_port`; `None` when the value is neither.
+pub(crate) fn parse_port_or_disabled(value: &str) -> Option<Option<u16>> {
+    match value.trim() {
+        "-1" => Some(None),
+        v => v.parse().ok().map(Some),
+    }
+}
+
 /// Parses an integer after trimming surrounding whitespace.
 pub(crate) fn parse_int<T: IntValue>(value: &str) -> Option<T> {
     value.trim().parse().ok()

@@ -63,7 +63,10 @@ impl QueueCounts {
             ("get", self.get),
             ("get_no_ack", self.get_no_ack),
             ("get_empty", self.get_empty),
-            ("deliver_get", self.deliver + self.deliver_no_ack + self.get + self.get_no_ack),
+            (
+                "deliver_get",
+                self.deliver + self.deliver_no_ack + self.get + self.get_no_ack,
+            ),
             ("ack", self.ack),
             ("redeliver", self.redeliver),
         ]
@@ -84,7 +87,10 @@ pub struct ExchangeCounters {
 impl ExchangeCounters {
     /// The counters as `(name, value)`.
     pub fn named(&self) -> [(&'static str, u64); 2] {
-        [("publish_in", self.publish_in.get()), ("publish_out", self.publish_out.get())]
+        [
+            ("publish_in", self.publish_in.get()),
+            ("publish_out", self.publish_out.get()),
+        ]
     }
 }
 

@@ -83,11 +83,7 @@ pub async fn list_connection(
 }
 
 /// One channel, by its name (`<connection name> (<number>)`).
-pub async fn show(
-    State(s): State<Arc<HttpState>>,
-    user: Authed,
-    Path(name): Path<String>,
-) -> ApiResult<Json<Value>> {
+pub async fn show(State(s): State<Arc<HttpState>>, user: Authed, Path(name): Path<String>) -> ApiResult<Json<Value>> {
     let (conn, number) = name
         .strip_suffix(')')
         .and_then(|n| n.rsplit_once(" ("))
@@ -169,7 +165,11 @@ pub async fn cancel(
     Path((vhost, conn, channel, tag)): Path<(String, String, u16, String)>,
 ) -> ApiResult<StatusCode> {
     s.vhost_for(&user, &vhost)?;
-    let c = s.broker.connections.get(&conn).filter(|c| c.vhost == vhost && visible(&user, c));
+    let c = s
+        .broker
+        .connections
+        .get(&conn)
+        .filter(|c| c.vhost == vhost && visible(&user, c));
     let c = c.ok_or_else(ApiError::not_found)?;
     if !(user.has_tag("administrator") || c.user == user.0.name) {
         return Err(ApiError::forbidden("Not administrator user"));

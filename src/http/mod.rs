@@ -10,7 +10,10 @@ pub mod control_socket;
 pub mod definitions;
 pub mod error;
 pub mod exchanges;
+pub mod listing;
 pub mod messages;
+pub mod metrics;
+pub mod metrics_text;
 pub mod overview;
 pub mod parameters;
 pub mod policies;
@@ -67,11 +70,18 @@ pub fn created_or_updated(existed: bool) -> axum::http::StatusCode {
     }
 }
 
-/// All routes of the API.
+/// All routes of the API, with the listing parameters every list accepts.
 pub fn router(state: Arc<HttpState>) -> Router {
+    routes(state).layer(axum::middleware::from_fn(listing::layer))
+}
+
+/// The routes, each answered by its handler.
+fn routes(state: Arc<HttpState>) -> Router {
     Router::new()
         .route("/api/overview", get(overview::overview))
         .route("/api/whoami", get(overview::whoami))
+        .route("/metrics", get(metrics::metrics))
+        .route("/metrics/detailed", get(metrics::detailed))
         .route("/api/aliveness-test/{vhost}", get(overview::aliveness))
         .route("/api/connections", get(connections::list))
         .route(

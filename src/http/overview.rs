@@ -7,9 +7,9 @@ use axum::extract::{Path, State};
 use serde_json::{Value, json};
 
 use super::HttpState;
-use crate::core::stats_sampler::Totals;
 use super::auth::Authed;
 use super::error::{ApiError, ApiResult};
+use crate::core::stats_sampler::Totals;
 
 /// The node name the API reports.
 pub const NODE: &str = "lavinmq@localhost";
