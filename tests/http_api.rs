@@ -297,3 +297,70 @@ async fn listings_page_filter_sort_and_select_columns() {
     let vhosts = api.get_ok("/api/vhosts?columns=name").await;
     assert_eq!(vhosts, json!([{"name": "/"}]));
 }
+
+#[tokio::test]
+async fn api_operations_need_the_same_permissions_as_amqp() {
+    let b = start().await;
+    let api = Api::new(&b);
+    let me = Some(("limited", "pw"));
+    assert_eq!(
+        api.put("/api/users/limited", json!({"password": "pw", "tags": "management"}))
+            .await,
+        StatusCode::CREATED
+    );
+    let perms = json!({"configure": "^mine-", "write": "^mine-", "read": "^(mine-.*|amq\\.fanout)$"});
+    assert_eq!(
+        api.put("/api/permissions/%2F/limited", perms).await,
+        StatusCode::CREATED
+    );
+    assert_eq!(api.put("/api/queues/%2F/other", json!({})).await, StatusCode::CREATED);
+    let call = |m: Method, path: &'static str, body: Option<serde_json::Value>| {
+        let api = &api;
+        async move { api.call(m, path, me, body).await.0 }
+    };
+    assert_eq!(
+        call(Method::PUT, "/api/queues/%2F/mine-q", Some(json!({}))).await,
+        StatusCode::CREATED
+    );
+    assert_eq!(
+        call(Method::PUT, "/api/queues/%2F/theirs", Some(json!({}))).await,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(
+        call(Method::DELETE, "/api/queues/%2F/other", None).await,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(
+        call(Method::DELETE, "/api/queues/%2F/other/contents", None).await,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(
+        call(
+            Method::PUT,
+            "/api/exchanges/%2F/theirs-x",
+            Some(json!({"type": "direct"}))
+        )
+        .await,
+        StatusCode::FORBIDDEN
+    );
+    // Binding needs read on the source exchange and write on the queue.
+    assert_eq!(
+        call(Method::POST, "/api/bindings/%2F/e/amq.direct/q/mine-q", Some(json!({}))).await,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(
+        call(Method::POST, "/api/bindings/%2F/e/amq.fanout/q/other", Some(json!({}))).await,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(
+        call(Method::POST, "/api/bindings/%2F/e/amq.fanout/q/mine-q", Some(json!({}))).await,
+        StatusCode::CREATED
+    );
+    assert_eq!(
+        call(Method::DELETE, "/api/queues/%2F/mine-q", None).await,
+        StatusCode::NO_CONTENT
+    );
+    let (status, body) = api.call(Method::DELETE, "/api/queues/%2F/other", me, None).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(body["reason"].as_str().is_some_and(|r| r.contains("other")), "{body}");
+}

@@ -13,10 +13,21 @@ use base64::Engine;
 
 use super::HttpState;
 use super::error::ApiError;
+use crate::core::permissions::Access;
 use crate::core::user::User;
 
+/// How a request's user was established.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trust {
+    /// Basic auth over the network: the user's tags and permissions apply.
+    Credentials,
+    /// The control socket: an administrator allowed everything, as file
+    /// permissions already decided who may connect.
+    ControlSocket,
+}
+
 /// The authenticated user of a request.
-pub struct Authed(pub User);
+pub struct Authed(pub User, pub Trust);
 
 const MANAGEMENT_TAGS: [&str; 4] = ["administrator", "monitoring", "policymaker", "management"];
 
@@ -50,6 +61,19 @@ impl Authed {
     /// True when the user may see or use vhost `vhost`.
     pub fn can_access(&self, vhost: &str) -> bool {
         self.sees_all() || self.0.permissions.contains_key(vhost)
+    }
+
+    /// Fails with 403 unless the user's permissions in `vhost` grant `access` to
+    /// the queue or exchange `name` (`kind`), as the same operation over AMQP.
+    pub fn check(&self, s: &HttpState, vhost: &str, access: Access, kind: &str, name: &str) -> Result<(), ApiError> {
+        if self.1 == Trust::ControlSocket {
+            return Ok(());
+        }
+        s.broker
+            .users
+            .permissions(&self.0.name, vhost)
+            .check(access, kind, name, vhost, &self.0.name)
+            .map_err(ApiError::from)
     }
 
     /// Fails with 403 unless the user may use vhost `vhost`.
@@ -101,7 +125,7 @@ impl FromRequestParts<Arc<HttpState>> for Authed {
         if !user.tags.iter().any(|t| MANAGEMENT_TAGS.contains(&t.as_str())) {
             return Err(ApiError::unauthorized("Not management user"));
         }
-        Ok(Authed(user))
+        Ok(Authed(user, Trust::Credentials))
     }
 }
 

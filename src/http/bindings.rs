@@ -28,6 +28,7 @@ use super::HttpState;
 use super::auth::Authed;
 use super::error::{ApiError, ApiResult};
 use crate::core::exchange::Destination;
+use crate::core::permissions::Access;
 use crate::core::table_json::{json_to_table, table_to_json};
 use crate::core::vhost::VHost;
 
@@ -316,6 +317,15 @@ impl Ends {
         })
     }
 
+    /// Fails with 403 unless `user` may bind or unbind these ends, as over
+    /// AMQP: write on the destination, read on the source.
+    fn authorize(&self, s: &HttpState, user: &Authed) -> ApiResult<()> {
+        let kind = if self.to_queue { "queue" } else { "exchange" };
+        let vhost = &self.vhost.name;
+        user.check(s, vhost, Access::Write, kind, &self.destination)?;
+        user.check(s, vhost, Access::Read, "exchange", &self.source)
+    }
+
     /// The bindings between the two ends.
     fn bindings(&self) -> Vec<BindingView> {
         of_vhost(&self.vhost)
@@ -404,6 +414,7 @@ fn create(
 ) -> ApiResult<Response> {
     let (v, source, destination) = path;
     let ends = Ends::resolve(s, user, &v, &source, &destination, to_queue)?;
+    ends.authorize(s, user)?;
     let (routing_key, arguments) = parse_body(body)?;
     let table = json_to_table(&arguments);
     if to_queue {
@@ -442,6 +453,7 @@ fn delete(
 ) -> ApiResult<StatusCode> {
     let (v, source, destination, props) = path;
     let ends = Ends::resolve(s, user, &v, &source, &destination, to_queue)?;
+    ends.authorize(s, user)?;
     let b = ends.find(&props)?;
     let table = json_to_table(&b.arguments);
     let removed = ends.vhost.remove_binding(

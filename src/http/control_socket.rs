@@ -19,7 +19,7 @@ use tokio::net::UnixListener;
 use tokio_util::sync::CancellationToken;
 
 use super::HttpState;
-use super::auth::Authed;
+use super::auth::{Authed, Trust};
 use super::error::ApiError;
 use crate::core::user::User;
 
@@ -70,7 +70,7 @@ impl ControlSocket {
     /// credentials that are wrong.
     pub fn authed(&self, headers: &HeaderMap, state: &HttpState) -> Result<Authed, ApiError> {
         let Some(value) = headers.get(header::AUTHORIZATION) else {
-            return Ok(Authed(synthetic_admin(&self.default_user)));
+            return Ok(Authed(synthetic_admin(&self.default_user), Trust::ControlSocket));
         };
         let login_failed = || ApiError::unauthorized("Login failed");
         let (name, password) = value
@@ -89,7 +89,7 @@ impl ControlSocket {
         if !user.tags.iter().any(|t| t == "administrator") {
             user.tags.push("administrator".into());
         }
-        Ok(Authed(user))
+        Ok(Authed(user, Trust::ControlSocket))
     }
 }
 

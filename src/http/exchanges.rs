@@ -12,6 +12,7 @@ use super::HttpState;
 use super::auth::Authed;
 use super::error::{ApiError, ApiResult};
 use crate::core::exchange::Exchange;
+use crate::core::permissions::Access;
 use crate::core::table_json::{json_to_table, table_to_json};
 use crate::core::vhost::{ExchangeOptions, VHost};
 
@@ -97,6 +98,7 @@ pub async fn declare(
     Json(body): Json<DeclareBody>,
 ) -> ApiResult<StatusCode> {
     let v = s.vhost_for(&user, &v)?;
+    user.check(&s, &v.name, Access::Configure, "exchange", &name)?;
     let existed = v.exchange(&name).is_some();
     body.declare_in(&v, &name)?;
     Ok(super::created_or_updated(existed))
@@ -120,6 +122,7 @@ pub async fn delete(
     if v.exchange(&name).is_none() {
         return Err(ApiError::not_found());
     }
+    user.check(&s, &v.name, Access::Configure, "exchange", &name)?;
     v.delete_exchange(&name, q.if_unused)?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -25,22 +25,11 @@ use super::error::{ApiError, ApiResult};
 use crate::core::message::Message;
 use crate::core::permissions::Access;
 use crate::core::table_json::{json_to_table, table_to_json};
-use crate::core::vhost::VHost;
 use crate::core::{BasicProperties, Error, FieldValue, ShortStr, delayed};
 use crate::store::SyncWaiter;
 
 /// Longest AMQP short string (routing keys and most properties).
 const SHORTSTR_MAX: usize = 255;
-
-/// Fails with 403 unless `user` has `access` to the queue or exchange `name`
-/// of `vhost` (RabbitMQ's permission check, as over AMQP).
-fn check_permission(s: &HttpState, user: &Authed, v: &VHost, access: Access, kind: &str, name: &str) -> ApiResult<()> {
-    s.broker
-        .users
-        .permissions(&user.0.name, &v.name)
-        .check(access, kind, name, &v.name, &user.0.name)
-        .map_err(ApiError::from)
-}
 
 /// Parses a JSON body, answering 400 (not axum's 422) for one that does not fit.
 fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> ApiResult<T> {
@@ -246,7 +235,7 @@ pub async fn publish(
     let v = s.vhost_for(&user, &vhost)?;
     let name = if name == "amq.default" { String::new() } else { name };
     let exchange = v.exchange(&name).ok_or_else(ApiError::not_found)?;
-    check_permission(&s, &user, &v, Access::Write, "exchange", &name)?;
+    user.check(&s, &v.name, Access::Write, "exchange", &name)?;
     if exchange.internal {
         return Err(ApiError::forbidden(format!(
             "cannot publish to internal exchange '{name}' in vhost '{}'",
@@ -394,7 +383,7 @@ pub async fn get(
 ) -> ApiResult<Json<Value>> {
     let v = s.vhost_for(&user, &vhost)?;
     let q = v.queue(&name).ok_or_else(ApiError::not_found)?;
-    check_permission(&s, &user, &v, Access::Read, "queue", &name)?;
+    user.check(&s, &v.name, Access::Read, "queue", &name)?;
     let body: GetBody = parse_body(&body)?;
     let mode = match (body.ackmode.as_deref().or(body.ack_mode.as_deref()), body.requeue) {
         (Some(m), _) => AckMode::parse(m)?,

@@ -12,6 +12,7 @@ use super::HttpState;
 use super::auth::Authed;
 use super::error::{ApiError, ApiResult};
 use super::stats_json;
+use crate::core::permissions::Access;
 use crate::core::queue::Queue;
 use crate::core::table_json::{json_to_table, table_to_json};
 use crate::core::vhost::QueueOptions;
@@ -90,6 +91,7 @@ pub async fn declare(
     body: Option<Json<DeclareBody>>,
 ) -> ApiResult<StatusCode> {
     let v = s.vhost_for(&user, &v)?;
+    user.check(&s, &v.name, Access::Configure, "queue", &name)?;
     let body = body.map(|b| b.0).unwrap_or_default();
     let existed = v.queue(&name).is_some();
     let opts = QueueOptions {
@@ -125,6 +127,7 @@ pub async fn delete(
     if v.queue(&name).is_none() {
         return Err(ApiError::not_found());
     }
+    user.check(&s, &v.name, Access::Configure, "queue", &name)?;
     v.delete_queue(&name, q.if_unused, q.if_empty, None)?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -137,6 +140,7 @@ pub async fn purge(
 ) -> ApiResult<StatusCode> {
     let v = s.vhost_for(&user, &v)?;
     let q = v.queue(&name).ok_or_else(ApiError::not_found)?;
+    user.check(&s, &v.name, Access::Read, "queue", &name)?;
     q.purge()?;
     Ok(StatusCode::NO_CONTENT)
 }
