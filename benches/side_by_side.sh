@@ -23,7 +23,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-target/release/lavinmq -D "$DATA" -p "$LPORT" --http-port 0 >"$DATA.log" 2>&1 &
+target/release/lavinmq -D "$DATA" -p "$LPORT" --http-port 0 --metrics-http-port 0 >"$DATA.log" 2>&1 &
 LPID=$!
 for _ in $(seq 100); do grep -q "AMQP listening" "$DATA.log" 2>/dev/null && break; sleep 0.1; done
 URI_L="amqp://guest:guest@127.0.0.1:$LPORT"

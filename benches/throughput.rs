@@ -176,6 +176,7 @@ impl InProcessBroker {
         config.main.sync = false;
         config.amqp.bind = "127.0.0.1".into();
         config.amqp.port = 0;
+        config.main.metrics_http_port = Some(0);
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .thread_name(BROKER_THREADS)
             .enable_all()

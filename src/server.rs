@@ -57,6 +57,7 @@ pub struct Server {
     pub broker: Arc<Broker>,
     amqp_addr: SocketAddr,
     http_addr: SocketAddr,
+    metrics_addr: Option<SocketAddr>,
     shutdown: CancellationToken,
     ctx: Arc<AmqpContext>,
     control: Option<crate::http::control_socket::ControlSocketHandle>,
@@ -66,6 +67,7 @@ pub struct Server {
 impl Server {
     /// Opens the data dir and binds every listener the config asks for.
     pub async fn start(config: &Config) -> Result<Server, StartError> {
+        crate::http::metrics::mark_started();
         let main = &config.main;
         let lock = if main.data_dir_lock {
             std::fs::create_dir_all(&main.data_dir)
@@ -144,6 +146,7 @@ impl Server {
         let http_state = Arc::new(crate::http::HttpState {
             broker: broker.clone(),
             loopback_only_user: main.default_user_only_loopback.then(|| main.default_user.clone()),
+            listeners: vec![("amqp", amqp_addr), ("http", http_addr)],
         });
         let control = if main.control_unix_path.as_os_str().is_empty() {
             None
@@ -155,6 +158,30 @@ impl Server {
                 shutdown.clone(),
             )?)
         };
+        // Bound after the control socket, whose errors tests expect to see first;
+        // on failure the cancel stops the control socket's task again.
+        let metrics_addr = match main.metrics_http_port {
+            Some(port) => {
+                let (listener, addr) = crate::http::metrics::bind(&main.metrics_http_bind, port)
+                    .await
+                    .map_err(|e| {
+                        shutdown.cancel();
+                        StartError::Bind {
+                            what: "metrics",
+                            addr: e.addr,
+                            source: e.source,
+                        }
+                    })?;
+                tracing::info!("Metrics listening on {addr}");
+                tokio::spawn(crate::http::metrics::serve(
+                    listener,
+                    http_state.clone(),
+                    shutdown.clone(),
+                ));
+                Some(addr)
+            }
+            None => None,
+        };
         tokio::spawn(crate::http::serve(http_listener, http_state, shutdown.clone()));
         let ctx = AmqpContext::new(broker.clone(), amqp_settings, shutdown.clone());
         tokio::spawn(crate::amqp::listener::accept_loop(listener, ctx.clone()));
@@ -165,6 +192,7 @@ impl Server {
             broker,
             amqp_addr,
             http_addr,
+            metrics_addr,
             shutdown,
             ctx,
             control,
@@ -180,6 +208,12 @@ impl Server {
     /// The address the HTTP API listener is bound to.
     pub fn http_addr(&self) -> SocketAddr {
         self.http_addr
+    }
+
+    /// The address the Prometheus metrics listener is bound to, unless it is
+    /// disabled (`metrics_http_port = -1`).
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
     }
 
     /// Where the control socket is, unless it is disabled (empty

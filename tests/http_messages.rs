@@ -222,8 +222,13 @@ async fn publish_errors() {
     }
     let (status, _, _) = api.raw(Method::POST, path, GUEST, Some("{not json".to_string())).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
-    let (status, _) = post(&api, "/api/exchanges/%2F/no-such-exchange/publish", ok("string", "x")).await;
-    assert_eq!(status, StatusCode::NOT_FOUND);
+    // As RabbitMQ: 400 carrying the AMQP error.
+    let (status, out) = post(&api, "/api/exchanges/%2F/no-such-exchange/publish", ok("string", "x")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        out["reason"].as_str().is_some_and(|r| r.contains("404 NOT_FOUND")),
+        "{out}"
+    );
     let (status, _) = post(
         &api,
         "/api/exchanges/no-such-vhost/amq.direct/publish",

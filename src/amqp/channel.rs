@@ -717,7 +717,8 @@ impl Channel {
                     queue: q.clone(),
                     pos,
                     consumer: None,
-                    deadline: None,
+                    delivered_at: crate::core::message::Message::coarse_now_ms(),
+                    timeout: None,
                 });
             }
         });

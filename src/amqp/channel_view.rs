@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering;
 
 use super::channel::ChannelShared;
-use crate::core::connections::{ChannelDetails, ChannelView, ConsumerDetails};
+use crate::core::connections::{ChannelDetails, ChannelView, ConsumerDetails, UnackedDetails};
 use crate::core::stats::{ChannelCounters, Rates};
 
 impl ChannelView for ChannelShared {
@@ -50,6 +50,20 @@ impl ChannelView for ChannelShared {
         c.queue.detach_consumer(c.id);
         self.server_cancel(tag);
         true
+    }
+
+    fn unacked(&self, queue: &str) -> Vec<UnackedDetails> {
+        self.unacked
+            .lock()
+            .iter()
+            .filter(|u| u.queue.name == queue)
+            .map(|u| UnackedDetails {
+                delivery_tag: u.tag,
+                queue: u.queue.name.clone(),
+                consumer_tag: u.consumer.as_ref().map(|c| c.tag.clone()),
+                delivered_at: u.delivered_at,
+            })
+            .collect()
     }
 
     fn counters(&self) -> &ChannelCounters {

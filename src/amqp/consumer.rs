@@ -178,7 +178,8 @@ impl Consumer for AmqpConsumer {
                 queue: self.queue.clone(),
                 pos,
                 consumer: self.me.upgrade(),
-                deadline: timeout.map(|t| (crate::core::message::Message::now_ms(), t)),
+                delivered_at: crate::core::message::Message::coarse_now_ms(),
+                timeout,
             });
         }
         if self.channel.outbox.is_full() {

@@ -18,9 +18,10 @@ pub struct Unacked {
     pub pos: SegPos,
     /// Consumer it went to (`None` for basic.get), whose prefetch it counts against.
     pub consumer: Option<Arc<AmqpConsumer>>,
-    /// When it was delivered (ms since the epoch) and how long it may stay
-    /// unacknowledged, when a consumer timeout applies.
-    pub deadline: Option<(i64, u64)>,
+    /// When it was delivered (ms since the epoch, coarse clock).
+    pub delivered_at: i64,
+    /// How long it may stay unacknowledged (ms), when a consumer timeout applies.
+    pub timeout: Option<u64>,
 }
 
 /// Delivery tags and the unacked deliveries of a channel.
@@ -74,9 +75,14 @@ impl UnackedList {
     pub fn timed_out(&self, now: i64) -> Option<u64> {
         self.list
             .iter()
-            .filter_map(|u| u.deadline)
+            .filter_map(|u| u.timeout.map(|t| (u.delivered_at, t)))
             .find(|&(at, timeout)| now.saturating_sub(at) > timeout as i64)
             .map(|(_, timeout)| timeout)
+    }
+
+    /// The entries, oldest first.
+    pub fn iter(&self) -> impl Iterator<Item = &Unacked> {
+        self.list.iter()
     }
 
     /// Number of unacked deliveries.

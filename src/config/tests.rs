@@ -835,3 +835,31 @@ fn example_ini_documents_every_main_and_amqp_key_with_its_default() {
         assert!(documented.contains(&key), "{key} is not documented");
     }
 }
+
+#[test]
+fn metrics_listener_defaults_ini_and_flags() {
+    let c = Config::default();
+    assert_eq!(c.main.metrics_http_bind, "127.0.0.1");
+    assert_eq!(c.main.metrics_http_port, Some(15692));
+
+    let (c, warnings) = ini("[main]\nmetrics_http_bind = 0.0.0.0\nmetrics_http_port = 9100\n");
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(c.main.metrics_http_bind, "0.0.0.0");
+    assert_eq!(c.main.metrics_http_port, Some(9100));
+    assert_eq!(ini("[main]\nmetrics_http_port = -1\n").0.main.metrics_http_port, None);
+    assert_eq!(ini("[main]\nmetrics_http_port = 0\n").0.main.metrics_http_port, Some(0));
+    for bad in ["-2", "65536", "abc"] {
+        let err = ini_err(&format!("[main]\nmetrics_http_port = {bad}\n"));
+        assert!(err.contains("metrics_http_port"), "{err}");
+    }
+
+    let c = load(&["--metrics-http-bind", "::1", "--metrics-http-port", "-1"], &[])
+        .expect("load")
+        .config;
+    assert_eq!(c.main.metrics_http_bind, "::1");
+    assert_eq!(c.main.metrics_http_port, None);
+    let c = load(&["--metrics-http-port=0"], &[]).expect("load").config;
+    assert_eq!(c.main.metrics_http_port, Some(0));
+    assert!(load(&["--metrics-http-port", "-2"], &[]).is_err());
+    assert!(load(&["--metrics-http-port", "70000"], &[]).is_err());
+}

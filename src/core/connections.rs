@@ -78,6 +78,19 @@ pub struct ConsumerDetails {
     pub priority: i32,
 }
 
+/// A delivery not yet settled, as the API lists it per queue.
+#[derive(Debug, Clone)]
+pub struct UnackedDetails {
+    /// The channel's delivery tag.
+    pub delivery_tag: u64,
+    /// Queue the message came from.
+    pub queue: String,
+    /// The consumer it went to; `None` for basic.get.
+    pub consumer_tag: Option<String>,
+    /// When it was delivered (ms since the epoch).
+    pub delivered_at: i64,
+}
+
 /// One channel of a connection, as the API sees it; the protocol adapter
 /// implements it over its own channel state.
 pub trait ChannelView: Send + Sync {
@@ -90,6 +103,8 @@ pub trait ChannelView: Send + Sync {
     /// Cancels consumer `tag` from the broker's side (the client is told when
     /// it understands server cancels); false when there is no such consumer.
     fn cancel_consumer(&self, tag: &str) -> bool;
+    /// Deliveries from queue `queue` not yet settled.
+    fn unacked(&self, queue: &str) -> Vec<UnackedDetails>;
     /// Message counts.
     fn counters(&self) -> &ChannelCounters;
     /// Rates of the counts.

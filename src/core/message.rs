@@ -49,4 +49,11 @@ impl Message {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as i64)
     }
+
+    /// Milliseconds since the Unix epoch from the kernel's coarse clock (a few
+    /// ms behind, but cheap enough to stamp every delivery).
+    pub fn coarse_now_ms() -> i64 {
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
+        t.tv_sec * 1000 + i64::from(t.tv_nsec as u32 / 1_000_000)
+    }
 }

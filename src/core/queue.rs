@@ -116,7 +116,33 @@ pub struct QueueState {
     pub stream: Option<StreamState>,
     /// Message counts since the queue was opened.
     pub counts: QueueCounts,
+    /// Deliveries are paused by an operator (kept across restarts).
+    paused: bool,
+    /// The policy and operator policy keys in force, merged.
+    effective_policy: Map<String, Value>,
 }
+
+/// The keys of a policy and an operator policy in force together, as RabbitMQ
+/// shows them: a number both set takes the smaller value (the operator's
+/// limit caps the user's), otherwise the policy's value wins.
+fn merged_policy(policy: Option<&Map<String, Value>>, operator: Option<&Map<String, Value>>) -> Map<String, Value> {
+    let mut out = policy.cloned().unwrap_or_default();
+    for (k, v) in operator.into_iter().flatten() {
+        match (out.get(k).and_then(Value::as_f64), v.as_f64()) {
+            (Some(mine), Some(theirs)) if theirs < mine => {
+                out.insert(k.clone(), v.clone());
+            }
+            (Some(_), _) => {}
+            (None, _) => {
+                out.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
+    }
+    out
+}
+
+/// Marker file in a queue's directory while the queue is paused.
+const PAUSED_MARKER: &str = "paused";
 
 impl std::fmt::Debug for Queue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -142,6 +168,10 @@ pub struct QueueStats {
     pub operator_policy: Option<String>,
     /// Message counts since the queue was opened.
     pub counts: QueueCounts,
+    /// Deliveries are paused.
+    pub paused: bool,
+    /// The policy and operator policy keys in force, merged.
+    pub effective_policy: Map<String, Value>,
 }
 
 /// What became of a message offered to a queue.
@@ -228,6 +258,8 @@ impl Queue {
                 dedup,
                 stream,
                 counts: QueueCounts::default(),
+                paused: dir.join(PAUSED_MARKER).exists(),
+                effective_policy: Map::new(),
             }),
             housekeeping: Notify::new(),
             housekeeping_started: AtomicBool::new(false),
@@ -459,6 +491,9 @@ impl Queue {
     /// Delivers stream messages to consumers with capacity, each from its own
     /// place in the stream, with an `x-stream-offset` header.
     fn deliver_stream(&self, st: &mut QueueState, touched: &mut Touched) -> bool {
+        if st.paused {
+            return false;
+        }
         let Some(s) = st.stream.as_mut() else { return false };
         let mut delivered = 0;
         let mut progress = true;
@@ -622,41 +657,42 @@ impl Queue {
         let st: &mut QueueState = &mut guard;
         let now = Message::now_ms();
         st.last_used_ms = now;
-        let found = loop {
-            let Some((pos, redelivered)) = st.store.shift() else {
-                break false;
+        let found = !st.paused
+            && loop {
+                let Some((pos, redelivered)) = st.store.shift() else {
+                    break false;
+                };
+                let remaining = st.store.ready_count().min(u64::from(u32::MAX)) as u32;
+                let Some(view) = st.store.read_at(pos) else {
+                    let _ = st.store.ack(pos);
+                    continue;
+                };
+                if expires_at(&st.settings, &view).is_some_and(|at| now >= at) {
+                    self.drop_stored(st, pos, Reason::Expired);
+                    continue;
+                }
+                let count = st.delivery_counts.get(&pos).copied().unwrap_or(0);
+                if count > 0 {
+                    f(
+                        &with_delivery_count(view, count, &mut st.props_scratch),
+                        pos,
+                        redelivered,
+                        remaining,
+                    );
+                } else {
+                    f(&view, pos, redelivered, remaining);
+                }
+                st.counts.redeliver += u64::from(redelivered);
+                if no_ack {
+                    st.counts.get_no_ack += 1;
+                    st.delivery_counts.remove(&pos);
+                    let _ = st.store.ack(pos);
+                } else {
+                    st.counts.get += 1;
+                    st.unacked += 1;
+                }
+                break true;
             };
-            let remaining = st.store.ready_count().min(u64::from(u32::MAX)) as u32;
-            let Some(view) = st.store.read_at(pos) else {
-                let _ = st.store.ack(pos);
-                continue;
-            };
-            if expires_at(&st.settings, &view).is_some_and(|at| now >= at) {
-                self.drop_stored(st, pos, Reason::Expired);
-                continue;
-            }
-            let count = st.delivery_counts.get(&pos).copied().unwrap_or(0);
-            if count > 0 {
-                f(
-                    &with_delivery_count(view, count, &mut st.props_scratch),
-                    pos,
-                    redelivered,
-                    remaining,
-                );
-            } else {
-                f(&view, pos, redelivered, remaining);
-            }
-            st.counts.redeliver += u64::from(redelivered);
-            if no_ack {
-                st.counts.get_no_ack += 1;
-                st.delivery_counts.remove(&pos);
-                let _ = st.store.ack(pos);
-            } else {
-                st.counts.get += 1;
-                st.unacked += 1;
-            }
-            break true;
-        };
         if !found {
             st.counts.get_empty += 1;
         }
@@ -694,6 +730,8 @@ impl Queue {
             policy: st.policies.0.clone(),
             operator_policy: st.policies.1.clone(),
             counts: st.counts,
+            paused: st.paused,
+            effective_policy: st.effective_policy.clone(),
         }
     }
 
@@ -780,6 +818,29 @@ impl Queue {
             c.queue_deleted();
         }
         count
+    }
+
+    /// Stops deliveries to consumers and basic.get until [`Queue::resume`];
+    /// publishing goes on. Kept across restarts.
+    pub fn pause(&self) -> Result<()> {
+        let mut st = self.state.lock();
+        std::fs::write(st.store.dir().join(PAUSED_MARKER), b"")
+            .map_err(|e| Error::Internal(format!("cannot pause queue '{}': {e}", self.name)))?;
+        st.paused = true;
+        Ok(())
+    }
+
+    /// Lets a paused queue deliver again.
+    pub fn resume(&self) -> Result<()> {
+        let mut st = self.state.lock();
+        match std::fs::remove_file(st.store.dir().join(PAUSED_MARKER)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::Internal(format!("cannot resume queue '{}': {e}", self.name))),
+        }
+        st.paused = false;
+        st.notify_consumers();
+        Ok(())
     }
 
     /// Removes all ready messages.
@@ -871,6 +932,7 @@ impl Queue {
             .with_policies(&self.arguments, policy.map(|p| p.1), operator.map(|p| p.1));
         let mut st = self.state.lock();
         st.policies = (policy.map(|p| p.0.to_string()), operator.map(|p| p.0.to_string()));
+        st.effective_policy = merged_policy(policy.map(|p| p.1), operator.map(|p| p.1));
         if st.settings == settings {
             return;
         }
@@ -1051,6 +1113,9 @@ impl QueueState {
     /// True when a consumer could take a message right now (with a single
     /// active consumer: that one).
     fn can_deliver_now(&self) -> bool {
+        if self.paused {
+            return false;
+        }
         if self.settings.single_active_consumer {
             return !self.sac_draining && self.active_consumer().is_some_and(|i| self.consumers[i].has_capacity());
         }
@@ -1072,6 +1137,9 @@ impl QueueState {
     /// with capacity, round-robin among equals (as RabbitMQ dispatches). With a
     /// single active consumer, only that one receives.
     fn pick_consumer(&mut self) -> Option<usize> {
+        if self.paused {
+            return None;
+        }
         let n = self.consumers.len();
         if self.settings.single_active_consumer {
             if self.sac_draining {

@@ -157,6 +157,24 @@ pub fn consumers_of_queue(s: &HttpState, vhost: &str, queue: &str) -> Vec<Value>
     out
 }
 
+/// Deliveries from one queue not yet acknowledged, on every channel (LavinMQ's
+/// `GET /api/queues/{vhost}/{name}/unacked`).
+pub fn unacked_of_queue(s: &HttpState, vhost: &str, queue: &str) -> Vec<Value> {
+    let now = crate::core::message::Message::coarse_now_ms();
+    let mut out = Vec::new();
+    for c in s.broker.connections.list().iter().filter(|c| c.vhost == vhost) {
+        for ch in c.channels() {
+            out.extend(ch.unacked(queue).into_iter().map(|u| {
+                json!({"delivery_tag": u.delivery_tag, "message_tag": u.delivery_tag,
+                       "consumer_tag": u.consumer_tag.as_deref().unwrap_or("Basic get"),
+                       "unacked_for_seconds": now.saturating_sub(u.delivered_at) / 1000,
+                       "channel_name": channel_name(c, ch.number())})
+            }));
+        }
+    }
+    out
+}
+
 /// Cancels a consumer (LavinMQ's
 /// `DELETE /api/consumers/{vhost}/{connection}/{channel}/{consumer_tag}`).
 pub async fn cancel(

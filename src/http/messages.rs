@@ -234,7 +234,10 @@ pub async fn publish(
 ) -> ApiResult<Json<Value>> {
     let v = s.vhost_for(&user, &vhost)?;
     let name = if name == "amq.default" { String::new() } else { name };
-    let exchange = v.exchange(&name).ok_or_else(ApiError::not_found)?;
+    // RabbitMQ answers 400 with the AMQP error text for a missing exchange.
+    let exchange = v
+        .exchange(&name)
+        .ok_or_else(|| ApiError::bad_request(format!("404 NOT_FOUND - no exchange '{name}' in vhost '{}'", v.name)))?;
     user.check(&s, &v.name, Access::Write, "exchange", &name)?;
     if exchange.internal {
         return Err(ApiError::forbidden(format!(

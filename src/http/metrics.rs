@@ -10,15 +10,18 @@
 //!
 //! Metric names are LavinMQ's. Where LavinMQ has no metric for a figure this
 //! broker keeps, RabbitMQ's `rabbitmq_prometheus` name is used with the same
-//! prefix (`global_messages_received_total`, `queue_messages_published_total`,
-//! the `queue_delivery_metrics` family). LavinMQ metrics whose source this
-//! broker does not track (churn totals, confirms, deduplication counts, GC
-//! statistics) are left out rather than reported as zero.
+//! prefix (`global_messages_received_total`, `global_messages_routed_total`,
+//! `queue_messages_published_total`, the `queue_delivery_metrics` family, the
+//! connection packet counts), and the exchange counters get names in the same
+//! style. LavinMQ metrics whose source this broker does not track (churn
+//! totals, confirms, deduplication counts, GC statistics, the scrape's memory
+//! use) are left out rather than reported as zero.
 //!
 //! A scrape runs on a blocking thread: it takes each queue's lock once, briefly,
 //! to read its figures, holds no lock across an `.await`, and writes the text
 //! by hand into one `String` (see [`super::metrics_text`]), so scraping tens of
-//! thousands of queues neither stalls the runtime nor allocates per sample.
+//! thousands of queues neither stalls the runtime nor builds an object per
+//! sample.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
@@ -39,6 +42,7 @@ use super::error::{ApiError, ApiResult};
 use super::metrics_text::{CONTENT_TYPE, MetricType, TextWriter, validate_prefix};
 use crate::core::broker::Broker;
 use crate::core::connections::ConnectionEntry;
+use crate::core::exchange::Exchange;
 use crate::core::queue::{Queue, QueueStats};
 use crate::core::vhost::VHost;
 
@@ -102,6 +106,16 @@ impl Family {
             "vhost_message_stats" => Family::VhostMessageStats,
             _ => return None,
         })
+    }
+
+    /// How many samples the family writes for each queue.
+    fn samples_per_queue(self) -> usize {
+        match self {
+            Family::QueueCoarse => QUEUE_COARSE.len(),
+            Family::QueueConsumerCount => QUEUE_CONSUMERS.len(),
+            Family::QueueDelivery => QUEUE_DELIVERY.len(),
+            _ => 0,
+        }
     }
 
     /// True when the family is computed from the queues' figures.
@@ -460,6 +474,25 @@ fn render_overview(broker: &Broker, vhosts: &[Arc<VHost>], prefix: &str) -> Stri
     w.finish()
 }
 
+/// One metric family whose samples are computed from rows of type `T`.
+struct Spec<T> {
+    name: &'static str,
+    kind: MetricType,
+    help: &'static str,
+    value: fn(&T) -> u64,
+}
+
+impl<T> Spec<T> {
+    const fn new(name: &'static str, kind: MetricType, help: &'static str, value: fn(&T) -> u64) -> Self {
+        Spec {
+            name,
+            kind,
+            help,
+            value,
+        }
+    }
+}
+
 /// Sums over the queues and exchanges of the scraped vhosts.
 #[derive(Default)]
 struct Totals {
@@ -501,22 +534,103 @@ fn snapshot_queues(vhosts: &[Arc<VHost>]) -> Vec<VhostQueues<'_>> {
         .collect()
 }
 
-/// Writes one per-queue family: header, then one sample per queue.
-fn queue_family(
-    w: &mut TextWriter<'_>,
-    snapshot: &[VhostQueues<'_>],
-    name: &str,
-    kind: MetricType,
-    help: &str,
-    value: impl Fn(&QueueStats) -> u64,
-) {
-    w.header(name, kind, help);
-    for vq in snapshot {
-        for (q, st) in &vq.queues {
-            w.sample(name, &[("queue", &q.name), ("vhost", &vq.vhost.name)], value(st));
+/// Writes per-queue families: for each, its header, then one sample per queue.
+fn queue_families(w: &mut TextWriter<'_>, snapshot: &[VhostQueues<'_>], specs: &[Spec<QueueStats>]) {
+    for spec in specs {
+        w.header(spec.name, spec.kind, spec.help);
+        for vq in snapshot {
+            for (q, st) in &vq.queues {
+                w.sample(
+                    spec.name,
+                    &[("queue", &q.name), ("vhost", &vq.vhost.name)],
+                    (spec.value)(st),
+                );
+            }
         }
     }
 }
+
+/// `queue_coarse_metrics` (LavinMQ's names).
+const QUEUE_COARSE: [Spec<QueueStats>; 3] = [
+    Spec::new(
+        "detailed_queue_messages_ready",
+        Gauge,
+        "Messages ready to be delivered to consumers",
+        |st| st.ready,
+    ),
+    Spec::new(
+        "detailed_queue_messages_unacked",
+        Gauge,
+        "Messages delivered to consumers but not yet acknowledged",
+        |st| st.unacked,
+    ),
+    Spec::new(
+        "detailed_queue_messages",
+        Gauge,
+        "Sum of ready and unacknowledged messages - total queue depth",
+        |st| st.ready + st.unacked,
+    ),
+];
+
+/// `queue_consumer_count` (LavinMQ's name).
+const QUEUE_CONSUMERS: [Spec<QueueStats>; 1] = [Spec::new(
+    "detailed_queue_consumers",
+    Gauge,
+    "Consumers on a queue",
+    |st| st.consumers as u64,
+)];
+
+/// `queue_delivery_metrics` (RabbitMQ's names; LavinMQ has no such family).
+const QUEUE_DELIVERY: [Spec<QueueStats>; 8] = [
+    Spec::new(
+        "detailed_queue_messages_published_total",
+        Counter,
+        "Total number of messages published to a queue",
+        |st| st.counts.publish,
+    ),
+    Spec::new(
+        "detailed_queue_messages_delivered_ack_total",
+        Counter,
+        "Total number of messages delivered to consumers in manual acknowledgement mode",
+        |st| st.counts.deliver,
+    ),
+    Spec::new(
+        "detailed_queue_messages_delivered_total",
+        Counter,
+        "Total number of messages delivered to consumers in automatic acknowledgement mode",
+        |st| st.counts.deliver_no_ack,
+    ),
+    Spec::new(
+        "detailed_queue_get_ack_total",
+        Counter,
+        "Total number of messages fetched with basic.get in manual acknowledgement mode",
+        |st| st.counts.get,
+    ),
+    Spec::new(
+        "detailed_queue_get_total",
+        Counter,
+        "Total number of messages fetched with basic.get in automatic acknowledgement mode",
+        |st| st.counts.get_no_ack,
+    ),
+    Spec::new(
+        "detailed_queue_get_empty_total",
+        Counter,
+        "Total number of times basic.get found the queue empty",
+        |st| st.counts.get_empty,
+    ),
+    Spec::new(
+        "detailed_queue_messages_redelivered_total",
+        Counter,
+        "Total number of messages redelivered to consumers",
+        |st| st.counts.redeliver,
+    ),
+    Spec::new(
+        "detailed_queue_messages_acked_total",
+        Counter,
+        "Total number of messages acknowledged by consumers",
+        |st| st.counts.ack,
+    ),
+];
 
 /// `/metrics/detailed`: the asked-for families over `vhosts`.
 fn render_detailed(broker: &Broker, vhosts: &[Arc<VHost>], families: &[Family], prefix: &str) -> String {
@@ -526,22 +640,17 @@ fn render_detailed(broker: &Broker, vhosts: &[Arc<VHost>], families: &[Family], 
         Vec::new()
     };
     let queue_count: usize = snapshot.iter().map(|v| v.queues.len()).sum();
-    let mut w = TextWriter::new(prefix, 1024 + queue_count * 96 * families.len().max(1));
+    // About 100 bytes per per-queue sample, so the text is rarely copied to grow.
+    let per_queue: usize = families.iter().map(|f| f.samples_per_queue()).sum();
+    let mut w = TextWriter::new(prefix, 1024 + queue_count * 100 * per_queue);
     let names = vhost_names(vhosts);
     for family in families {
         match family {
             // No churn totals are kept; see the module documentation.
             Family::ConnectionChurn => {}
-            Family::QueueCoarse => write_queue_coarse(&mut w, &snapshot),
-            Family::QueueConsumerCount => queue_family(
-                &mut w,
-                &snapshot,
-                "detailed_queue_consumers",
-                Gauge,
-                "Consumers on a queue",
-                |st| st.consumers as u64,
-            ),
-            Family::QueueDelivery => write_queue_delivery(&mut w, &snapshot),
+            Family::QueueCoarse => queue_families(&mut w, &snapshot, &QUEUE_COARSE),
+            Family::QueueConsumerCount => queue_families(&mut w, &snapshot, &QUEUE_CONSUMERS),
+            Family::QueueDelivery => queue_families(&mut w, &snapshot, &QUEUE_DELIVERY),
             Family::Connection => write_connections(&mut w, &connections_in(broker, &names)),
             Family::Channel => write_channels(&mut w, &connections_in(broker, &names)),
             Family::Exchange => write_exchanges(&mut w, vhosts),
@@ -549,81 +658,6 @@ fn render_detailed(broker: &Broker, vhosts: &[Arc<VHost>], families: &[Family], 
         }
     }
     w.finish()
-}
-
-fn write_queue_coarse(w: &mut TextWriter<'_>, snapshot: &[VhostQueues<'_>]) {
-    queue_family(
-        w,
-        snapshot,
-        "detailed_queue_messages_ready",
-        Gauge,
-        "Messages ready to be delivered to consumers",
-        |st| st.ready,
-    );
-    queue_family(
-        w,
-        snapshot,
-        "detailed_queue_messages_unacked",
-        Gauge,
-        "Messages delivered to consumers but not yet acknowledged",
-        |st| st.unacked,
-    );
-    queue_family(
-        w,
-        snapshot,
-        "detailed_queue_messages",
-        Gauge,
-        "Sum of ready and unacknowledged messages - total queue depth",
-        |st| st.ready + st.unacked,
-    );
-}
-
-fn write_queue_delivery(w: &mut TextWriter<'_>, snapshot: &[VhostQueues<'_>]) {
-    let families: [(&str, &str, fn(&QueueStats) -> u64); 8] = [
-        (
-            "detailed_queue_messages_published_total",
-            "Total number of messages published to a queue",
-            |st| st.counts.publish,
-        ),
-        (
-            "detailed_queue_messages_delivered_ack_total",
-            "Total number of messages delivered to consumers in manual acknowledgement mode",
-            |st| st.counts.deliver,
-        ),
-        (
-            "detailed_queue_messages_delivered_total",
-            "Total number of messages delivered to consumers in automatic acknowledgement mode",
-            |st| st.counts.deliver_no_ack,
-        ),
-        (
-            "detailed_queue_get_ack_total",
-            "Total number of messages fetched with basic.get in manual acknowledgement mode",
-            |st| st.counts.get,
-        ),
-        (
-            "detailed_queue_get_total",
-            "Total number of messages fetched with basic.get in automatic acknowledgement mode",
-            |st| st.counts.get_no_ack,
-        ),
-        (
-            "detailed_queue_get_empty_total",
-            "Total number of times basic.get found the queue empty",
-            |st| st.counts.get_empty,
-        ),
-        (
-            "detailed_queue_messages_redelivered_total",
-            "Total number of messages redelivered to consumers",
-            |st| st.counts.redeliver,
-        ),
-        (
-            "detailed_queue_messages_acked_total",
-            "Total number of messages acknowledged by consumers",
-            |st| st.counts.ack,
-        ),
-    ];
-    for (name, help, value) in families {
-        queue_family(w, snapshot, name, Counter, help, value);
-    }
 }
 
 fn write_vhost_stats(w: &mut TextWriter<'_>, snapshot: &[VhostQueues<'_>]) {
@@ -654,53 +688,75 @@ fn write_vhost_stats(w: &mut TextWriter<'_>, snapshot: &[VhostQueues<'_>]) {
     }
 }
 
+/// `connection_coarse_metrics` and `connection_metrics` (LavinMQ's names, and
+/// RabbitMQ's for the packet counts).
+const CONNECTION: [Spec<ConnectionEntry>; 5] = [
+    Spec::new(
+        "detailed_connection_incoming_bytes_total",
+        Counter,
+        "Total number of bytes received on a connection",
+        |c| c.recv_oct.get(),
+    ),
+    Spec::new(
+        "detailed_connection_outgoing_bytes_total",
+        Counter,
+        "Total number of bytes sent on a connection",
+        |c| c.send_oct.get(),
+    ),
+    Spec::new(
+        "detailed_connection_incoming_packets_total",
+        Counter,
+        "Total number of socket reads on a connection",
+        |c| c.recv_cnt.get(),
+    ),
+    Spec::new(
+        "detailed_connection_outgoing_packets_total",
+        Counter,
+        "Total number of socket writes on a connection",
+        |c| c.send_cnt.get(),
+    ),
+    Spec::new("detailed_connection_channels", Gauge, "Channels on a connection", |c| {
+        c.channel_count() as u64
+    }),
+];
+
 fn write_connections(w: &mut TextWriter<'_>, conns: &[Arc<ConnectionEntry>]) {
-    // LavinMQ (after RabbitMQ) labels connection samples `channel`.
-    let families: [(&str, MetricType, &str, fn(&ConnectionEntry) -> u64); 5] = [
-        (
-            "detailed_connection_incoming_bytes_total",
-            Counter,
-            "Total number of bytes received on a connection",
-            |c| c.recv_oct.get(),
-        ),
-        (
-            "detailed_connection_outgoing_bytes_total",
-            Counter,
-            "Total number of bytes sent on a connection",
-            |c| c.send_oct.get(),
-        ),
-        (
-            "detailed_connection_incoming_packets_total",
-            Counter,
-            "Total number of socket reads on a connection",
-            |c| c.recv_cnt.get(),
-        ),
-        (
-            "detailed_connection_outgoing_packets_total",
-            Counter,
-            "Total number of socket writes on a connection",
-            |c| c.send_cnt.get(),
-        ),
-        ("detailed_connection_channels", Gauge, "Channels on a connection", |c| {
-            c.channel_count() as u64
-        }),
-    ];
-    for (name, kind, help, value) in families {
-        w.header(name, kind, help);
+    for spec in &CONNECTION {
+        w.header(spec.name, spec.kind, spec.help);
         for c in conns {
-            w.sample(name, &[("channel", &c.name)], value(c));
+            // LavinMQ (after RabbitMQ) labels connection samples `channel`.
+            w.sample(spec.name, &[("channel", &c.name)], (spec.value)(c));
         }
     }
 }
 
 /// A channel's figures, read once per scrape.
-struct ChannelRow<'a> {
+struct ChannelRow {
     name: String,
-    conn: &'a ConnectionEntry,
+    conn: Arc<ConnectionEntry>,
     consumers: usize,
     unacked: u64,
     prefetch: u32,
 }
+
+/// `channel_metrics` (LavinMQ's names).
+const CHANNEL: [Spec<ChannelRow>; 3] = [
+    Spec::new("detailed_channel_consumers", Gauge, "Consumers on a channel", |r| {
+        r.consumers as u64
+    }),
+    Spec::new(
+        "detailed_messages_unacked",
+        Gauge,
+        "Delivered but not yet acknowledged messages",
+        |r| r.unacked,
+    ),
+    Spec::new(
+        "detailed_channel_prefetch",
+        Gauge,
+        "Total limit of unacknowledged messages for all consumers on a channel",
+        |r| u64::from(r.prefetch),
+    ),
+];
 
 fn write_channels(w: &mut TextWriter<'_>, conns: &[Arc<ConnectionEntry>]) {
     let mut rows = Vec::new();
@@ -709,43 +765,48 @@ fn write_channels(w: &mut TextWriter<'_>, conns: &[Arc<ConnectionEntry>]) {
             let details = ch.details();
             rows.push(ChannelRow {
                 name: format!("{} ({})", c.name, ch.number()),
-                conn: c,
+                conn: c.clone(),
                 consumers: ch.consumers().len(),
                 unacked: details.unacked,
                 prefetch: details.prefetch_count,
             });
         }
     }
-    let families: [(&str, &str, fn(&ChannelRow<'_>) -> u64); 3] = [
-        ("detailed_channel_consumers", "Consumers on a channel", |r| {
-            r.consumers as u64
-        }),
-        (
-            "detailed_messages_unacked",
-            "Delivered but not yet acknowledged messages",
-            |r| r.unacked,
-        ),
-        (
-            "detailed_channel_prefetch",
-            "Total limit of unacknowledged messages for all consumers on a channel",
-            |r| u64::from(r.prefetch),
-        ),
-    ];
-    for (name, help, value) in families {
-        w.header(name, Gauge, help);
+    for spec in &CHANNEL {
+        w.header(spec.name, spec.kind, spec.help);
         for r in &rows {
-            w.sample(
-                name,
-                &[
-                    ("channel", &r.name),
-                    ("vhost", &r.conn.vhost),
-                    ("connection", &r.conn.name),
-                ],
-                value(r),
-            );
+            let labels = [
+                ("channel", r.name.as_str()),
+                ("vhost", &r.conn.vhost),
+                ("connection", &r.conn.name),
+            ];
+            w.sample(spec.name, &labels, (spec.value)(r));
         }
     }
 }
+
+/// `exchange_metrics` (this broker's names: LavinMQ's only metric in the
+/// family is a deduplication count, which is not kept here).
+const EXCHANGE: [Spec<Exchange>; 3] = [
+    Spec::new(
+        "detailed_exchange_messages_published_in_total",
+        Counter,
+        "Total number of messages published to an exchange",
+        |e| e.counters.publish_in.get(),
+    ),
+    Spec::new(
+        "detailed_exchange_messages_published_out_total",
+        Counter,
+        "Total number of messages an exchange routed to at least one queue",
+        |e| e.counters.publish_out.get(),
+    ),
+    Spec::new(
+        "detailed_exchange_messages_unroutable_total",
+        Counter,
+        "Total number of messages an exchange could not route",
+        |e| e.counters.unroutable.get(),
+    ),
+];
 
 fn write_exchanges(w: &mut TextWriter<'_>, vhosts: &[Arc<VHost>]) {
     let mut exchanges = Vec::new();
@@ -754,27 +815,10 @@ fn write_exchanges(w: &mut TextWriter<'_>, vhosts: &[Arc<VHost>]) {
         list.sort_by(|a, b| a.name.cmp(&b.name));
         exchanges.extend(list.into_iter().map(|e| (v, e)));
     }
-    let families: [(&str, &str, fn(&crate::core::exchange::Exchange) -> u64); 3] = [
-        (
-            "detailed_exchange_messages_published_in_total",
-            "Total number of messages published to an exchange",
-            |e| e.counters.publish_in.get(),
-        ),
-        (
-            "detailed_exchange_messages_published_out_total",
-            "Total number of messages an exchange routed to at least one queue",
-            |e| e.counters.publish_out.get(),
-        ),
-        (
-            "detailed_exchange_messages_unroutable_total",
-            "Total number of messages an exchange could not route",
-            |e| e.counters.unroutable.get(),
-        ),
-    ];
-    for (name, help, value) in families {
-        w.header(name, Counter, help);
+    for spec in &EXCHANGE {
+        w.header(spec.name, spec.kind, spec.help);
         for (v, e) in &exchanges {
-            w.sample(name, &[("exchange", &e.name), ("vhost", &v.name)], value(e));
+            w.sample(spec.name, &[("exchange", &e.name), ("vhost", &v.name)], (spec.value)(e));
         }
     }
 }

@@ -39,6 +39,8 @@ pub struct HttpState {
     /// The user that may log in only from a loopback address (the default
     /// user when `default_user_only_loopback` is on), as over AMQP.
     pub loopback_only_user: Option<String>,
+    /// Bound listeners as `(protocol, address)`, for the overview.
+    pub listeners: Vec<(&'static str, std::net::SocketAddr)>,
 }
 
 impl HttpState {
@@ -97,6 +99,7 @@ fn routes(state: Arc<HttpState>) -> Router {
         .route("/api/channels", get(channels::list))
         .route("/api/channels/{name}", get(channels::show))
         .route("/api/vhosts/{vhost}/channels", get(channels::list_vhost))
+        .route("/api/vhosts/{vhost}/permissions", get(users::vhost_permissions))
         .route("/api/consumers", get(channels::consumers))
         .route("/api/consumers/{vhost}", get(channels::consumers_vhost))
         .route(
@@ -130,6 +133,9 @@ fn routes(state: Arc<HttpState>) -> Router {
             "/api/queues/{vhost}/{name}",
             get(queues::show).put(queues::declare).delete(queues::delete),
         )
+        .route("/api/queues/{vhost}/{name}/unacked", get(queues::unacked))
+        .route("/api/queues/{vhost}/{name}/pause", put(queues::pause))
+        .route("/api/queues/{vhost}/{name}/resume", put(queues::resume))
         .route(
             "/api/queues/{vhost}/{name}/contents",
             axum::routing::delete(queues::purge),

@@ -11,6 +11,16 @@ use super::auth::Authed;
 use super::error::{ApiError, ApiResult};
 use crate::core::stats_sampler::Totals;
 
+/// The exchange types the broker declares.
+const EXCHANGE_TYPES: [&str; 6] = [
+    "direct",
+    "fanout",
+    "topic",
+    "headers",
+    "x-consistent-hash",
+    "x-delayed-message",
+];
+
 /// The node name the API reports.
 pub const NODE: &str = "lavinmq@localhost";
 
@@ -77,6 +87,13 @@ pub async fn overview(State(s): State<Arc<HttpState>>, user: Authed) -> Json<Val
         "management_version": env!("CARGO_PKG_VERSION"),
         "rabbitmq_version": "3.10.0",
         "node": NODE,
+        "exchange_types": EXCHANGE_TYPES.iter()
+            .map(|t| json!({"name": t, "description": "", "enabled": true}))
+            .collect::<Vec<_>>(),
+        "listeners": s.listeners.iter()
+            .map(|(protocol, addr)| json!({"node": NODE, "protocol": protocol,
+                                           "ip_address": addr.ip().to_string(), "port": addr.port()}))
+            .collect::<Vec<_>>(),
         "object_totals": {"queues": queues, "exchanges": exchanges, "consumers": consumers,
                           "connections": connections, "channels": channels},
         "queue_totals": {"messages": ready + unacked, "messages_ready": ready, "messages_unacknowledged": unacked,

@@ -23,11 +23,11 @@ pub fn queue_json(q: &Queue) -> Value {
     let mut out = json!({
         "name": q.name, "vhost": q.vhost, "durable": q.durable, "auto_delete": q.auto_delete,
         "exclusive": q.exclusive_owner.is_some(), "arguments": table_to_json(&q.arguments),
-        "type": q.declared.queue_type.name(), "state": "running",
+        "type": q.declared.queue_type.name(), "state": if st.paused { "paused" } else { "running" },
         "messages": st.ready + st.unacked, "messages_ready": st.ready,
         "messages_unacknowledged": st.unacked, "consumers": st.consumers,
         "policy": st.policy, "operator_policy": st.operator_policy,
-        "effective_policy_definition": {},
+        "effective_policy_definition": st.effective_policy,
         "message_stats": stats_json::message_stats(&st.counts.named(), &q.rates),
     });
     stats_json::add_details(
@@ -129,6 +129,45 @@ pub async fn delete(
     }
     user.check(&s, &v.name, Access::Configure, "queue", &name)?;
     v.delete_queue(&name, q.if_unused, q.if_empty, None)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The queue's deliveries not yet acknowledged.
+pub async fn unacked(
+    State(s): State<Arc<HttpState>>,
+    user: Authed,
+    Path((v, name)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    let v = s.vhost_for(&user, &v)?;
+    let q = v.queue(&name).ok_or_else(ApiError::not_found)?;
+    Ok(Json(Value::Array(super::channels::unacked_of_queue(
+        &s, &q.vhost, &q.name,
+    ))))
+}
+
+/// Pauses deliveries from a queue (LavinMQ's `PUT .../pause`).
+pub async fn pause(
+    State(s): State<Arc<HttpState>>,
+    user: Authed,
+    Path((v, name)): Path<(String, String)>,
+) -> ApiResult<StatusCode> {
+    let v = s.vhost_for(&user, &v)?;
+    let q = v.queue(&name).ok_or_else(ApiError::not_found)?;
+    user.check(&s, &v.name, Access::Configure, "queue", &name)?;
+    q.pause()?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Resumes deliveries from a paused queue (LavinMQ's `PUT .../resume`).
+pub async fn resume(
+    State(s): State<Arc<HttpState>>,
+    user: Authed,
+    Path((v, name)): Path<(String, String)>,
+) -> ApiResult<StatusCode> {
+    let v = s.vhost_for(&user, &v)?;
+    let q = v.queue(&name).ok_or_else(ApiError::not_found)?;
+    user.check(&s, &v.name, Access::Configure, "queue", &name)?;
+    q.resume()?;
     Ok(StatusCode::NO_CONTENT)
 }
 

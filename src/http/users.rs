@@ -201,6 +201,24 @@ pub async fn without_permissions(State(s): State<Arc<HttpState>>, user: Authed) 
     Ok(Json(Value::Array(out)))
 }
 
+/// Every user's permissions in one vhost.
+pub async fn vhost_permissions(
+    State(s): State<Arc<HttpState>>,
+    user: Authed,
+    Path(vhost): Path<String>,
+) -> ApiResult<Json<Value>> {
+    user.require_admin()?;
+    s.broker.vhost(&vhost).ok_or_else(ApiError::not_found)?;
+    let out = s
+        .broker
+        .users
+        .list()
+        .iter()
+        .filter_map(|u| u.permissions.get(&vhost).map(|p| permission_json(&u.name, &vhost, p)))
+        .collect();
+    Ok(Json(Value::Array(out)))
+}
+
 /// A user's permissions in every vhost.
 pub async fn user_permissions(
     State(s): State<Arc<HttpState>>,

@@ -60,7 +60,7 @@ else
     DATA_DIR="$(mktemp -d)"
     BROKER_LOG="$(mktemp)"
     # shellcheck disable=SC2086
-    "$BIN" -D "$DATA_DIR" -p "$PORT" --amqp-bind 127.0.0.1 --http-bind 127.0.0.1 --http-port "$HTTP_PORT" --control-unix-path "$DATA_DIR/ctl.sock" ${LAVINMQ_ARGS:-} >"$BROKER_LOG" 2>&1 &
+    "$BIN" -D "$DATA_DIR" -p "$PORT" --amqp-bind 127.0.0.1 --http-bind 127.0.0.1 --http-port "$HTTP_PORT" --metrics-http-port 0 --control-unix-path "$DATA_DIR/ctl.sock" ${LAVINMQ_ARGS:-} >"$BROKER_LOG" 2>&1 &
     BROKER_PID=$!
     export AMQP_URL="amqp://guest:guest@127.0.0.1:$PORT/%2F"
     export MGMT_URL="http://guest:guest@127.0.0.1:$HTTP_PORT"
