@@ -67,7 +67,7 @@ pub struct Server {
 impl Server {
     /// Opens the data dir and binds every listener the config asks for.
     pub async fn start(config: &Config) -> Result<Server, StartError> {
-        crate::http::metrics::mark_started();
+        crate::http::node_stats::mark_started();
         let main = &config.main;
         let lock = if main.data_dir_lock {
             std::fs::create_dir_all(&main.data_dir)

@@ -364,3 +364,54 @@ async fn api_operations_need_the_same_permissions_as_amqp() {
     assert_eq!(status, StatusCode::FORBIDDEN);
     assert!(body["reason"].as_str().is_some_and(|r| r.contains("other")), "{body}");
 }
+
+#[tokio::test]
+async fn node_cluster_name_and_health_checks() {
+    let b = start().await;
+    let api = Api::new(&b);
+    let nodes = api.get_ok("/api/nodes").await;
+    let node = &nodes[0];
+    let name = node["name"].as_str().expect("node name").to_string();
+    assert_eq!(node["running"], true);
+    assert!(node["mem_used"].as_u64().is_some_and(|m| m > 0), "{node}");
+    assert!(node["fd_used"].as_u64().is_some_and(|n| n > 0), "{node}");
+    assert!(node["listeners"].as_array().is_some_and(|l| !l.is_empty()), "{node}");
+    assert_eq!(
+        api.get_ok(&format!("/api/nodes/{}", enc(&name))).await["name"],
+        name.as_str()
+    );
+    assert_eq!(api.get("/api/nodes/rabbit@elsewhere").await.0, StatusCode::NOT_FOUND);
+    assert_eq!(api.get_ok("/api/extensions").await, json!([]));
+    assert_eq!(api.get_ok("/api/auth").await["oauth_enabled"], false);
+
+    assert!(api.get_ok("/api/cluster-name").await["name"].is_string());
+    assert_eq!(
+        api.put("/api/cluster-name", json!({"name": "blue"})).await,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(api.get_ok("/api/cluster-name").await, json!({"name": "blue"}));
+
+    for path in [
+        "/api/healthchecks/node",
+        "/api/health/checks/alarms",
+        "/api/health/checks/local-alarms",
+        "/api/health/checks/virtual-hosts",
+        "/api/health/checks/protocol-listener/amqp",
+    ] {
+        assert_eq!(api.get_ok(path).await["status"], "ok", "{path}");
+    }
+    let port = b.addr().port();
+    let ok = api.get_ok(&format!("/api/health/checks/port-listener/{port}")).await;
+    assert_eq!(ok["status"], "ok");
+    let (status, failed) = api.get("/api/health/checks/port-listener/1").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{failed}");
+    assert_eq!(failed["status"], "failed");
+
+    assert_eq!(
+        api.put("/api/users/watcher", json!({"password": "pw", "tags": "management"}))
+            .await,
+        StatusCode::CREATED
+    );
+    let (status, _) = api.call(Method::GET, "/api/nodes", Some(("watcher", "pw")), None).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+}

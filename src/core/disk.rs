@@ -34,6 +34,11 @@ impl DiskMonitor {
         *self.blocked.borrow()
     }
 
+    /// The free-space threshold in bytes (0 = none).
+    pub fn min_free(&self) -> u64 {
+        self.min_free.load(Ordering::Acquire)
+    }
+
     /// Changes the threshold (config reload, tests) and re-checks at once.
     pub fn set_min_free(&self, bytes: u64) {
         self.min_free.store(bytes, Ordering::Release);

@@ -53,6 +53,14 @@ impl Authed {
         Err(ApiError::forbidden("Not policymaker user"))
     }
 
+    /// Fails with 403 unless the user may see node-wide figures.
+    pub fn require_monitoring(&self) -> Result<(), ApiError> {
+        if self.sees_all() {
+            return Ok(());
+        }
+        Err(ApiError::forbidden("Not monitor user"))
+    }
+
     /// True when the user may see every vhost (administrator or monitoring).
     pub fn sees_all(&self) -> bool {
         self.has_tag("administrator") || self.has_tag("monitoring")

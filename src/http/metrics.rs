@@ -24,7 +24,7 @@
 //! sample.
 
 use std::net::SocketAddr;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Instant;
 
 use axum::Router;
@@ -40,6 +40,7 @@ use super::HttpState;
 use super::auth::Authed;
 use super::error::{ApiError, ApiResult};
 use super::metrics_text::{CONTENT_TYPE, MetricType, TextWriter, validate_prefix};
+use super::node_stats as node;
 use crate::core::broker::Broker;
 use crate::core::connections::ConnectionEntry;
 use crate::core::exchange::Exchange;
@@ -50,22 +51,6 @@ use MetricType::{Counter, Gauge};
 
 /// Metric-name prefix when the scrape does not ask for another.
 pub const DEFAULT_PREFIX: &str = "lavinmq";
-
-/// When the broker started, for `uptime`; set by [`mark_started`].
-static STARTED: OnceLock<Instant> = OnceLock::new();
-
-/// Records the broker's start time for the `uptime` metric. Called when the
-/// server starts; later calls (a restarted server in the same process) keep
-/// the first time, so uptime is the process's, as in LavinMQ.
-pub fn mark_started() {
-    STARTED.get_or_init(Instant::now);
-}
-
-/// Whole seconds since [`mark_started`] (or since the first scrape, when the
-/// router is served without a [`crate::server::Server`]).
-fn uptime_secs() -> u64 {
-    STARTED.get_or_init(Instant::now).elapsed().as_secs()
-}
 
 /// A group of metrics `/metrics/detailed` can be asked for with `family=`
 /// (RabbitMQ's family names, which LavinMQ adopted).
@@ -423,7 +408,7 @@ fn render_overview(broker: &Broker, vhosts: &[Arc<VHost>], prefix: &str) -> Stri
         t.ready + t.unacked,
     );
 
-    w.single("uptime", Counter, "Server uptime in seconds", uptime_secs());
+    w.single("uptime", Counter, "Server uptime in seconds", node::uptime_secs());
     if let Some((user, system)) = node::cpu_times() {
         w.single("cpu_system_time_total", Counter, "Total CPU system time", system);
         w.single("cpu_user_time_total", Counter, "Total CPU user time", user);
@@ -819,104 +804,6 @@ fn write_exchanges(w: &mut TextWriter<'_>, vhosts: &[Arc<VHost>]) {
         w.header(spec.name, spec.kind, spec.help);
         for (v, e) in &exchanges {
             w.sample(spec.name, &[("exchange", &e.name), ("vhost", &v.name)], (spec.value)(e));
-        }
-    }
-}
-
-/// Process and host figures read from `/proc` and `/sys` (Linux); each is
-/// `None` where that is not available, and its metric is then left out.
-mod node {
-    use std::fs;
-
-    /// Clock ticks per second of the CPU times in `/proc/<pid>/stat`
-    /// (`USER_HZ`, fixed at 100 in the kernel's user-space ABI).
-    const USER_HZ: f64 = 100.0;
-
-    /// The host name, which LavinMQ reports as the cluster name.
-    pub(super) fn hostname() -> String {
-        fs::read_to_string("/proc/sys/kernel/hostname")
-            .ok()
-            .map(|s| s.trim().to_owned())
-            .filter(|s| !s.is_empty())
-            .or_else(|| std::env::var("HOSTNAME").ok())
-            .unwrap_or_else(|| "localhost".to_owned())
-    }
-
-    /// Open file descriptors of this process.
-    pub(super) fn open_fds() -> Option<u64> {
-        Some(fs::read_dir("/proc/self/fd").ok()?.count() as u64)
-    }
-
-    /// The soft limit on open file descriptors.
-    pub(super) fn max_fds() -> Option<u64> {
-        let limits = fs::read_to_string("/proc/self/limits").ok()?;
-        let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
-        line.split_whitespace().nth(3)?.parse().ok()
-    }
-
-    /// Resident set size in bytes.
-    pub(super) fn resident_memory_bytes() -> Option<u64> {
-        let status = fs::read_to_string("/proc/self/status").ok()?;
-        kib_field(&status, "VmRSS:")
-    }
-
-    /// The memory the process may use: its cgroup's limit when it has one,
-    /// else the host's physical memory (LavinMQ's memory high watermark).
-    pub(super) fn memory_limit_bytes() -> Option<u64> {
-        let cgroup = [
-            "/sys/fs/cgroup/memory.max",
-            "/sys/fs/cgroup/memory/memory.limit_in_bytes",
-        ]
-        .iter()
-        .find_map(|p| fs::read_to_string(p).ok()?.trim().parse::<u64>().ok());
-        let total = fs::read_to_string("/proc/meminfo")
-            .ok()
-            .and_then(|m| kib_field(&m, "MemTotal:"));
-        match (cgroup, total) {
-            // cgroup v1 reports "no limit" as a huge number.
-            (Some(limit), Some(total)) => Some(limit.min(total)),
-            (limit, total) => limit.or(total),
-        }
-    }
-
-    /// User and system CPU time of this process, in seconds.
-    pub(super) fn cpu_times() -> Option<(f64, f64)> {
-        let stat = fs::read_to_string("/proc/self/stat").ok()?;
-        // The command name may contain spaces and parentheses: fields resume
-        // after the last ')'; utime and stime are fields 14 and 15.
-        let rest = &stat[stat.rfind(')')? + 1..];
-        let mut fields = rest.split_whitespace().skip(11);
-        let user: u64 = fields.next()?.parse().ok()?;
-        let system: u64 = fields.next()?.parse().ok()?;
-        Some((user as f64 / USER_HZ, system as f64 / USER_HZ))
-    }
-
-    /// The value of a `Key:   123 kB` line, in bytes.
-    fn kib_field(text: &str, key: &str) -> Option<u64> {
-        let line = text.lines().find(|l| l.starts_with(key))?;
-        let kib: u64 = line[key.len()..].split_whitespace().next()?.parse().ok()?;
-        Some(kib * 1024)
-    }
-
-    #[cfg(test)]
-    mod tests {
-        use super::*;
-
-        #[test]
-        fn reads_kib_fields() {
-            let text = "Name:\tx\nVmRSS:\t    1234 kB\nVmSwap:\t0 kB\n";
-            assert_eq!(kib_field(text, "VmRSS:"), Some(1234 * 1024));
-            assert_eq!(kib_field(text, "VmHWM:"), None);
-        }
-
-        #[cfg(target_os = "linux")]
-        #[test]
-        fn reads_this_process() {
-            assert!(open_fds().is_some_and(|n| n > 0));
-            assert!(resident_memory_bytes().is_some_and(|n| n > 0));
-            assert!(max_fds().is_some());
-            assert!(cpu_times().is_some());
-            assert!(memory_limit_bytes().is_some_and(|n| n > 0));
         }
     }
 }

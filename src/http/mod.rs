@@ -8,12 +8,15 @@ pub mod channels;
 pub mod connections;
 pub mod control_socket;
 pub mod definitions;
+pub mod docs;
 pub mod error;
 pub mod exchanges;
 pub mod listing;
 pub mod messages;
 pub mod metrics;
 pub mod metrics_text;
+pub mod node_stats;
+pub mod nodes;
 pub mod overview;
 pub mod parameters;
 pub mod policies;
@@ -80,8 +83,26 @@ pub fn router(state: Arc<HttpState>) -> Router {
 /// The routes, each answered by its handler.
 fn routes(state: Arc<HttpState>) -> Router {
     Router::new()
+        .route("/api/openapi.json", get(docs::openapi))
         .route("/api/overview", get(overview::overview))
         .route("/api/whoami", get(overview::whoami))
+        .route("/api/nodes", get(nodes::list))
+        .route("/api/nodes/{name}", get(nodes::show))
+        .route("/api/extensions", get(nodes::extensions))
+        .route("/api/auth", get(nodes::auth))
+        .route(
+            "/api/cluster-name",
+            get(nodes::cluster_name).put(nodes::set_cluster_name),
+        )
+        .route("/api/healthchecks/node", get(nodes::node_health))
+        .route("/api/health/checks/alarms", get(nodes::alarms))
+        .route("/api/health/checks/local-alarms", get(nodes::alarms))
+        .route("/api/health/checks/virtual-hosts", get(nodes::virtual_hosts))
+        .route("/api/health/checks/port-listener/{port}", get(nodes::port_listener))
+        .route(
+            "/api/health/checks/protocol-listener/{protocol}",
+            get(nodes::protocol_listener),
+        )
         .route("/metrics", get(metrics::metrics))
         .route("/metrics/detailed", get(metrics::detailed))
         .route("/api/aliveness-test/{vhost}", get(overview::aliveness))

@@ -21,6 +21,24 @@ const EXCHANGE_TYPES: [&str; 6] = [
     "x-delayed-message",
 ];
 
+/// The exchange types, as the overview and nodes list them.
+pub fn exchange_types() -> Value {
+    EXCHANGE_TYPES
+        .iter()
+        .map(|t| json!({"name": t, "description": "", "enabled": true}))
+        .collect()
+}
+
+/// The bound listeners, as the overview and nodes list them.
+pub fn listeners(s: &HttpState) -> Value {
+    s.listeners
+        .iter()
+        .map(|(protocol, addr)| {
+            json!({"node": NODE, "protocol": protocol, "ip_address": addr.ip().to_string(), "port": addr.port()})
+        })
+        .collect()
+}
+
 /// The node name the API reports.
 pub const NODE: &str = "lavinmq@localhost";
 
@@ -87,13 +105,8 @@ pub async fn overview(State(s): State<Arc<HttpState>>, user: Authed) -> Json<Val
         "management_version": env!("CARGO_PKG_VERSION"),
         "rabbitmq_version": "3.10.0",
         "node": NODE,
-        "exchange_types": EXCHANGE_TYPES.iter()
-            .map(|t| json!({"name": t, "description": "", "enabled": true}))
-            .collect::<Vec<_>>(),
-        "listeners": s.listeners.iter()
-            .map(|(protocol, addr)| json!({"node": NODE, "protocol": protocol,
-                                           "ip_address": addr.ip().to_string(), "port": addr.port()}))
-            .collect::<Vec<_>>(),
+        "exchange_types": exchange_types(),
+        "listeners": listeners(&s),
         "object_totals": {"queues": queues, "exchanges": exchanges, "consumers": consumers,
                           "connections": connections, "channels": channels},
         "queue_totals": {"messages": ready + unacked, "messages_ready": ready, "messages_unacknowledged": unacked,
