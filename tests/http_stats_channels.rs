@@ -49,9 +49,17 @@ async fn queue_exchange_and_overview_count_messages() {
     assert_eq!(count(&ex, "publish_out"), 5, "{ex}");
     eventually("overview totals sampled", || async {
         let o = api.get_ok("/api/overview").await;
-        count(&o, "publish") >= 5 && count(&o, "ack") >= 4
+        let v = api.get_ok("/api/vhosts/%2F").await;
+        count(&o, "publish") >= 5 && count(&o, "ack") >= 4 && count(&v, "publish") >= 5
     })
     .await;
+    let v = api.get_ok("/api/vhosts/%2F").await;
+    assert!(v["messages_details"]["rate"].is_number(), "{v}");
+    let churn = &api.get_ok("/api/overview").await["churn_rates"];
+    assert_eq!(churn["connection_created"], 1, "{churn}");
+    assert_eq!(churn["channel_created"], 1, "{churn}");
+    assert_eq!(churn["queue_created"], 1, "{churn}");
+    assert!(churn["queue_declared_details"]["rate"].is_number(), "{churn}");
     let o = api.get_ok("/api/overview").await;
     assert_eq!(o["object_totals"]["connections"], 1, "{o}");
     assert_eq!(o["object_totals"]["channels"], 1, "{o}");

@@ -541,8 +541,12 @@ async fn family_parameter_selects_detailed_families() {
         let names: Vec<_> = s.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["telemetry_scrape_duration_seconds"], "{query}");
     }
-    // Accepted, though no churn totals are kept.
-    scrape(&detailed("family=connection_churn_metrics"), None).await;
+    // Churn: this test's one connection, one channel and one queue.
+    let churn = scrape(&detailed("family=connection_churn_metrics"), None).await;
+    assert_eq!(value(&churn, "lavinmq_detailed_connections_opened_total"), 1.0);
+    assert_eq!(value(&churn, "lavinmq_detailed_channels_opened_total"), 1.0);
+    assert_eq!(value(&churn, "lavinmq_detailed_queues_created_total"), 1.0);
+    assert_eq!(value(&churn, "lavinmq_detailed_queues_deleted_total"), 0.0);
 
     let expect = [
         ("queue_coarse_metrics", "lavinmq_detailed_queue_messages_ready"),

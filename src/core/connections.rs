@@ -11,7 +11,7 @@ use rustc_hash::FxHashMap;
 use tokio_util::sync::CancellationToken;
 
 use super::FieldTable;
-use super::stats::{ChannelCounters, Counter, Rates};
+use super::stats::{ChannelCounters, ChurnCounters, Counter, Rates};
 
 /// What a connection told the broker when it opened; fixed for its lifetime.
 #[derive(Debug, Clone)]
@@ -139,6 +139,7 @@ pub struct ConnectionEntry {
     pub send_cnt: Counter,
     /// Rates of the byte counts, sampled by the broker.
     pub rates: Rates,
+    churn: Arc<ChurnCounters>,
     close: CancellationToken,
     reason: Mutex<Option<String>>,
 }
@@ -170,12 +171,15 @@ impl ConnectionEntry {
 
     /// Lists an opened channel.
     pub fn add_channel(&self, channel: Arc<dyn ChannelView>) {
+        self.churn.channel_created.incr();
         self.channels.write().insert(channel.number(), channel);
     }
 
     /// Unlists a closed channel.
     pub fn remove_channel(&self, number: u16) {
-        self.channels.write().remove(&number);
+        if self.channels.write().remove(&number).is_some() {
+            self.churn.channel_closed.incr();
+        }
     }
 
     /// The open channels, by number.
@@ -203,6 +207,8 @@ impl ConnectionEntry {
 #[derive(Default)]
 pub struct ConnectionRegistry {
     entries: RwLock<FxHashMap<u64, Arc<ConnectionEntry>>>,
+    /// Connections, channels and queues created and closed, broker-wide.
+    pub churn: Arc<ChurnCounters>,
 }
 
 /// Keeps a connection listed; dropping it removes the entry.
@@ -215,6 +221,9 @@ pub struct Registration {
 impl Drop for Registration {
     fn drop(&mut self) {
         self.registry.entries.write().remove(&self.entry.id);
+        self.registry.churn.connection_closed.incr();
+        let open = self.entry.channels.write().len() as u64;
+        self.registry.churn.channel_closed.add(open);
     }
 }
 
@@ -234,11 +243,13 @@ impl ConnectionRegistry {
             recv_cnt: Counter::default(),
             send_cnt: Counter::default(),
             rates: Rates::default(),
+            churn: self.churn.clone(),
             info,
             close: CancellationToken::new(),
             reason: Mutex::new(None),
         });
         self.entries.write().insert(entry.id, entry.clone());
+        self.churn.connection_created.incr();
         Registration {
             registry: self.clone(),
             entry,

@@ -135,6 +135,40 @@ impl ChannelCounters {
     }
 }
 
+/// Objects created and closed, RabbitMQ's "churn": counted where they come and go.
+#[derive(Debug, Default)]
+pub struct ChurnCounters {
+    /// Connections opened.
+    pub connection_created: Counter,
+    /// Connections closed.
+    pub connection_closed: Counter,
+    /// Channels opened.
+    pub channel_created: Counter,
+    /// Channels closed.
+    pub channel_closed: Counter,
+    /// Queue declarations (new or existing).
+    pub queue_declared: Counter,
+    /// Queues created.
+    pub queue_created: Counter,
+    /// Queues deleted.
+    pub queue_deleted: Counter,
+}
+
+impl ChurnCounters {
+    /// The counters as `(name, value)`, under RabbitMQ's `churn_rates` names.
+    pub fn named(&self) -> [(&'static str, u64); 7] {
+        [
+            ("connection_created", self.connection_created.get()),
+            ("connection_closed", self.connection_closed.get()),
+            ("channel_created", self.channel_created.get()),
+            ("channel_closed", self.channel_closed.get()),
+            ("queue_declared", self.queue_declared.get()),
+            ("queue_created", self.queue_created.get()),
+            ("queue_deleted", self.queue_deleted.get()),
+        ]
+    }
+}
+
 /// Per-second rates of a set of named counters, from the last two samples.
 #[derive(Debug, Default)]
 pub struct Rates {

@@ -40,6 +40,8 @@ impl Totals {
 pub struct StatsSampler {
     /// Totals over every vhost.
     pub overview: Totals,
+    /// Objects created and closed, broker-wide.
+    pub churn: Totals,
     vhosts: RwLock<FxHashMap<String, Arc<Totals>>>,
 }
 
@@ -62,8 +64,10 @@ impl StatsSampler {
     /// Samples every queue, exchange, connection and channel of `broker`.
     pub fn sample(&self, broker: &Broker, now: Instant) {
         let mut overall = Named::new();
+        let mut churn: Named = broker.connections.churn.named().to_vec();
         let mut vhosts = FxHashMap::default();
         for v in broker.vhosts() {
+            accumulate(&mut churn, &v.churn.named()[4..]);
             let mut acc = Named::new();
             for e in v.exchanges() {
                 let counts = e.counters.named();
@@ -89,6 +93,7 @@ impl StatsSampler {
         }
         *self.vhosts.write() = vhosts;
         self.overview.set(now, overall);
+        self.churn.set(now, churn);
         for c in broker.connections.list() {
             c.rates.sample(now, &c.named_counts());
             for ch in c.channels() {

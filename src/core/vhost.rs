@@ -17,6 +17,7 @@ use super::message::Message;
 use super::policy::{self, ApplyTo, Policy};
 use super::queue::{ConnectionId, Queue, QueueSpec};
 use super::queue_settings::{QueueSettings, QueueType};
+use super::stats::ChurnCounters;
 use super::table_json::{json_to_table, table_to_json};
 use super::{Error, FieldTable, Result};
 use crate::store::json_log::JsonLog;
@@ -46,6 +47,8 @@ const DEFAULT_EXCHANGES: [(&str, ExchangeKind); 6] = [
 
 /// A virtual host.
 pub struct VHost {
+    /// Queues declared, created and deleted in this vhost.
+    pub churn: ChurnCounters,
     /// Vhost name.
     pub name: String,
     dir: PathBuf,
@@ -277,6 +280,7 @@ impl VHost {
             meta: RwLock::default(),
             limits: RwLock::default(),
             parameters: RwLock::default(),
+            churn: ChurnCounters::default(),
         });
         {
             let mut ex = vhost.exchanges.write();
@@ -652,6 +656,7 @@ impl VHost {
             name
         };
         let _creating = self.declare_lock.lock();
+        self.churn.queue_declared.incr();
         if let Some(q) = self.queue(name) {
             q.check_owner(conn)?;
             let v = &self.name;
@@ -724,6 +729,7 @@ impl VHost {
         let q = self.open_queue(spec, &dir)?;
         self.apply_policies_to_queue(&q);
         self.queues.write().insert(name.to_string(), q.clone());
+        self.churn.queue_created.incr();
         // Every queue is bound to the default exchange implicitly (routed by name).
         if persistent {
             self.log_change(definitions::queue(name, opts.auto_delete, table_to_json(&q.arguments)))?;
@@ -766,6 +772,7 @@ impl VHost {
             match queues.get(&q.name) {
                 Some(current) if Arc::ptr_eq(current, q) => {
                     queues.remove(&q.name);
+                    self.churn.queue_deleted.incr();
                 }
                 _ => return 0,
             }

@@ -56,8 +56,7 @@ pub const DEFAULT_PREFIX: &str = "lavinmq";
 /// (RabbitMQ's family names, which LavinMQ adopted).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Family {
-    /// Totals of connections, channels, queues and consumers opened and closed.
-    /// Accepted, but this broker keeps no such totals, so it yields nothing.
+    /// Totals of connections, channels and queues opened and closed.
     ConnectionChurn,
     /// Ready, unacknowledged and total messages per queue.
     QueueCoarse,
@@ -408,6 +407,7 @@ fn render_overview(broker: &Broker, vhosts: &[Arc<VHost>], prefix: &str) -> Stri
         t.ready + t.unacked,
     );
 
+    write_churn(&mut w, broker, vhosts, "");
     w.single("uptime", Counter, "Server uptime in seconds", node::uptime_secs());
     if let Some((user, system)) = node::cpu_times() {
         w.single("cpu_system_time_total", Counter, "Total CPU system time", system);
@@ -631,8 +631,7 @@ fn render_detailed(broker: &Broker, vhosts: &[Arc<VHost>], families: &[Family], 
     let names = vhost_names(vhosts);
     for family in families {
         match family {
-            // No churn totals are kept; see the module documentation.
-            Family::ConnectionChurn => {}
+            Family::ConnectionChurn => write_churn(&mut w, broker, vhosts, "detailed_"),
             Family::QueueCoarse => queue_families(&mut w, &snapshot, &QUEUE_COARSE),
             Family::QueueConsumerCount => queue_families(&mut w, &snapshot, &QUEUE_CONSUMERS),
             Family::QueueDelivery => queue_families(&mut w, &snapshot, &QUEUE_DELIVERY),
@@ -643,6 +642,53 @@ fn render_detailed(broker: &Broker, vhosts: &[Arc<VHost>], families: &[Family], 
         }
     }
     w.finish()
+}
+
+/// Connections and channels opened and closed (broker-wide), and queues
+/// declared, created and deleted in `vhosts`, named `<prefix>..._total`.
+fn write_churn(w: &mut TextWriter<'_>, broker: &Broker, vhosts: &[Arc<VHost>], prefix: &str) {
+    let c = &broker.connections.churn;
+    let sum = |f: fn(&VHost) -> u64| vhosts.iter().map(|v| f(v)).sum::<u64>();
+    let figures: [(&str, &str, u64); 7] = [
+        (
+            "connections_opened_total",
+            "Total number of connections opened",
+            c.connection_created.get(),
+        ),
+        (
+            "connections_closed_total",
+            "Total number of connections closed",
+            c.connection_closed.get(),
+        ),
+        (
+            "channels_opened_total",
+            "Total number of channels opened",
+            c.channel_created.get(),
+        ),
+        (
+            "channels_closed_total",
+            "Total number of channels closed",
+            c.channel_closed.get(),
+        ),
+        (
+            "queues_declared_total",
+            "Total number of queues declared",
+            sum(|v| v.churn.queue_declared.get()),
+        ),
+        (
+            "queues_created_total",
+            "Total number of queues created",
+            sum(|v| v.churn.queue_created.get()),
+        ),
+        (
+            "queues_deleted_total",
+            "Total number of queues deleted",
+            sum(|v| v.churn.queue_deleted.get()),
+        ),
+    ];
+    for (name, help, value) in figures {
+        w.single(&format!("{prefix}{name}"), Counter, help, value);
+    }
 }
 
 fn write_vhost_stats(w: &mut TextWriter<'_>, snapshot: &[VhostQueues<'_>]) {

@@ -21,6 +21,12 @@ const EXCHANGE_TYPES: [&str; 6] = [
     "x-delayed-message",
 ];
 
+/// Connections, channels and queues created and closed, with rates.
+fn churn_rates(s: &HttpState) -> Value {
+    let churn = &s.broker.stats.churn;
+    super::stats_json::message_stats(&churn.values(), &churn.rates)
+}
+
 /// The exchange types, as the overview and nodes list them.
 pub fn exchange_types() -> Value {
     EXCHANGE_TYPES
@@ -114,6 +120,7 @@ pub async fn overview(State(s): State<Arc<HttpState>>, user: Authed) -> Json<Val
                          "messages_ready_details": {"rate": stat("messages_ready")},
                          "messages_unacknowledged_details": {"rate": stat("messages_unacknowledged")}},
         "message_stats": message_stats,
+        "churn_rates": churn_rates(&s),
     }))
 }
 

@@ -14,12 +14,13 @@ use serde_json::{Value, json};
 use super::HttpState;
 use super::auth::Authed;
 use super::error::{ApiError, ApiResult};
+use super::stats_json;
 use crate::core::vhost::{VHost, VHostLimits, VHostMeta};
 
 /// The queue type a vhost reports when none was chosen for it.
 const DEFAULT_QUEUE_TYPE: &str = "classic";
 
-fn vhost_json(v: &VHost) -> Value {
+fn vhost_json(s: &HttpState, v: &VHost) -> Value {
     let (mut ready, mut unacked) = (0u64, 0u64);
     for q in v.queues() {
         let st = q.stats();
@@ -28,24 +29,33 @@ fn vhost_json(v: &VHost) -> Value {
     }
     let meta = v.meta();
     let queue_type = meta.default_queue_type.as_deref().unwrap_or(DEFAULT_QUEUE_TYPE);
-    json!({"name": v.name, "description": meta.description, "tags": meta.tags,
+    let mut out = json!({"name": v.name, "description": meta.description, "tags": meta.tags,
            "default_queue_type": queue_type,
            "metadata": {"description": meta.description, "tags": meta.tags, "default_queue_type": queue_type},
            "tracing": false,
-           "messages": ready + unacked, "messages_ready": ready, "messages_unacknowledged": unacked})
+           "messages": ready + unacked, "messages_ready": ready, "messages_unacknowledged": unacked});
+    // Counts and rates as of the last statistics sample.
+    if let Some(t) = s.broker.stats.vhost(&v.name) {
+        let values = t.values();
+        let (depths, counts): (Vec<_>, Vec<_>) = values.iter().partition(|(n, _)| n.starts_with("messages"));
+        out["message_stats"] = stats_json::message_stats(&counts, &t.rates);
+        let names: Vec<&str> = depths.iter().map(|(n, _)| *n).collect();
+        stats_json::add_details(&mut out, &t.rates, &names);
+    }
+    out
 }
 
 /// The vhosts the user may see.
 pub async fn list(State(s): State<Arc<HttpState>>, user: Authed) -> Json<Value> {
     Json(Value::Array(
-        s.visible_vhosts(&user).iter().map(|v| vhost_json(v)).collect(),
+        s.visible_vhosts(&user).iter().map(|v| vhost_json(&s, v)).collect(),
     ))
 }
 
 /// One vhost.
 pub async fn show(State(s): State<Arc<HttpState>>, user: Authed, Path(name): Path<String>) -> ApiResult<Json<Value>> {
     let v = s.vhost_for(&user, &name)?;
-    Ok(Json(vhost_json(&v)))
+    Ok(Json(vhost_json(&s, &v)))
 }
 
 /// Body of `PUT /api/vhosts/{name}`; every field is optional.
