@@ -23,8 +23,10 @@ fn connection_json(c: &ConnectionEntry) -> Value {
            "host": i.local.ip().to_string(), "port": i.local.port(),
            "peer_host": i.peer.ip().to_string(), "peer_port": i.peer.port(),
            "frame_max": i.frame_max, "channel_max": i.channel_max, "timeout": i.heartbeat,
-           "client_properties": client_properties,
-           "user_provided_name": client_properties.get("connection_name")});
+           "client_properties": client_properties});
+    if let Some(name) = client_properties.get("connection_name") {
+        out["user_provided_name"] = name.clone();
+    }
     let counts = c.named_counts();
     for (name, v) in counts {
         out[name] = json!(v);
@@ -88,7 +90,8 @@ pub async fn close(
     Path(name): Path<String>,
     headers: HeaderMap,
 ) -> ApiResult<StatusCode> {
-    let c = s.broker.connections.get(&name).ok_or_else(ApiError::not_found)?;
+    let c = s.broker.connections.get(&name).filter(|c| visible(&user, c));
+    let c = c.ok_or_else(ApiError::not_found)?;
     if !(user.has_tag("administrator") || c.user == user.0.name) {
         return Err(ApiError::forbidden("Not administrator user"));
     }

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use super::HttpState;
 use super::auth::Authed;
+use super::body::JsonBody;
 use super::error::{ApiError, ApiResult};
 use crate::core::exchange::Exchange;
 use crate::core::permissions::Access;
@@ -95,7 +96,7 @@ pub async fn declare(
     State(s): State<Arc<HttpState>>,
     user: Authed,
     Path((v, name)): Path<(String, String)>,
-    Json(body): Json<DeclareBody>,
+    JsonBody(body): JsonBody<DeclareBody>,
 ) -> ApiResult<StatusCode> {
     let v = s.vhost_for(&user, &v)?;
     user.check(&s, &v.name, Access::Configure, "exchange", &name)?;

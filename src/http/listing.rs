@@ -179,10 +179,11 @@ pub async fn layer(req: Request, next: Next) -> Response {
     if req.method() != Method::GET {
         return next.run(req).await;
     }
+    // A bad parameter is an error only for a listing: other answers ignore it.
     let query = match ListQuery::parse(req.uri().query().unwrap_or("")) {
-        Ok(Some(q)) => q,
+        Ok(Some(q)) => Ok(q),
         Ok(None) => return next.run(req).await,
-        Err(e) => return e.into_response(),
+        Err(e) => Err(e),
     };
     let resp = next.run(req).await;
     let is_json = resp
@@ -200,7 +201,7 @@ pub async fn layer(req: Request, next: Next) -> Response {
         Ok(Value::Array(items)) => items,
         _ => return Response::from_parts(parts, Body::from(bytes)),
     };
-    match query.apply(items) {
+    match query.and_then(|q| q.apply(items)) {
         Ok(v) => (parts.status, axum::Json(v)).into_response(),
         Err(e) => e.into_response(),
     }

@@ -31,11 +31,6 @@ use crate::store::SyncWaiter;
 /// Longest AMQP short string (routing keys and most properties).
 const SHORTSTR_MAX: usize = 255;
 
-/// Parses a JSON body, answering 400 (not axum's 422) for one that does not fit.
-fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> ApiResult<T> {
-    serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("invalid body: {e}")))
-}
-
 /// An integer given as a JSON number or a decimal string (RabbitMQ's UI sends
 /// both); `None` when absent or null.
 fn int_field(v: Option<&Value>, what: &str) -> ApiResult<Option<i64>> {
@@ -245,7 +240,7 @@ pub async fn publish(
             v.name
         )));
     }
-    let body: PublishBody = parse_body(&body)?;
+    let body: PublishBody = super::body::parse(&body)?;
     if body.routing_key.len() > SHORTSTR_MAX {
         return Err(ApiError::bad_request(format!(
             "routing_key is longer than {SHORTSTR_MAX} bytes"
@@ -387,7 +382,7 @@ pub async fn get(
     let v = s.vhost_for(&user, &vhost)?;
     let q = v.queue(&name).ok_or_else(ApiError::not_found)?;
     user.check(&s, &v.name, Access::Read, "queue", &name)?;
-    let body: GetBody = parse_body(&body)?;
+    let body: GetBody = super::body::parse(&body)?;
     let mode = match (body.ackmode.as_deref().or(body.ack_mode.as_deref()), body.requeue) {
         (Some(m), _) => AckMode::parse(m)?,
         (None, Some(false)) => AckMode::AckRequeueFalse,

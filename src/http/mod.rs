@@ -4,6 +4,7 @@
 
 pub mod auth;
 pub mod bindings;
+pub mod body;
 pub mod channels;
 pub mod connections;
 pub mod control_socket;
@@ -237,7 +238,9 @@ fn routes(state: Arc<HttpState>) -> Router {
         .route("/api/operator-policies/{vhost}", get(policies::list_operator_vhost))
         .route(
             "/api/operator-policies/{vhost}/{name}",
-            put(policies::set_operator).delete(policies::delete_operator),
+            get(policies::show_operator)
+                .put(policies::set_operator)
+                .delete(policies::delete_operator),
         )
         .with_state(state)
 }

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use super::HttpState;
 use super::auth::Authed;
+use super::body::JsonBody;
 use super::error::{ApiError, ApiResult};
 use super::node_stats;
 use super::overview::NODE;
@@ -82,12 +83,9 @@ pub struct ClusterNameBody {
 pub async fn set_cluster_name(
     State(s): State<Arc<HttpState>>,
     user: Authed,
-    body: Option<Json<ClusterNameBody>>,
+    JsonBody(body): JsonBody<ClusterNameBody>,
 ) -> ApiResult<StatusCode> {
     user.require_admin()?;
-    let Some(Json(body)) = body else {
-        return Err(ApiError::bad_request("body must be {\"name\": \"...\"}"));
-    };
     if body.name.is_empty() {
         return Err(ApiError::bad_request("cluster name must not be empty"));
     }

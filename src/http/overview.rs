@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use super::HttpState;
 use super::auth::Authed;
 use super::error::{ApiError, ApiResult};
+use crate::core::permissions::Access;
 use crate::core::stats_sampler::Totals;
 
 /// The exchange types the broker declares.
@@ -120,7 +121,7 @@ pub async fn overview(State(s): State<Arc<HttpState>>, user: Authed) -> Json<Val
                          "messages_ready_details": {"rate": stat("messages_ready")},
                          "messages_unacknowledged_details": {"rate": stat("messages_unacknowledged")}},
         "message_stats": message_stats,
-        "churn_rates": churn_rates(&s),
+        "churn_rates": if user.sees_all() { churn_rates(&s) } else { json!({}) },
     }))
 }
 
@@ -136,6 +137,9 @@ pub async fn aliveness(
     Path(vhost): Path<String>,
 ) -> ApiResult<Json<Value>> {
     let v = s.vhost_for(&user, &vhost)?;
+    for access in [Access::Configure, Access::Write, Access::Read] {
+        user.check(&s, &v.name, access, "queue", "aliveness-test")?;
+    }
     let opts = crate::core::vhost::QueueOptions::default();
     v.declare_queue("aliveness-test", &opts, Default::default(), 0)?;
     let q = v.get_queue("aliveness-test")?;

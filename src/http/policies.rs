@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 
 use super::HttpState;
 use super::auth::Authed;
+use super::body::JsonBody;
 use super::error::{ApiError, ApiResult};
 use crate::core::policy::Policy;
 
@@ -44,8 +45,9 @@ pub async fn list_vhost(
     all(&s, &user, Some(&v), false)
 }
 
-/// Every operator policy.
+/// Every operator policy (administrators only, as in RabbitMQ).
 pub async fn list_operator(State(s): State<Arc<HttpState>>, user: Authed) -> ApiResult<Json<Value>> {
+    user.require_admin()?;
     all(&s, &user, None, true)
 }
 
@@ -55,7 +57,19 @@ pub async fn list_operator_vhost(
     user: Authed,
     Path(v): Path<String>,
 ) -> ApiResult<Json<Value>> {
+    user.require_admin()?;
     all(&s, &user, Some(&v), true)
+}
+
+fn one(s: &HttpState, user: &Authed, v: &str, name: &str, operator: bool) -> ApiResult<Json<Value>> {
+    user.require_vhost(v)?;
+    let vh = s.broker.vhost(v).ok_or_else(ApiError::not_found)?;
+    let p = vh
+        .policies(operator)
+        .into_iter()
+        .find(|p| p.name == name)
+        .ok_or_else(ApiError::not_found)?;
+    Ok(Json(p.to_json(v)))
 }
 
 /// One policy.
@@ -64,14 +78,17 @@ pub async fn show(
     user: Authed,
     Path((v, name)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
-    user.require_vhost(&v)?;
-    let vh = s.broker.vhost(&v).ok_or_else(ApiError::not_found)?;
-    let p = vh
-        .policies(false)
-        .into_iter()
-        .find(|p| p.name == name)
-        .ok_or_else(ApiError::not_found)?;
-    Ok(Json(p.to_json(&v)))
+    one(&s, &user, &v, &name, false)
+}
+
+/// One operator policy (administrators only).
+pub async fn show_operator(
+    State(s): State<Arc<HttpState>>,
+    user: Authed,
+    Path((v, name)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    user.require_admin()?;
+    one(&s, &user, &v, &name, true)
 }
 
 /// Body of a policy PUT.
@@ -109,7 +126,7 @@ pub async fn set(
     State(s): State<Arc<HttpState>>,
     user: Authed,
     Path((v, name)): Path<(String, String)>,
-    Json(body): Json<PolicyBody>,
+    JsonBody(body): JsonBody<PolicyBody>,
 ) -> ApiResult<StatusCode> {
     user.require_policymaker()?;
     user.require_vhost(&v)?;
@@ -121,7 +138,7 @@ pub async fn set_operator(
     State(s): State<Arc<HttpState>>,
     user: Authed,
     Path((v, name)): Path<(String, String)>,
-    Json(body): Json<PolicyBody>,
+    JsonBody(body): JsonBody<PolicyBody>,
 ) -> ApiResult<StatusCode> {
     user.require_admin()?;
     put(&s, &v, &name, body, true)

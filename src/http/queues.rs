@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use super::HttpState;
 use super::auth::Authed;
+use super::body::JsonBody;
 use super::error::{ApiError, ApiResult};
 use super::stats_json;
 use crate::core::permissions::Access;
@@ -88,11 +89,10 @@ pub async fn declare(
     State(s): State<Arc<HttpState>>,
     user: Authed,
     Path((v, name)): Path<(String, String)>,
-    body: Option<Json<DeclareBody>>,
+    JsonBody(body): JsonBody<DeclareBody>,
 ) -> ApiResult<StatusCode> {
     let v = s.vhost_for(&user, &v)?;
     user.check(&s, &v.name, Access::Configure, "queue", &name)?;
-    let body = body.map(|b| b.0).unwrap_or_default();
     let existed = v.queue(&name).is_some();
     let opts = QueueOptions {
         durable: body.durable.unwrap_or(true),

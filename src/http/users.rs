@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use super::HttpState;
 use super::auth::Authed;
+use super::body::JsonBody;
 use super::error::{ApiError, ApiResult};
 use crate::core::password;
 use crate::core::user::{self, Permissions, User};
@@ -73,7 +74,7 @@ pub async fn create(
     State(s): State<Arc<HttpState>>,
     user: Authed,
     Path(name): Path<String>,
-    Json(body): Json<UserBody>,
+    JsonBody(body): JsonBody<UserBody>,
 ) -> ApiResult<StatusCode> {
     user.require_admin()?;
     let existing = s.broker.users.get(&name);
@@ -143,7 +144,7 @@ pub async fn set_permission(
     State(s): State<Arc<HttpState>>,
     user: Authed,
     Path((vhost, name)): Path<(String, String)>,
-    Json(body): Json<HashMap<String, String>>,
+    JsonBody(body): JsonBody<HashMap<String, String>>,
 ) -> ApiResult<StatusCode> {
     user.require_admin()?;
     if s.broker.vhost(&vhost).is_none() {
@@ -244,7 +245,7 @@ pub struct BulkDelete {
 pub async fn bulk_delete(
     State(s): State<Arc<HttpState>>,
     user: Authed,
-    Json(body): Json<BulkDelete>,
+    JsonBody(body): JsonBody<BulkDelete>,
 ) -> ApiResult<StatusCode> {
     user.require_admin()?;
     for name in &body.users {
@@ -261,6 +262,6 @@ pub struct HashRequest {
 
 /// LavinMQ's helper: the RabbitMQ SHA-256 hash of a password, for scripts that
 /// create users with `password_hash`.
-pub async fn hash_password(_user: Authed, Json(body): Json<HashRequest>) -> Json<Value> {
+pub async fn hash_password(_user: Authed, JsonBody(body): JsonBody<HashRequest>) -> Json<Value> {
     Json(json!({"password_hash": user::hash_password(&body.password)}))
 }

@@ -1,0 +1,56 @@
+//! Definition commands: export (all, or one vhost with -p) and import from a
+//! file or standard input.
+
+use std::io::Read;
+use std::path::Path;
+
+use bytes::Bytes;
+use hyper::Method;
+
+use super::Ctx;
+use crate::api::{parse_json, path};
+use crate::error::{CtlError, CtlResult};
+
+/// Where definitions are read and written: the broker's, or one vhost's.
+fn endpoint(ctx: &Ctx) -> String {
+    match &ctx.vhost_option {
+        Some(vhost) => path(["definitions", vhost]),
+        None => "/api/definitions".to_string(),
+    }
+}
+
+/// `export_definitions`: prints the definitions as JSON.
+pub async fn export(ctx: &Ctx) -> CtlResult<()> {
+    let target = endpoint(ctx);
+    let resp = ctx.api.call(Method::GET, &target, None, &[200]).await?;
+    ctx.out.document(&parse_json(&target, &resp.body)?)
+}
+
+/// `import_definitions <file>` (`-` reads standard input). The file must be
+/// JSON; the broker checks the rest and its reason is shown on failure.
+pub async fn import(ctx: &Ctx, file: &Path) -> CtlResult<()> {
+    let read_error = |source| CtlError::File {
+        path: file.to_path_buf(),
+        source,
+    };
+    let body = if file.as_os_str() == "-" {
+        let mut buf = Vec::new();
+        std::io::stdin().read_to_end(&mut buf).map_err(read_error)?;
+        buf
+    } else {
+        std::fs::read(file).map_err(read_error)?
+    };
+    if let Err(e) = serde_json::from_slice::<serde_json::Value>(&body) {
+        return Err(CtlError::Usage(format!("{} is not valid JSON: {e}", file.display())));
+    }
+    ctx.api
+        .call_raw(
+            Method::POST,
+            &endpoint(ctx),
+            Some(Bytes::from(body)),
+            &[],
+            &[200, 201, 204],
+        )
+        .await?;
+    Ok(())
+}

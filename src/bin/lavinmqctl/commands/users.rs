@@ -1,0 +1,74 @@
+//! User commands: add, delete, list, change the password, set tags and
+//! permissions, and hash a password locally.
+
+use hyper::Method;
+use serde_json::{Value, json};
+
+use super::{Ctx, columns};
+use crate::api::path;
+use crate::cli::Columns;
+use crate::error::CtlResult;
+
+/// `add_user <username> <password>`.
+pub async fn add(ctx: &Ctx, username: &str, password: &str) -> CtlResult<()> {
+    let body = json!({"password": password});
+    ctx.api
+        .call(Method::PUT, &path(["users", username]), Some(&body), &[201, 204])
+        .await?;
+    Ok(())
+}
+
+/// `delete_user <username>`.
+pub async fn delete(ctx: &Ctx, username: &str) -> CtlResult<()> {
+    ctx.api
+        .call(Method::DELETE, &path(["users", username]), None, &[204])
+        .await?;
+    Ok(())
+}
+
+/// `list_users [column ...]`: name and tags by default.
+pub async fn list(ctx: &Ctx, cols: Columns) -> CtlResult<()> {
+    ctx.out.info("Listing users ...")?;
+    let users = ctx.api.get_list("/api/users").await?;
+    ctx.out.table(&columns(cols, &["name", "tags"]), &users)
+}
+
+/// `change_password <username> <new_password>`. The API replaces a user's
+/// tags on every PUT, so the current tags are read first and sent back.
+pub async fn change_password(ctx: &Ctx, username: &str, password: &str) -> CtlResult<()> {
+    let user_path = path(["users", username]);
+    let current = ctx.api.get_json(&user_path).await?;
+    let tags = current.get("tags").cloned().unwrap_or(Value::Array(Vec::new()));
+    let body = json!({"password": password, "tags": tags});
+    ctx.api.call(Method::PUT, &user_path, Some(&body), &[204]).await?;
+    Ok(())
+}
+
+/// `set_user_tags <username> [tag ...]`: the user keeps its password.
+pub async fn set_tags(ctx: &Ctx, username: &str, tags: &[String]) -> CtlResult<()> {
+    let body = json!({"tags": tags.join(",")});
+    ctx.api
+        .call(Method::PUT, &path(["users", username]), Some(&body), &[201, 204])
+        .await?;
+    Ok(())
+}
+
+/// `set_permissions <username> <configure> <write> <read>` in the vhost.
+pub async fn set_permissions(ctx: &Ctx, username: &str, configure: &str, write: &str, read: &str) -> CtlResult<()> {
+    let body = json!({"configure": configure, "write": write, "read": read});
+    ctx.api
+        .call(
+            Method::PUT,
+            &path(["permissions", ctx.vhost(), username]),
+            Some(&body),
+            &[201, 204],
+        )
+        .await?;
+    Ok(())
+}
+
+/// `hash_password <password>`: RabbitMQ's salted SHA-256 hash, computed here
+/// without asking the broker (usable as `password_hash` in definitions).
+pub fn hash_password(ctx: &Ctx, password: &str) -> CtlResult<()> {
+    ctx.out.text(&lavinmq::core::user::hash_password(password))
+}
