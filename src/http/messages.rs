@@ -379,9 +379,7 @@ pub async fn get(
     Path((vhost, name)): Path<(String, String)>,
     body: Bytes,
 ) -> ApiResult<Json<Value>> {
-    let v = s.vhost_for(&user, &vhost)?;
-    let q = v.queue(&name).ok_or_else(ApiError::not_found)?;
-    user.check(&s, &v.name, Access::Read, "queue", &name)?;
+    let q = s.queue_for(&user, &vhost, &name, Access::Read)?;
     let body: GetBody = super::body::parse(&body)?;
     let mode = match (body.ackmode.as_deref().or(body.ack_mode.as_deref()), body.requeue) {
         (Some(m), _) => AckMode::parse(m)?,

@@ -54,6 +54,21 @@ impl HttpState {
         self.broker.vhost(name).ok_or_else(error::ApiError::not_found)
     }
 
+    /// Queue `name` of vhost `vhost` for `user`, who must have `access` to it:
+    /// 404 when either does not exist, 403 without access.
+    pub fn queue_for(
+        &self,
+        user: &auth::Authed,
+        vhost: &str,
+        name: &str,
+        access: crate::core::permissions::Access,
+    ) -> error::ApiResult<Arc<crate::core::queue::Queue>> {
+        let v = self.vhost_for(user, vhost)?;
+        let q = v.queue(name).ok_or_else(error::ApiError::not_found)?;
+        user.check(self, &v.name, access, "queue", name)?;
+        Ok(q)
+    }
+
     /// The vhosts `user` may see, by name.
     pub fn visible_vhosts(&self, user: &auth::Authed) -> Vec<Arc<VHost>> {
         let mut all: Vec<_> = self

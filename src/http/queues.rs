@@ -151,10 +151,7 @@ pub async fn pause(
     user: Authed,
     Path((v, name)): Path<(String, String)>,
 ) -> ApiResult<StatusCode> {
-    let v = s.vhost_for(&user, &v)?;
-    let q = v.queue(&name).ok_or_else(ApiError::not_found)?;
-    user.check(&s, &v.name, Access::Configure, "queue", &name)?;
-    q.pause()?;
+    s.queue_for(&user, &v, &name, Access::Configure)?.pause()?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -164,10 +161,7 @@ pub async fn resume(
     user: Authed,
     Path((v, name)): Path<(String, String)>,
 ) -> ApiResult<StatusCode> {
-    let v = s.vhost_for(&user, &v)?;
-    let q = v.queue(&name).ok_or_else(ApiError::not_found)?;
-    user.check(&s, &v.name, Access::Configure, "queue", &name)?;
-    q.resume()?;
+    s.queue_for(&user, &v, &name, Access::Configure)?.resume()?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -177,9 +171,6 @@ pub async fn purge(
     user: Authed,
     Path((v, name)): Path<(String, String)>,
 ) -> ApiResult<StatusCode> {
-    let v = s.vhost_for(&user, &v)?;
-    let q = v.queue(&name).ok_or_else(ApiError::not_found)?;
-    user.check(&s, &v.name, Access::Read, "queue", &name)?;
-    q.purge()?;
+    s.queue_for(&user, &v, &name, Access::Read)?.purge()?;
     Ok(StatusCode::NO_CONTENT)
 }
