@@ -177,6 +177,9 @@ impl InProcessBroker {
         config.amqp.bind = "127.0.0.1".into();
         config.amqp.port = 0;
         config.main.metrics_http_port = Some(0);
+        config.mgmt.port = 0;
+        // Its own control socket: never replace that of a broker running here.
+        config.main.control_unix_path = data_dir.path().join("ctl.sock");
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .thread_name(BROKER_THREADS)
             .enable_all()

@@ -1,0 +1,165 @@
+//! Zero-copy MQTT strings.
+
+use std::borrow::Borrow;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::ops::Deref;
+
+use bytes::Bytes;
+
+use crate::mqtt::codec::error::DecodeError;
+
+/// A UTF-8 string as MQTT defines it (section 1.5.3): well-formed, without
+/// U+0000, at most 65535 bytes on the wire.
+///
+/// Backed by [`Bytes`] so topics, client identifiers and filters are slices of
+/// the receive buffer rather than copies. The character rules are checked once
+/// at construction, so later `&str` access is free; the length limit is checked
+/// when encoding.
+#[derive(Clone, Default)]
+pub struct MqttStr(Bytes);
+
+impl MqttStr {
+    /// Wraps bytes received for `field`, checking that they are well-formed
+    /// UTF-8 [MQTT-1.5.3-1] without U+0000 [MQTT-1.5.3-2].
+    pub fn from_bytes(bytes: Bytes, field: &'static str) -> Result<Self, DecodeError> {
+        if std::str::from_utf8(&bytes).is_err() {
+            return Err(DecodeError::InvalidUtf8(field));
+        }
+        if bytes.contains(&0) {
+            return Err(DecodeError::NullCharacter(field));
+        }
+        Ok(MqttStr(bytes))
+    }
+
+    /// The string contents.
+    pub fn as_str(&self) -> &str {
+        // SAFETY: every constructor validates the bytes with
+        // `std::str::from_utf8` or takes them from a `str`, and the inner
+        // `Bytes` is never mutated afterwards.
+        unsafe { std::str::from_utf8_unchecked(&self.0) }
+    }
+
+    /// The underlying buffer, e.g. to store the string without copying.
+    pub fn as_bytes(&self) -> &Bytes {
+        &self.0
+    }
+
+    /// Unwraps the underlying buffer.
+    pub fn into_bytes(self) -> Bytes {
+        self.0
+    }
+}
+
+impl TryFrom<&str> for MqttStr {
+    type Error = DecodeError;
+    /// Copies `s`, refusing U+0000.
+    fn try_from(s: &str) -> Result<Self, DecodeError> {
+        MqttStr::try_from(s.to_owned())
+    }
+}
+
+impl TryFrom<String> for MqttStr {
+    type Error = DecodeError;
+    /// Takes `s` without copying, refusing U+0000.
+    fn try_from(s: String) -> Result<Self, DecodeError> {
+        if s.as_bytes().contains(&0) {
+            return Err(DecodeError::NullCharacter("string"));
+        }
+        Ok(MqttStr(Bytes::from(s)))
+    }
+}
+
+impl Deref for MqttStr {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl AsRef<str> for MqttStr {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl Borrow<str> for MqttStr {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl fmt::Display for MqttStr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Debug for MqttStr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl PartialEq for MqttStr {
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0
+    }
+}
+
+impl Eq for MqttStr {}
+
+impl PartialEq<str> for MqttStr {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for MqttStr {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl Hash for MqttStr {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        // Same as `str`'s hash so `Borrow<str>` lookups in maps work.
+        self.as_str().hash(state);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_utf8_and_keeps_the_buffer() {
+        let bytes = Bytes::from_static("a/ü/ß".as_bytes());
+        let s = MqttStr::from_bytes(bytes.clone(), "topic name").unwrap();
+        assert_eq!(s, "a/ü/ß");
+        assert_eq!(s.as_bytes().as_ptr(), bytes.as_ptr());
+    }
+
+    #[test]
+    fn rejects_ill_formed_utf8() {
+        // A lone continuation byte, and an encoded surrogate U+D800.
+        for bad in [&b"a\x80"[..], &b"\xed\xa0\x80"[..]] {
+            let err = MqttStr::from_bytes(Bytes::copy_from_slice(bad), "client identifier").unwrap_err();
+            assert_eq!(err, DecodeError::InvalidUtf8("client identifier"));
+        }
+    }
+
+    #[test]
+    fn rejects_null_character() {
+        let err = MqttStr::from_bytes(Bytes::from_static(b"a\0b"), "user name").unwrap_err();
+        assert_eq!(err, DecodeError::NullCharacter("user name"));
+        assert!(MqttStr::try_from("x\0").is_err());
+    }
+
+    #[test]
+    fn keeps_byte_order_mark() {
+        // [MQTT-1.5.3-3]: U+FEFF is kept, not skipped.
+        let s = MqttStr::from_bytes(Bytes::from_static(b"\xef\xbb\xbfa"), "topic name").unwrap();
+        assert_eq!(s.as_str(), "\u{feff}a");
+    }
+}
