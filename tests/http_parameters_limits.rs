@@ -604,3 +604,28 @@ async fn definitions_carry_parameters_limits_and_vhost_metadata() {
         json!([{"vhost": "solo", "value": {"max-queues": 7}}])
     );
 }
+
+#[tokio::test]
+async fn max_connections_holds_for_clients_connecting_at_once() {
+    let b = start().await;
+    let api = Api::new(&b);
+    assert_eq!(
+        api.put("/api/vhost-limits/%2F/max-connections", json!({"value": 3}))
+            .await,
+        StatusCode::NO_CONTENT
+    );
+    let url = b.url();
+    let attempts: Vec<_> = (0..12)
+        .map(|_| {
+            let url = url.clone();
+            tokio::spawn(async move { try_connect(&url).await })
+        })
+        .collect();
+    let mut open = Vec::new();
+    for a in attempts {
+        if let Ok(conn) = a.await.expect("task") {
+            open.push(conn);
+        }
+    }
+    assert_eq!(open.len(), 3, "exactly the limit gets in");
+}

@@ -17,7 +17,6 @@ use super::context::AmqpContext;
 use super::error::{AmqpError, AmqpResult, Scope, code};
 use super::handshake::handshake;
 use super::outbox::Outbox;
-use crate::core::connections::ConnectionInfo;
 use crate::core::message::Message;
 use crate::core::vhost::VHost;
 
@@ -50,10 +49,6 @@ pub struct ConnInfo {
     pub heartbeat: u16,
     /// Negotiated channel_max.
     pub channel_max: u16,
-    /// What the client announced in connection.start-ok.
-    pub client_properties: crate::core::FieldTable,
-    /// The authentication mechanism used.
-    pub mechanism: String,
     /// Wall-clock milliseconds, read once per read batch for message timestamps.
     pub now_ms: std::cell::Cell<i64>,
     /// Queues that received their first ready message during the current read
@@ -107,8 +102,8 @@ where
     async move {
         let (mut rd, mut wr) = tokio::io::split(stream);
         let mut buf = BytesMut::with_capacity(16 * 1024);
-        let info = match handshake(&ctx, &mut rd, &mut wr, &mut buf, peer).await {
-            Ok(info) => info,
+        let (info, registration) = match handshake(&ctx, &mut rd, &mut wr, &mut buf, peer, local).await {
+            Ok(done) => done,
             Err(e) => {
                 tracing::info!("connection closed during handshake: {e}");
                 let _ = wr.shutdown().await;
@@ -116,23 +111,6 @@ where
             }
         };
         tracing::info!(vhost = %info.vhost.name, user = %info.user, "connection established");
-        let registration = info.ctx.broker.connections.register(
-            ConnectionInfo {
-                id: info.id,
-                protocol: "AMQP 0-9-1",
-                user: info.user.clone(),
-                vhost: info.vhost.name.clone(),
-                peer,
-                local,
-                auth_mechanism: info.mechanism.clone(),
-                client_properties: info.client_properties.clone(),
-                frame_max: info.frame_max,
-                channel_max: info.channel_max,
-                heartbeat: info.heartbeat,
-                tls: false,
-            },
-            Message::now_ms(),
-        );
         let outbox = Arc::new(Outbox::default());
         let heartbeat = (info.heartbeat > 0).then(|| Duration::from_secs(u64::from(info.heartbeat)) / 2);
         let writer = {

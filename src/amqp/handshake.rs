@@ -12,6 +12,7 @@ use super::codec::{FieldTable, FieldValue, Frame, Method, ShortStr, parse_frame,
 use super::connection::{CLOSE_TIMEOUT, ConnInfo, HANDSHAKE_TIMEOUT, PROTOCOL_HEADER, PROTOCOL_HEADER_ALT};
 use super::context::AmqpContext;
 use super::error::{AmqpError, code};
+use crate::core::connections::{ConnectionInfo, Registration};
 
 /// Why a connection ended before or during the handshake.
 #[derive(Debug, thiserror::Error)]
@@ -159,7 +160,8 @@ pub async fn handshake<R, W>(
     wr: &mut W,
     buf: &mut BytesMut,
     peer: SocketAddr,
-) -> Result<ConnInfo, HandshakeError>
+    local: SocketAddr,
+) -> Result<(ConnInfo, Registration), HandshakeError>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
@@ -185,7 +187,7 @@ where
         locales: Bytes::from_static(b"en_US"),
     };
     send_method(wr, &start).await?;
-    let result = negotiate(ctx, rd, wr, buf, peer).await;
+    let result = negotiate(ctx, rd, wr, buf, peer, local).await;
     if let Err(HandshakeError::Closed(e)) = &result {
         send_close(wr, e).await;
         // Give the client a moment to read the close before the socket goes.
@@ -201,7 +203,8 @@ async fn negotiate<R, W>(
     wr: &mut W,
     buf: &mut BytesMut,
     peer: SocketAddr,
-) -> Result<ConnInfo, HandshakeError>
+    local: SocketAddr,
+) -> Result<(ConnInfo, Registration), HandshakeError>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
@@ -305,28 +308,39 @@ where
             .on(10, 40),
         ));
     }
-    if let Some(max) = vhost.max_connections() {
-        let open = ctx
-            .broker
-            .connections
-            .list()
-            .iter()
-            .filter(|c| c.vhost == vhost_name)
-            .count();
-        if open as u64 >= max {
-            return Err(HandshakeError::Closed(
-                AmqpError::connection(
-                    code::NOT_ALLOWED,
-                    format!("access to vhost '{vhost_name}' refused for user '{username}': connection limit ({max}) is reached"),
-                )
-                .on(10, 40),
-            ));
-        }
-    }
+    let id = ctx.next_id();
+    let listed = ConnectionInfo {
+        id,
+        protocol: "AMQP 0-9-1",
+        user: username.clone(),
+        vhost: vhost.name.clone(),
+        peer,
+        local,
+        auth_mechanism: mechanism.to_string(),
+        client_properties,
+        frame_max,
+        channel_max,
+        heartbeat,
+        tls: false,
+    };
+    let max = vhost.max_connections();
+    let now = crate::core::message::Message::now_ms();
+    let Some(registration) = ctx.broker.connections.register(listed, now, max) else {
+        return Err(HandshakeError::Closed(
+            AmqpError::connection(
+                code::NOT_ALLOWED,
+                format!(
+                    "access to vhost '{vhost_name}' refused for user '{username}': connection limit ({}) is reached",
+                    max.unwrap_or_default()
+                ),
+            )
+            .on(10, 40),
+        ));
+    };
     send_method(wr, &Method::ConnectionOpenOk).await?;
-    Ok(ConnInfo {
+    let info = ConnInfo {
         ctx: ctx.clone(),
-        id: ctx.next_id(),
+        id,
         user: username,
         vhost,
         frame_max,
@@ -334,10 +348,9 @@ where
         blocked_notify,
         heartbeat,
         channel_max,
-        client_properties,
-        mechanism: mechanism.to_string(),
         wakes: Default::default(),
         perms: std::cell::RefCell::new((0, crate::core::permissions::Compiled::none())),
-        now_ms: std::cell::Cell::new(crate::core::message::Message::now_ms()),
-    })
+        now_ms: std::cell::Cell::new(now),
+    };
+    Ok((info, registration))
 }

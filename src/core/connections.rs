@@ -229,7 +229,16 @@ impl Drop for Registration {
 
 impl ConnectionRegistry {
     /// Lists a new connection.
-    pub fn register(self: &Arc<Self>, info: ConnectionInfo, connected_at: i64) -> Registration {
+    ///
+    /// With `limit`, the connection is refused (`None`) when its vhost already
+    /// has that many: counted and inserted under one lock, so that clients
+    /// connecting at the same instant cannot all slip under the limit.
+    pub fn register(
+        self: &Arc<Self>,
+        info: ConnectionInfo,
+        connected_at: i64,
+        limit: Option<u64>,
+    ) -> Option<Registration> {
         let entry = Arc::new(ConnectionEntry {
             id: info.id,
             name: format!("{} -> {}", info.peer, info.local),
@@ -248,12 +257,20 @@ impl ConnectionRegistry {
             close: CancellationToken::new(),
             reason: Mutex::new(None),
         });
-        self.entries.write().insert(entry.id, entry.clone());
+        {
+            let mut entries = self.entries.write();
+            if let Some(max) = limit
+                && entries.values().filter(|e| e.vhost == entry.vhost).count() as u64 >= max
+            {
+                return None;
+            }
+            entries.insert(entry.id, entry.clone());
+        }
         self.churn.connection_created.incr();
-        Registration {
+        Some(Registration {
             registry: self.clone(),
             entry,
-        }
+        })
     }
 
     /// Every open connection, by name.

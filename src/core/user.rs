@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
+use sha2::Digest;
 
 use super::password::{self, Algorithm, PasswordError};
 use super::{Error, Result};
@@ -88,6 +89,10 @@ pub struct UserStore {
     users: RwLock<HashMap<String, User>>,
     /// Counts changes, so that open connections notice changed permissions.
     generation: std::sync::atomic::AtomicU64,
+    /// Passwords recently found right against a bcrypt hash, by user: the hash
+    /// and the SHA-256 of the password. HTTP basic auth sends the password with
+    /// every request; this spares a deliberately slow bcrypt check for each.
+    verified: parking_lot::Mutex<HashMap<String, (String, [u8; 32])>>,
 }
 
 impl UserStore {
@@ -106,6 +111,7 @@ impl UserStore {
             sync,
             users: RwLock::new(users),
             generation: std::sync::atomic::AtomicU64::new(1),
+            verified: parking_lot::Mutex::default(),
         };
         if !store.path.exists() {
             // The configured hash may be in any supported format; one that is
@@ -152,7 +158,23 @@ impl UserStore {
     /// lock, since a bcrypt check can take a while.
     pub fn authenticate(&self, name: &str, password: &str) -> Option<User> {
         let u = self.users.read().get(name)?.clone();
-        verify_password(&u.password_hash, &u.hashing_algorithm, password).then_some(u)
+        if !u.password_hash.starts_with("$2") {
+            return verify_password(&u.password_hash, &u.hashing_algorithm, password).then_some(u);
+        }
+        let digest: [u8; 32] = sha2::Sha256::digest(password.as_bytes()).into();
+        let known = self.verified.lock().get(name).is_some_and(|(hash, seen)| {
+            *hash == u.password_hash && bool::from(subtle::ConstantTimeEq::ct_eq(&seen[..], &digest[..]))
+        });
+        if known {
+            return Some(u);
+        }
+        if !verify_password(&u.password_hash, &u.hashing_algorithm, password) {
+            return None;
+        }
+        self.verified
+            .lock()
+            .insert(name.to_string(), (u.password_hash.clone(), digest));
+        Some(u)
     }
 
     /// Looks a user up.
@@ -234,5 +256,23 @@ mod tests {
         let u = store.authenticate("admin", "pw").expect("logs in");
         assert_eq!(u.hashing_algorithm, "lavinmq_bcrypt");
         assert!(store.authenticate("admin", "px").is_none());
+    }
+
+    #[test]
+    fn a_verified_bcrypt_password_is_remembered_until_the_hash_changes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let h = password::hash("pw", Algorithm::Bcrypt);
+        let store = UserStore::open(dir.path().join("users.json"), "admin", &h, false).expect("opens");
+        assert!(store.authenticate("admin", "pw").is_some());
+        assert!(store.verified.lock().contains_key("admin"));
+        // From the cache, and a wrong password is still refused.
+        assert!(store.authenticate("admin", "pw").is_some());
+        assert!(store.authenticate("admin", "px").is_none());
+        // A new password replaces the hash: the remembered one no longer counts.
+        let mut u = store.get("admin").expect("user");
+        u.password_hash = password::hash("new", Algorithm::Bcrypt);
+        store.put(u).expect("saved");
+        assert!(store.authenticate("admin", "pw").is_none());
+        assert!(store.authenticate("admin", "new").is_some());
     }
 }
