@@ -195,9 +195,15 @@ fn summary_count(run: &Run, things: &str) -> u64 {
 
 /// Runs a churn mode for one second and checks its rate lines and summary.
 async fn churn(mode: &str, things: &str) {
+    churn_with(mode, &[], things).await;
+}
+
+async fn churn_with(mode: &str, extra: &[&str], things: &str) {
     let broker = start_broker().await;
     let uri = broker.uri();
-    let run = perf(&[mode, "-z", "1", "--uri", &uri]).await;
+    let mut args = vec![mode, "-z", "1", "--uri", &uri];
+    args.extend_from_slice(extra);
+    let run = perf(&args).await;
     assert_ok(&run);
     assert!(summary_count(&run, things) > 0, "{}", run.stdout);
     let rate = run
@@ -211,6 +217,11 @@ async fn churn(mode: &str, things: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bind_churn_binds() {
     churn("bind-churn", "bindings").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bind_churn_binds_a_durable_queue() {
+    churn_with("bind-churn", &["--durable"], "bindings").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

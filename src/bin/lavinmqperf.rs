@@ -105,7 +105,7 @@ fn main() -> ExitCode {
             block_on(churn::connection_count(args))
         }
         "bind-churn" => {
-            let args = churn_loops::ChurnArgs::parse_from(argv(mode, &rest[1..]));
+            let args = churn_loops::BindChurnArgs::parse_from(argv(mode, &rest[1..]));
             block_on(churn_loops::bind_churn(args))
         }
         "channel-churn" => {

@@ -128,24 +128,57 @@ async fn temp_queue(conn: &mut Connection) -> Result<String, Error> {
     conn.queue_declare(1, declare).await
 }
 
+/// Flags of `bind-churn`.
+#[derive(Parser, Debug, Clone)]
+#[command(
+    name = "lavinmqperf bind-churn",
+    about = "Bind and unbind a queue as fast as possible"
+)]
+pub struct BindChurnArgs {
+    /// The common churn flags.
+    #[command(flatten)]
+    pub churn: ChurnArgs,
+    /// Bind a durable queue, so that every binding is written to disk
+    #[arg(long)]
+    pub durable: bool,
+}
+
 /// `lavinmqperf bind-churn`: bind and unbind one queue to amq.direct, with a
-/// new routing key each time.
-pub async fn bind_churn(args: ChurnArgs) -> i32 {
-    let uri = match parse_uri(&args.uri) {
+/// new routing key each time; with `--durable` the queue is durable, so each
+/// binding change is stored.
+pub async fn bind_churn(args: BindChurnArgs) -> i32 {
+    let uri = match parse_uri(&args.churn.uri) {
         Ok(u) => u,
         Err(code) => return code,
     };
     finish(async {
         let mut conn = Connection::connect(&uri, "lavinmqperf bind-churn").await?;
         conn.open_channel(1).await?;
-        let queue = temp_queue(&mut conn).await?;
         let salt: u32 = rand::random();
-        run_loop("bindings", seconds(args.time), None, async |seq| {
+        let queue = if args.durable {
+            let none = FieldTable::new();
+            let name = format!("lavinmqperf-bind-churn-{salt:08x}");
+            let declare = QueueDeclare {
+                name: &name,
+                passive: false,
+                durable: true,
+                exclusive: false,
+                auto_delete: false,
+                arguments: &none,
+            };
+            conn.queue_declare(1, declare).await?
+        } else {
+            temp_queue(&mut conn).await?
+        };
+        run_loop("bindings", seconds(args.churn.time), None, async |seq| {
             let key = format!("bind-churn-{salt:08x}-{seq}");
             conn.queue_bind(1, &queue, "amq.direct", &key).await?;
             conn.queue_unbind(1, &queue, "amq.direct", &key).await
         })
         .await?;
+        if args.durable {
+            conn.queue_delete(1, &queue).await?;
+        }
         conn.close().await
     })
     .await
