@@ -76,12 +76,8 @@ fn spawn(data: &std::path::Path, extra: &[&str]) -> (Child, u16) {
 }
 
 fn sigterm(child: &Child) {
-    let status = Command::new("kill")
-        .arg("-TERM")
-        .arg(child.id().to_string())
-        .status()
-        .unwrap();
-    assert!(status.success());
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).expect("a child's pid is positive");
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("SIGTERM");
 }
 
 fn wait_exit(child: &mut Child) -> std::process::ExitStatus {

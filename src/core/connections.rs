@@ -113,18 +113,10 @@ pub trait ChannelView: Send + Sync {
 
 /// What the broker knows about one open connection.
 pub struct ConnectionEntry {
-    /// What the client negotiated.
+    /// What the client negotiated: id, protocol, user, vhost, addresses.
     pub info: ConnectionInfo,
-    /// Broker-wide connection id.
-    pub id: u64,
     /// Name shown by the API: `client address -> broker address`.
     pub name: String,
-    /// Protocol, e.g. `AMQP 0-9-1`.
-    pub protocol: &'static str,
-    /// Authenticated user.
-    pub user: String,
-    /// Vhost in use.
-    pub vhost: String,
     /// Milliseconds since the epoch when it opened.
     pub connected_at: i64,
     /// Open channels, by number.
@@ -207,6 +199,7 @@ impl ConnectionEntry {
 #[derive(Default)]
 pub struct ConnectionRegistry {
     entries: RwLock<FxHashMap<u64, Arc<ConnectionEntry>>>,
+
     /// Connections, channels and queues created and closed, broker-wide.
     pub churn: Arc<ChurnCounters>,
 }
@@ -220,7 +213,7 @@ pub struct Registration {
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        self.registry.entries.write().remove(&self.entry.id);
+        self.registry.entries.write().remove(&self.entry.info.id);
         self.registry.churn.connection_closed.incr();
         let open = self.entry.channels.write().len() as u64;
         self.registry.churn.channel_closed.add(open);
@@ -240,11 +233,7 @@ impl ConnectionRegistry {
         limit: Option<u64>,
     ) -> Option<Registration> {
         let entry = Arc::new(ConnectionEntry {
-            id: info.id,
             name: format!("{} -> {}", info.peer, info.local),
-            protocol: info.protocol,
-            user: info.user.clone(),
-            vhost: info.vhost.clone(),
             connected_at,
             channels: RwLock::default(),
             recv_oct: Counter::default(),
@@ -260,11 +249,11 @@ impl ConnectionRegistry {
         {
             let mut entries = self.entries.write();
             if let Some(max) = limit
-                && entries.values().filter(|e| e.vhost == entry.vhost).count() as u64 >= max
+                && entries.values().filter(|e| e.info.vhost == entry.info.vhost).count() as u64 >= max
             {
                 return None;
             }
-            entries.insert(entry.id, entry.clone());
+            entries.insert(entry.info.id, entry.clone());
         }
         self.churn.connection_created.incr();
         Some(Registration {
@@ -287,7 +276,7 @@ impl ConnectionRegistry {
 
     /// Closes every connection to `vhost` (it is being deleted).
     pub fn close_vhost(&self, vhost: &str, reason: &str) {
-        for e in self.entries.read().values().filter(|e| e.vhost == vhost) {
+        for e in self.entries.read().values().filter(|e| e.info.vhost == vhost) {
             e.close(reason);
         }
     }

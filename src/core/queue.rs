@@ -153,8 +153,9 @@ impl std::fmt::Debug for Queue {
     }
 }
 
-/// A queue's figures at one moment.
-#[derive(Debug, Clone, Default)]
+/// A queue's figures at one moment; cheap to take (no allocation), as the
+/// statistics sampler and metrics take it for every queue.
+#[derive(Debug, Clone, Copy, Default)]
 pub struct QueueStats {
     /// Messages ready for delivery.
     pub ready: u64,
@@ -162,16 +163,21 @@ pub struct QueueStats {
     pub unacked: u64,
     /// Attached consumers.
     pub consumers: usize,
-    /// The policy in force.
-    pub policy: Option<String>,
-    /// The operator policy in force.
-    pub operator_policy: Option<String>,
     /// Message counts since the queue was opened.
     pub counts: QueueCounts,
     /// Deliveries are paused.
     pub paused: bool,
+}
+
+/// The policies in force on a queue, as the management API shows them.
+#[derive(Debug, Clone, Default)]
+pub struct QueuePolicies {
+    /// The policy in force.
+    pub policy: Option<String>,
+    /// The operator policy in force.
+    pub operator_policy: Option<String>,
     /// The policy and operator policy keys in force, merged.
-    pub effective_policy: Map<String, Value>,
+    pub effective: Map<String, Value>,
 }
 
 /// What became of a message offered to a queue.
@@ -727,11 +733,18 @@ impl Queue {
             ready: st.stream.as_ref().map_or(st.store.ready_count(), |s| s.store.len()),
             unacked: st.unacked,
             consumers: st.consumers.len(),
-            policy: st.policies.0.clone(),
-            operator_policy: st.policies.1.clone(),
             counts: st.counts,
             paused: st.paused,
-            effective_policy: st.effective_policy.clone(),
+        }
+    }
+
+    /// The policies in force.
+    pub fn policies(&self) -> QueuePolicies {
+        let st = self.state.lock();
+        QueuePolicies {
+            policy: st.policies.0.clone(),
+            operator_policy: st.policies.1.clone(),
+            effective: st.effective_policy.clone(),
         }
     }
 
@@ -820,26 +833,27 @@ impl Queue {
         count
     }
 
-    /// Stops deliveries to consumers and basic.get until [`Queue::resume`];
-    /// publishing goes on. Kept across restarts.
-    pub fn pause(&self) -> Result<()> {
+    /// Pauses (stops deliveries to consumers and basic.get; publishing goes
+    /// on) or resumes the queue. Kept across restarts by a marker file.
+    pub fn set_paused(&self, paused: bool) -> Result<()> {
         let mut st = self.state.lock();
-        std::fs::write(st.store.dir().join(PAUSED_MARKER), b"")
-            .map_err(|e| Error::Internal(format!("cannot pause queue '{}': {e}", self.name)))?;
-        st.paused = true;
-        Ok(())
-    }
-
-    /// Lets a paused queue deliver again.
-    pub fn resume(&self) -> Result<()> {
-        let mut st = self.state.lock();
-        match std::fs::remove_file(st.store.dir().join(PAUSED_MARKER)) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(Error::Internal(format!("cannot resume queue '{}': {e}", self.name))),
+        let marker = st.store.dir().join(PAUSED_MARKER);
+        let written = if paused {
+            std::fs::write(&marker, b"")
+        } else {
+            std::fs::remove_file(&marker).or_else(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => Ok(()),
+                _ => Err(e),
+            })
+        };
+        written.map_err(|e| {
+            let what = if paused { "pause" } else { "resume" };
+            Error::Internal(format!("cannot {what} queue '{}': {e}", self.name))
+        })?;
+        st.paused = paused;
+        if !paused {
+            st.notify_consumers();
         }
-        st.paused = false;
-        st.notify_consumers();
         Ok(())
     }
 

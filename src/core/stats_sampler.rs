@@ -46,8 +46,11 @@ pub struct StatsSampler {
 }
 
 /// Adds `values` into `acc`, by name.
-fn accumulate(acc: &mut Named, values: &[(&'static str, u64)]) {
-    for &(name, v) in values {
+pub fn accumulate<T: Copy + std::ops::AddAssign>(
+    acc: &mut Vec<(&'static str, T)>,
+    values: impl IntoIterator<Item = (&'static str, T)>,
+) {
+    for (name, v) in values {
         match acc.iter_mut().find(|(n, _)| *n == name) {
             Some((_, total)) => *total += v,
             None => acc.push((name, v)),
@@ -67,12 +70,12 @@ impl StatsSampler {
         let mut churn: Named = broker.connections.churn.named().to_vec();
         let mut vhosts = FxHashMap::default();
         for v in broker.vhosts() {
-            accumulate(&mut churn, &v.churn.named()[4..]);
+            // A vhost counts only its queues' churn; its other counters stay 0.
+            accumulate(&mut churn, v.churn.named());
             let mut acc = Named::new();
             for e in v.exchanges() {
-                let counts = e.counters.named();
-                e.rates.sample(now, &counts);
-                accumulate(&mut acc, &[("publish", counts[0].1)]);
+                e.rates.sample(now, &e.counters.named());
+                accumulate(&mut acc, [("publish", e.counters.publish_in.get())]);
             }
             for q in v.queues() {
                 let st = q.stats();
@@ -84,9 +87,9 @@ impl StatsSampler {
                 ]);
                 q.rates.sample(now, &values);
                 // A queue's publishes are already counted by the exchanges.
-                accumulate(&mut acc, &values[1..]);
+                accumulate(&mut acc, values.iter().copied().filter(|&(n, _)| n != "publish"));
             }
-            accumulate(&mut overall, &acc);
+            accumulate(&mut overall, acc.iter().copied());
             let totals = self.vhost(&v.name).unwrap_or_default();
             totals.set(now, acc);
             vhosts.insert(v.name.clone(), totals);

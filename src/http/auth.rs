@@ -7,8 +7,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, FromRequestParts};
-use axum::http::header;
 use axum::http::request::Parts;
+use axum::http::{HeaderValue, header};
 use base64::Engine;
 
 use super::HttpState;
@@ -105,6 +105,18 @@ pub fn loopback_refused(loopback_only: Option<&str>, user: &str, peer: Option<So
     !peer.is_some_and(|p| p.ip().to_canonical().is_loopback())
 }
 
+/// The user name and password of an `Authorization: Basic` header, or `None`
+/// when the header is not one.
+pub fn basic_credentials(value: &HeaderValue) -> Option<(String, String)> {
+    let encoded = value.to_str().ok()?.strip_prefix("Basic ")?;
+    let raw = base64::engine::general_purpose::STANDARD.decode(encoded.trim()).ok()?;
+    let (user, password) = String::from_utf8(raw)
+        .ok()?
+        .split_once(':')
+        .map(|(u, p)| (u.to_string(), p.to_string()))?;
+    Some((user, password))
+}
+
 impl FromRequestParts<Arc<HttpState>> for Authed {
     type Rejection = ApiError;
 
@@ -115,11 +127,7 @@ impl FromRequestParts<Arc<HttpState>> for Authed {
         let (name, password) = parts
             .headers
             .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Basic "))
-            .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b.trim()).ok())
-            .and_then(|raw| String::from_utf8(raw).ok())
-            .and_then(|s| s.split_once(':').map(|(u, p)| (u.to_string(), p.to_string())))
+            .and_then(basic_credentials)
             .ok_or_else(|| ApiError::unauthorized("Login failed"))?;
         let user = state
             .broker

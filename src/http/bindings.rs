@@ -27,6 +27,7 @@ use serde_json::{Map, Value, json};
 use super::HttpState;
 use super::auth::Authed;
 use super::error::{ApiError, ApiResult};
+use super::path::encode_segment;
 use crate::core::exchange::Destination;
 use crate::core::permissions::Access;
 use crate::core::table_json::{json_to_table, table_to_json};
@@ -146,18 +147,6 @@ fn unquote_plus(s: &str) -> String {
         i += 1;
     }
     String::from_utf8_lossy(&out).into_owned()
-}
-
-/// Percent-encodes one path segment (everything but unreserved characters).
-pub fn path_segment(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        match b {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'.' | b'-' | b'_' | b'~' => out.push(char::from(b)),
-            _ => out.push_str(&format!("%{b:02X}")),
-        }
-    }
-    out
 }
 
 /// The exchange a path names: `amq.default` is the default exchange.
@@ -363,11 +352,11 @@ impl Ends {
         };
         format!(
             "/api/bindings/{}/e/{}/{}/{}/{}",
-            path_segment(&self.vhost.name),
-            path_segment(source),
+            encode_segment(&self.vhost.name),
+            encode_segment(source),
             if self.to_queue { "q" } else { "e" },
-            path_segment(&self.destination),
-            path_segment(props)
+            encode_segment(&self.destination),
+            encode_segment(props)
         )
     }
 }

@@ -23,14 +23,14 @@ fn channel_name(c: &ConnectionEntry, number: u16) -> String {
 /// Who a channel belongs to, as RabbitMQ nests it in channels and consumers.
 fn channel_details(c: &ConnectionEntry, number: u16) -> Value {
     json!({"name": channel_name(c, number), "number": number, "connection_name": c.name,
-           "peer_host": c.info.peer.ip().to_string(), "peer_port": c.info.peer.port(), "user": c.user})
+           "peer_host": c.info.peer.ip().to_string(), "peer_port": c.info.peer.port(), "user": c.info.user})
 }
 
 fn channel_json(c: &ConnectionEntry, ch: &dyn ChannelView) -> Value {
     let d = ch.details();
     let number = ch.number();
     json!({
-        "name": channel_name(c, number), "number": number, "vhost": c.vhost, "user": c.user,
+        "name": channel_name(c, number), "number": number, "vhost": c.info.vhost, "user": c.info.user,
         "node": super::overview::NODE,
         "connection_details": {"name": c.name, "peer_host": c.info.peer.ip().to_string(),
                                "peer_port": c.info.peer.port()},
@@ -66,7 +66,7 @@ pub async fn list_vhost(
     Path(vhost): Path<String>,
 ) -> ApiResult<Json<Value>> {
     s.vhost_for(&user, &vhost)?;
-    Ok(Json(Value::Array(channels_where(&s, &user, |c| c.vhost == vhost))))
+    Ok(Json(Value::Array(channels_where(&s, &user, |c| c.info.vhost == vhost))))
 }
 
 /// The channels of one connection.
@@ -107,7 +107,7 @@ fn consumers_of(c: &ConnectionEntry, ch: &dyn ChannelView) -> Vec<Value> {
             } else {
                 json!({"x-priority": d.priority})
             };
-            json!({"consumer_tag": d.tag, "queue": {"name": d.queue, "vhost": c.vhost},
+            json!({"consumer_tag": d.tag, "queue": {"name": d.queue, "vhost": c.info.vhost},
                    "channel_details": channel_details(c, number), "ack_required": d.ack_required,
                    "exclusive": d.exclusive, "prefetch_count": d.prefetch_count, "arguments": arguments,
                    "active": true, "activity_status": "up"})
@@ -139,13 +139,15 @@ pub async fn consumers_vhost(
     Path(vhost): Path<String>,
 ) -> ApiResult<Json<Value>> {
     s.vhost_for(&user, &vhost)?;
-    Ok(Json(Value::Array(consumers_where(&s, &user, |c| c.vhost == vhost))))
+    Ok(Json(Value::Array(consumers_where(&s, &user, |c| {
+        c.info.vhost == vhost
+    }))))
 }
 
 /// The consumers of one queue, as RabbitMQ nests them in a queue's details.
 pub fn consumers_of_queue(s: &HttpState, vhost: &str, queue: &str) -> Vec<Value> {
     let mut out = Vec::new();
-    for c in s.broker.connections.list().iter().filter(|c| c.vhost == vhost) {
+    for c in s.broker.connections.list().iter().filter(|c| c.info.vhost == vhost) {
         for ch in c.channels() {
             out.extend(
                 consumers_of(c, &*ch)
@@ -162,7 +164,7 @@ pub fn consumers_of_queue(s: &HttpState, vhost: &str, queue: &str) -> Vec<Value>
 pub fn unacked_of_queue(s: &HttpState, vhost: &str, queue: &str) -> Vec<Value> {
     let now = crate::core::message::Message::coarse_now_ms();
     let mut out = Vec::new();
-    for c in s.broker.connections.list().iter().filter(|c| c.vhost == vhost) {
+    for c in s.broker.connections.list().iter().filter(|c| c.info.vhost == vhost) {
         for ch in c.channels() {
             out.extend(ch.unacked(queue).into_iter().map(|u| {
                 json!({"delivery_tag": u.delivery_tag, "message_tag": u.delivery_tag,
@@ -187,9 +189,9 @@ pub async fn cancel(
         .broker
         .connections
         .get(&conn)
-        .filter(|c| c.vhost == vhost && visible(&user, c));
+        .filter(|c| c.info.vhost == vhost && visible(&user, c));
     let c = c.ok_or_else(ApiError::not_found)?;
-    if !(user.has_tag("administrator") || c.user == user.0.name) {
+    if !(user.has_tag("administrator") || c.info.user == user.0.name) {
         return Err(ApiError::forbidden("Not administrator user"));
     }
     let ch = c.channel(channel).ok_or_else(ApiError::not_found)?;

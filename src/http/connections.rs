@@ -17,7 +17,7 @@ use crate::core::table_json::table_to_json;
 fn connection_json(c: &ConnectionEntry) -> Value {
     let i = &c.info;
     let client_properties = table_to_json(&i.client_properties);
-    let mut out = json!({"name": c.name, "user": c.user, "vhost": c.vhost, "protocol": c.protocol,
+    let mut out = json!({"name": c.name, "user": c.info.user, "vhost": c.info.vhost, "protocol": c.info.protocol,
            "node": super::overview::NODE, "connected_at": c.connected_at, "channels": c.channel_count(),
            "state": "running", "type": "network", "ssl": i.tls, "auth_mechanism": i.auth_mechanism,
            "host": i.local.ip().to_string(), "port": i.local.port(),
@@ -38,7 +38,7 @@ fn connection_json(c: &ConnectionEntry) -> Value {
 /// True when `user` may see connection `c`: its own, or all for administrators
 /// and monitoring users.
 pub fn visible(user: &Authed, c: &ConnectionEntry) -> bool {
-    user.sees_all() || c.user == user.0.name
+    user.sees_all() || c.info.user == user.0.name
 }
 
 /// Every connection the user may see.
@@ -62,7 +62,7 @@ pub async fn list_vhost(
     let all = s.broker.connections.list();
     let out = all
         .iter()
-        .filter(|c| c.vhost == v && visible(&user, c))
+        .filter(|c| c.info.vhost == v && visible(&user, c))
         .map(|c| connection_json(c))
         .collect();
     Ok(Json(Value::Array(out)))
@@ -92,7 +92,7 @@ pub async fn close(
 ) -> ApiResult<StatusCode> {
     let c = s.broker.connections.get(&name).filter(|c| visible(&user, c));
     let c = c.ok_or_else(ApiError::not_found)?;
-    if !(user.has_tag("administrator") || c.user == user.0.name) {
+    if !(user.has_tag("administrator") || c.info.user == user.0.name) {
         return Err(ApiError::forbidden("Not administrator user"));
     }
     c.close(reason(&headers));
@@ -111,7 +111,7 @@ pub async fn list_username(
     let all = s.broker.connections.list();
     Ok(Json(Value::Array(
         all.iter()
-            .filter(|c| c.user == username)
+            .filter(|c| c.info.user == username)
             .map(|c| connection_json(c))
             .collect(),
     )))
@@ -127,7 +127,7 @@ pub async fn close_username(
     if !(user.has_tag("administrator") || username == user.0.name) {
         return Err(ApiError::forbidden("Not administrator user"));
     }
-    for c in s.broker.connections.list().iter().filter(|c| c.user == username) {
+    for c in s.broker.connections.list().iter().filter(|c| c.info.user == username) {
         c.close(reason(&headers));
     }
     Ok(StatusCode::NO_CONTENT)

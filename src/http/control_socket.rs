@@ -14,7 +14,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use axum::http::{HeaderMap, header};
-use base64::Engine;
 use tokio::net::UnixListener;
 use tokio_util::sync::CancellationToken;
 
@@ -73,14 +72,7 @@ impl ControlSocket {
             return Ok(Authed(synthetic_admin(&self.default_user), Trust::ControlSocket));
         };
         let login_failed = || ApiError::unauthorized("Login failed");
-        let (name, password) = value
-            .to_str()
-            .ok()
-            .and_then(|v| v.strip_prefix("Basic "))
-            .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b.trim()).ok())
-            .and_then(|raw| String::from_utf8(raw).ok())
-            .and_then(|s| s.split_once(':').map(|(u, p)| (u.to_string(), p.to_string())))
-            .ok_or_else(login_failed)?;
+        let (name, password) = super::auth::basic_credentials(value).ok_or_else(login_failed)?;
         let mut user = state
             .broker
             .users

@@ -306,7 +306,7 @@ fn vhost_names(vhosts: &[Arc<VHost>]) -> FxHashSet<&str> {
 /// The open connections to one of `names`.
 fn connections_in(broker: &Broker, names: &FxHashSet<&str>) -> Vec<Arc<ConnectionEntry>> {
     let mut conns = broker.connections.list();
-    conns.retain(|c| names.contains(c.vhost.as_str()));
+    conns.retain(|c| names.contains(c.info.vhost.as_str()));
     conns
 }
 
@@ -378,7 +378,7 @@ fn render_overview(broker: &Broker, vhosts: &[Arc<VHost>], prefix: &str) -> Stri
     }
     let names = vhost_names(vhosts);
     let (mut connections, mut channels) = (0u64, 0u64);
-    for c in all_connections.iter().filter(|c| names.contains(c.vhost.as_str())) {
+    for c in all_connections.iter().filter(|c| names.contains(c.info.vhost.as_str())) {
         connections += 1;
         channels += c.channel_count() as u64;
     }
@@ -808,7 +808,7 @@ fn write_channels(w: &mut TextWriter<'_>, conns: &[Arc<ConnectionEntry>]) {
         for r in &rows {
             let labels = [
                 ("channel", r.name.as_str()),
-                ("vhost", &r.conn.vhost),
+                ("vhost", &r.conn.info.vhost),
                 ("connection", &r.conn.name),
             ];
             w.sample(spec.name, &labels, (spec.value)(r));

@@ -20,6 +20,7 @@ pub mod node_stats;
 pub mod nodes;
 pub mod overview;
 pub mod parameters;
+pub mod path;
 pub mod policies;
 pub mod queues;
 pub mod stats_json;

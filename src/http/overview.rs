@@ -10,7 +10,7 @@ use super::HttpState;
 use super::auth::Authed;
 use super::error::{ApiError, ApiResult};
 use crate::core::permissions::Access;
-use crate::core::stats_sampler::Totals;
+use crate::core::stats_sampler::{Totals, accumulate};
 
 /// The exchange types the broker declares.
 const EXCHANGE_TYPES: [&str; 6] = [
@@ -57,19 +57,9 @@ pub async fn overview(State(s): State<Arc<HttpState>>, user: Authed) -> Json<Val
     let mut values: Vec<(&'static str, u64)> = Vec::new();
     let mut rates: Vec<(&'static str, f64)> = Vec::new();
     let mut add = |t: &Totals| {
-        for (name, v) in t.values() {
-            let r = t.rates.rate(name);
-            match values.iter().position(|(n, _)| *n == name) {
-                Some(i) => {
-                    values[i].1 += v;
-                    rates[i].1 += r;
-                }
-                None => {
-                    values.push((name, v));
-                    rates.push((name, r));
-                }
-            }
-        }
+        let vals = t.values();
+        accumulate(&mut rates, vals.iter().map(|&(n, _)| (n, t.rates.rate(n))));
+        accumulate(&mut values, vals);
     };
     if user.sees_all() {
         add(&s.broker.stats.overview);
@@ -85,7 +75,7 @@ pub async fn overview(State(s): State<Arc<HttpState>>, user: Authed) -> Json<Val
         .connections
         .list()
         .iter()
-        .filter(|c| user.sees_all() || c.user == user.0.name)
+        .filter(|c| user.sees_all() || c.info.user == user.0.name)
         .fold((0, 0), |(n, ch), c| (n + 1, ch + c.channel_count()));
     let stat = |name: &str| rates.iter().find(|(n, _)| *n == name).map_or(0.0, |&(_, r)| r);
     let mut message_stats = serde_json::Map::new();

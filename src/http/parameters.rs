@@ -53,8 +53,7 @@ struct ParameterBody {
 
 /// The value a PUT body gives; 400 for a body that is not JSON or has no value.
 fn value_of(body: &[u8]) -> ApiResult<Value> {
-    let body: ParameterBody =
-        serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("invalid body: {e}")))?;
+    let body: ParameterBody = super::body::parse(body)?;
     match body.value {
         Some(v) if !v.is_null() => Ok(v),
         _ => Err(ApiError::bad_request("the parameter has no value")),

@@ -21,14 +21,15 @@ use crate::core::vhost::QueueOptions;
 /// A queue as RabbitMQ's API shows it.
 pub fn queue_json(q: &Queue) -> Value {
     let st = q.stats();
+    let policies = q.policies();
     let mut out = json!({
         "name": q.name, "vhost": q.vhost, "durable": q.durable, "auto_delete": q.auto_delete,
         "exclusive": q.exclusive_owner.is_some(), "arguments": table_to_json(&q.arguments),
         "type": q.declared.queue_type.name(), "state": if st.paused { "paused" } else { "running" },
         "messages": st.ready + st.unacked, "messages_ready": st.ready,
         "messages_unacknowledged": st.unacked, "consumers": st.consumers,
-        "policy": st.policy, "operator_policy": st.operator_policy,
-        "effective_policy_definition": st.effective_policy,
+        "policy": policies.policy, "operator_policy": policies.operator_policy,
+        "effective_policy_definition": policies.effective,
         "message_stats": stats_json::message_stats(&st.counts.named(), &q.rates),
     });
     stats_json::add_details(
@@ -151,7 +152,7 @@ pub async fn pause(
     user: Authed,
     Path((v, name)): Path<(String, String)>,
 ) -> ApiResult<StatusCode> {
-    s.queue_for(&user, &v, &name, Access::Configure)?.pause()?;
+    s.queue_for(&user, &v, &name, Access::Configure)?.set_paused(true)?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -161,7 +162,7 @@ pub async fn resume(
     user: Authed,
     Path((v, name)): Path<(String, String)>,
 ) -> ApiResult<StatusCode> {
-    s.queue_for(&user, &v, &name, Access::Configure)?.resume()?;
+    s.queue_for(&user, &v, &name, Access::Configure)?.set_paused(false)?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -91,11 +91,7 @@ pub async fn create(
     body: Bytes,
 ) -> ApiResult<StatusCode> {
     user.require_admin()?;
-    let body: VHostBody = if body.iter().all(u8::is_ascii_whitespace) {
-        VHostBody::default()
-    } else {
-        serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("invalid body: {e}")))?
-    };
+    let body: VHostBody = super::body::parse(&body)?;
     let existed = s.broker.vhost(&name).is_some();
     let v = s.broker.create_vhost(&name)?;
     s.broker.set_vhost_meta(&name, body.apply_to(v.meta()))?;
@@ -156,8 +152,7 @@ pub async fn set_limit(
 ) -> ApiResult<StatusCode> {
     user.require_admin()?;
     s.broker.vhost(&vhost).ok_or_else(ApiError::not_found)?;
-    let body: LimitBody =
-        serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("invalid body: {e}")))?;
+    let body: LimitBody = super::body::parse(&body)?;
     let value = match &body.value {
         Value::Number(n) => n.as_i64(),
         Value::String(t) => t.trim().parse::<i64>().ok(),

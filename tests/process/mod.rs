@@ -162,12 +162,7 @@ impl BrokerProcess {
     /// SIGTERM and wait for a clean exit (the broker syncs and closes everything).
     pub fn stop(&mut self) {
         let Some(mut child) = self.child.take() else { return };
-        let status = Command::new("kill")
-            .arg("-TERM")
-            .arg(child.id().to_string())
-            .status()
-            .expect("run kill");
-        assert!(status.success(), "kill -TERM failed");
+        sigterm(child.id());
         let deadline = Instant::now() + TIMEOUT;
         loop {
             if let Some(s) = child.try_wait().expect("wait") {
@@ -358,4 +353,10 @@ impl Rng {
     pub fn one_in(&mut self, n: u64) -> bool {
         self.next_u64().is_multiple_of(n)
     }
+}
+
+/// Sends SIGTERM to process `pid` (without depending on a `kill` program).
+pub fn sigterm(pid: u32) {
+    let pid = rustix::process::Pid::from_raw(pid as i32).expect("a child's pid is positive");
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("SIGTERM");
 }

@@ -1,20 +1,7 @@
 //! Percent-encoding of URL path segments (vhost `/` becomes `%2F`) and
 //! decoding of a URI's user info.
 
-/// Encodes `s` for use as one path segment: everything but RFC 3986's
-/// unreserved characters is escaped, so `/`, `%`, `?`, `#` and spaces survive
-/// the trip to the broker.
-pub fn encode_segment(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
+pub use lavinmq::http::path::encode_segment;
 
 /// Decodes `%XX` escapes; malformed escapes are kept as written. Bytes that
 /// are not UTF-8 after decoding are replaced, which only matters for user

@@ -2,52 +2,47 @@
 
 use std::borrow::Borrow;
 use std::fmt;
-use std::hash::{Hash, Hasher};
 use std::ops::Deref;
 
 use bytes::Bytes;
 
 use crate::mqtt::codec::error::DecodeError;
+use crate::wire::ShortStr;
 
 /// A UTF-8 string as MQTT defines it (section 1.5.3): well-formed, without
 /// U+0000, at most 65535 bytes on the wire.
 ///
-/// Backed by [`Bytes`] so topics, client identifiers and filters are slices of
-/// the receive buffer rather than copies. The character rules are checked once
-/// at construction, so later `&str` access is free; the length limit is checked
+/// Backed by the project's [`ShortStr`] (a validated `str` over [`Bytes`]), so
+/// topics, client identifiers and filters are slices of the receive buffer
+/// rather than copies; MQTT adds the U+0000 rule. The length limit is checked
 /// when encoding.
-#[derive(Clone, Default)]
-pub struct MqttStr(Bytes);
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
+pub struct MqttStr(ShortStr);
 
 impl MqttStr {
     /// Wraps bytes received for `field`, checking that they are well-formed
     /// UTF-8 [MQTT-1.5.3-1] without U+0000 [MQTT-1.5.3-2].
     pub fn from_bytes(bytes: Bytes, field: &'static str) -> Result<Self, DecodeError> {
-        if std::str::from_utf8(&bytes).is_err() {
-            return Err(DecodeError::InvalidUtf8(field));
-        }
-        if bytes.contains(&0) {
+        let s = ShortStr::from_bytes(bytes).map_err(|_| DecodeError::InvalidUtf8(field))?;
+        if s.as_bytes().contains(&0) {
             return Err(DecodeError::NullCharacter(field));
         }
-        Ok(MqttStr(bytes))
+        Ok(MqttStr(s))
     }
 
     /// The string contents.
     pub fn as_str(&self) -> &str {
-        // SAFETY: every constructor validates the bytes with
-        // `std::str::from_utf8` or takes them from a `str`, and the inner
-        // `Bytes` is never mutated afterwards.
-        unsafe { std::str::from_utf8_unchecked(&self.0) }
+        self.0.as_str()
     }
 
     /// The underlying buffer, e.g. to store the string without copying.
     pub fn as_bytes(&self) -> &Bytes {
-        &self.0
+        self.0.as_bytes()
     }
 
     /// Unwraps the underlying buffer.
     pub fn into_bytes(self) -> Bytes {
-        self.0
+        self.0.into_bytes()
     }
 }
 
@@ -66,7 +61,7 @@ impl TryFrom<String> for MqttStr {
         if s.as_bytes().contains(&0) {
             return Err(DecodeError::NullCharacter("string"));
         }
-        Ok(MqttStr(Bytes::from(s)))
+        Ok(MqttStr(ShortStr::from(s)))
     }
 }
 
@@ -91,23 +86,15 @@ impl Borrow<str> for MqttStr {
 
 impl fmt::Display for MqttStr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        fmt::Display::fmt(&self.0, f)
     }
 }
 
 impl fmt::Debug for MqttStr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self.as_str(), f)
+        fmt::Debug::fmt(&self.0, f)
     }
 }
-
-impl PartialEq for MqttStr {
-    fn eq(&self, other: &Self) -> bool {
-        self.0 == other.0
-    }
-}
-
-impl Eq for MqttStr {}
 
 impl PartialEq<str> for MqttStr {
     fn eq(&self, other: &str) -> bool {
@@ -118,13 +105,6 @@ impl PartialEq<str> for MqttStr {
 impl PartialEq<&str> for MqttStr {
     fn eq(&self, other: &&str) -> bool {
         self.as_str() == *other
-    }
-}
-
-impl Hash for MqttStr {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        // Same as `str`'s hash so `Borrow<str>` lookups in maps work.
-        self.as_str().hash(state);
     }
 }
 
