@@ -178,6 +178,7 @@ impl InProcessBroker {
         config.amqp.port = 0;
         config.main.metrics_http_port = Some(0);
         config.mgmt.port = 0;
+        config.mqtt.port = 0;
         // Its own control socket: never replace that of a broker running here.
         config.main.control_unix_path = data_dir.path().join("ctl.sock");
         let runtime = tokio::runtime::Builder::new_multi_thread()

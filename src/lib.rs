@@ -14,4 +14,5 @@ pub mod http;
 pub mod mqtt;
 pub mod server;
 pub mod store;
+pub mod transport;
 pub mod wire;

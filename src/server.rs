@@ -14,6 +14,7 @@ use crate::config::Config;
 use crate::core::broker::Broker;
 use crate::core::vhost::StoreSettings;
 use crate::data_dir_lock::DataDirLock;
+use crate::mqtt::{ClientIdValidation, MqttContext, MqttSettings};
 
 /// Segment offsets are 32-bit, so no message may come near 4 GiB; RabbitMQ's own
 /// ceiling is 512 MiB.
@@ -56,10 +57,12 @@ pub struct Server {
     /// The broker state.
     pub broker: Arc<Broker>,
     amqp_addr: SocketAddr,
+    mqtt_addr: SocketAddr,
     http_addr: SocketAddr,
     metrics_addr: Option<SocketAddr>,
     shutdown: CancellationToken,
     ctx: Arc<AmqpContext>,
+    mqtt_ctx: Arc<MqttContext>,
     control: Option<crate::http::control_socket::ControlSocketHandle>,
     _lock: Option<DataDirLock>,
 }
@@ -126,6 +129,13 @@ impl Server {
             consumer_timeout: main.consumer_timeout,
             consumer_timeout_check: std::time::Duration::from_secs(main.consumer_timeout_loop_interval.max(1)),
         };
+        let mqtt_listener = bind_tcp("MQTT", &config.mqtt.bind, config.mqtt.port).await?;
+        let mqtt_addr = mqtt_listener.local_addr().map_err(|source| StartError::Bind {
+            what: "MQTT",
+            addr: config.mqtt.bind.clone(),
+            source,
+        })?;
+        tracing::info!("MQTT listening on {mqtt_addr}");
         let mgmt = &config.mgmt;
         let http_bind = if mgmt.bind.contains(':') {
             format!("[{}]:{}", mgmt.bind, mgmt.port)
@@ -146,7 +156,7 @@ impl Server {
         let http_state = Arc::new(crate::http::HttpState {
             broker: broker.clone(),
             loopback_only_user: main.default_user_only_loopback.then(|| main.default_user.clone()),
-            listeners: vec![("amqp", amqp_addr), ("http", http_addr)],
+            listeners: vec![("amqp", amqp_addr), ("mqtt", mqtt_addr), ("http", http_addr)],
         });
         let control = if main.control_unix_path.as_os_str().is_empty() {
             None
@@ -185,16 +195,20 @@ impl Server {
         tokio::spawn(crate::http::serve(http_listener, http_state, shutdown.clone()));
         let ctx = AmqpContext::new(broker.clone(), amqp_settings, shutdown.clone());
         tokio::spawn(crate::amqp::listener::accept_loop(listener, ctx.clone()));
+        let mqtt_ctx = MqttContext::new(broker.clone(), mqtt_settings(config), shutdown.clone());
+        tokio::spawn(crate::mqtt::listener::accept_loop(mqtt_listener, mqtt_ctx.clone()));
         tokio::spawn(disk_check_loop(broker.clone(), shutdown.clone()));
         let stats_interval = Duration::from_millis(main.stats_interval.max(10));
         tokio::spawn(stats_loop(broker.clone(), stats_interval, shutdown.clone()));
         Ok(Server {
             broker,
             amqp_addr,
+            mqtt_addr,
             http_addr,
             metrics_addr,
             shutdown,
             ctx,
+            mqtt_ctx,
             control,
             _lock: lock,
         })
@@ -203,6 +217,11 @@ impl Server {
     /// The address the AMQP listener is bound to (useful with port 0).
     pub fn amqp_addr(&self) -> SocketAddr {
         self.amqp_addr
+    }
+
+    /// The address the MQTT listener is bound to.
+    pub fn mqtt_addr(&self) -> SocketAddr {
+        self.mqtt_addr
     }
 
     /// The address the HTTP API listener is bound to.
@@ -230,10 +249,12 @@ impl Server {
             control.remove();
         }
         self.ctx.tasks.close();
-        if tokio::time::timeout(Duration::from_secs(5), self.ctx.tasks.wait())
-            .await
-            .is_err()
-        {
+        self.mqtt_ctx.tasks.close();
+        let connections = async {
+            self.ctx.tasks.wait().await;
+            self.mqtt_ctx.tasks.wait().await;
+        };
+        if tokio::time::timeout(Duration::from_secs(5), connections).await.is_err() {
             tracing::warn!("connections did not close in time");
         }
         let broker = self.broker.clone();
@@ -259,7 +280,6 @@ fn load_definitions(broker: &Broker, path: &Path) -> Result<(), StartError> {
     Ok(())
 }
 
-/// Measures free disk space a few times a second for the disk alarm.
 /// Samples message counters into rates every `stats_interval`.
 async fn stats_loop(broker: Arc<Broker>, interval: Duration, shutdown: CancellationToken) {
     let mut tick = tokio::time::interval(interval);
@@ -272,6 +292,7 @@ async fn stats_loop(broker: Arc<Broker>, interval: Duration, shutdown: Cancellat
     }
 }
 
+/// Measures free disk space a few times a second for the disk alarm.
 async fn disk_check_loop(broker: Arc<Broker>, shutdown: CancellationToken) {
     broker.disk.check();
     loop {
@@ -279,5 +300,35 @@ async fn disk_check_loop(broker: Arc<Broker>, shutdown: CancellationToken) {
             _ = tokio::time::sleep(Duration::from_millis(250)) => broker.disk.check(),
             _ = shutdown.cancelled() => return,
         }
+    }
+}
+
+/// Binds a TCP listener on `bind:port` (IPv6 addresses without brackets).
+async fn bind_tcp(what: &'static str, bind: &str, port: u16) -> Result<TcpListener, StartError> {
+    let addr = if bind.contains(':') {
+        format!("[{bind}]:{port}")
+    } else {
+        format!("{bind}:{port}")
+    };
+    TcpListener::bind(&addr)
+        .await
+        .map_err(|source| StartError::Bind { what, addr, source })
+}
+
+/// The MQTT listener's settings from `[mqtt]` and `[main]`.
+fn mqtt_settings(config: &Config) -> MqttSettings {
+    let (mqtt, main) = (&config.mqtt, &config.main);
+    MqttSettings {
+        max_packet_size: mqtt.max_packet_size as usize,
+        max_inflight: mqtt.max_inflight_messages,
+        default_vhost: mqtt.default_vhost.clone(),
+        client_id_validation: if mqtt.client_id_validation == "username" {
+            ClientIdValidation::Username
+        } else {
+            ClientIdValidation::None
+        },
+        permission_check: mqtt.permission_check_enabled,
+        default_user: main.default_user.clone(),
+        default_user_only_loopback: main.default_user_only_loopback,
     }
 }

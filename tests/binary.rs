@@ -53,7 +53,16 @@ fn spawn(data: &std::path::Path, extra: &[&str]) -> (Child, u16) {
     let mut child = Command::new(BIN)
         .arg("-D")
         .arg(data)
-        .args(["-p", "0", "--http-port", "0", "--metrics-http-port", "0"])
+        .args([
+            "-p",
+            "0",
+            "--http-port",
+            "0",
+            "--metrics-http-port",
+            "0",
+            "--mqtt-port",
+            "0",
+        ])
         .arg("--control-unix-path")
         .arg(data.join("ctl.sock"))
         .args(extra)

@@ -96,6 +96,7 @@ fn bare_config(dir: &Path) -> Config {
     config.amqp.bind = "127.0.0.1".to_owned();
     config.amqp.port = 0;
     config.mgmt.port = 0;
+    config.mqtt.port = 0;
     config.main.control_unix_path = dir.join("ctl.sock");
     config
 }

@@ -22,6 +22,7 @@ async fn start_broker() -> Broker {
     config.amqp.bind = "127.0.0.1".into();
     config.amqp.port = 0;
     config.mgmt.port = 0;
+    config.mqtt.port = 0;
     config.main.metrics_http_port = Some(0);
     config.main.control_unix_path = dir.path().join("ctl.sock");
     let server = Server::start(&config).await.expect("server starts");

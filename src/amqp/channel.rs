@@ -15,7 +15,6 @@ use super::codec::{
 use super::connection::ConnInfo;
 use super::consumer::{AmqpConsumer, ConsumerSettings};
 use super::error::{AmqpError, AmqpResult, code};
-use super::outbox::Outbox;
 use super::publish::PendingPublish;
 use super::unacked::{Unacked, UnackedList};
 use crate::core::permissions::Access;
@@ -24,6 +23,7 @@ use crate::core::stats::{ChannelCounters, Rates};
 use crate::core::vhost::{ExchangeOptions, QueueOptions};
 use crate::core::{FieldTable, ShortStr};
 use crate::store::SyncWaiter;
+use crate::transport::outbox::Outbox;
 
 /// Queue name clients consume from for direct reply-to.
 pub const REPLY_TO_QUEUE: &str = "amq.rabbitmq.reply-to";

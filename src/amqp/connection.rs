@@ -12,13 +12,13 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tracing::Instrument;
 
 use super::channel::Channel;
-use super::codec::{Frame, Method, ShortStr, parse_frame, write_method};
+use super::codec::{Frame, Method, ShortStr, parse_frame, write_heartbeat, write_method};
 use super::context::AmqpContext;
 use super::error::{AmqpError, AmqpResult, Scope, code};
 use super::handshake::handshake;
-use super::outbox::Outbox;
 use crate::core::message::Message;
 use crate::core::vhost::VHost;
+use crate::transport::outbox::Outbox;
 
 /// The protocol header of AMQP 0-9-1.
 pub const PROTOCOL_HEADER: [u8; 8] = *b"AMQP\x00\x00\x09\x01";
@@ -112,7 +112,12 @@ where
         };
         tracing::info!(vhost = %info.vhost.name, user = %info.user, "connection established");
         let outbox = Arc::new(Outbox::default());
-        let heartbeat = (info.heartbeat > 0).then(|| Duration::from_secs(u64::from(info.heartbeat)) / 2);
+        let heartbeat = (info.heartbeat > 0).then(|| {
+            (
+                Duration::from_secs(u64::from(info.heartbeat)) / 2,
+                write_heartbeat as fn(&mut BytesMut),
+            )
+        });
         let writer = {
             let outbox = outbox.clone();
             let entry = registration.entry.clone();

@@ -2,7 +2,6 @@
 //! configuration, id counters, the direct reply-to registry and the shutdown signal.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
@@ -64,7 +63,6 @@ pub struct AmqpContext {
     pub broker: Arc<Broker>,
     /// Listener settings.
     pub settings: AmqpSettings,
-    ids: AtomicU64,
     direct_reply: Mutex<HashMap<String, Weak<ChannelShared>>>,
     /// Cancelled when the server shuts down.
     pub shutdown: CancellationToken,
@@ -78,7 +76,6 @@ impl AmqpContext {
         Arc::new(AmqpContext {
             broker,
             settings,
-            ids: AtomicU64::new(1),
             direct_reply: Mutex::default(),
             shutdown,
             tasks: TaskTracker::new(),
@@ -87,7 +84,7 @@ impl AmqpContext {
 
     /// A process-unique id for connections and consumers.
     pub fn next_id(&self) -> u64 {
-        self.ids.fetch_add(1, Ordering::Relaxed)
+        self.broker.connections.next_id()
     }
 
     /// Registers a channel's direct reply-to consumer under `token`.

@@ -9,7 +9,6 @@ pub mod context;
 pub mod error;
 pub mod handshake;
 pub mod listener;
-pub mod outbox;
 pub mod publish;
 pub mod unacked;
 

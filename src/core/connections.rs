@@ -199,7 +199,8 @@ impl ConnectionEntry {
 #[derive(Default)]
 pub struct ConnectionRegistry {
     entries: RwLock<FxHashMap<u64, Arc<ConnectionEntry>>>,
-
+    /// The last id handed out by [`ConnectionRegistry::next_id`].
+    last_id: std::sync::atomic::AtomicU64,
     /// Connections, channels and queues created and closed, broker-wide.
     pub churn: Arc<ChurnCounters>,
 }
@@ -221,6 +222,12 @@ impl Drop for Registration {
 }
 
 impl ConnectionRegistry {
+    /// A process-unique id for connections and consumers of every protocol
+    /// (connection ids own exclusive queues, so protocols must not share one).
+    pub fn next_id(&self) -> u64 {
+        self.last_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
+    }
+
     /// Lists a new connection.
     ///
     /// With `limit`, the connection is refused (`None`) when its vhost already

@@ -311,6 +311,12 @@ impl VHost {
         Ok(vhost)
     }
 
+    /// The vhost's own directory in the data dir, for state that adapters keep
+    /// per vhost (MQTT's retained messages).
+    pub fn data_dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// True once the stored definitions are restored.
     pub fn is_ready(&self) -> bool {
         self.ready.load(std::sync::atomic::Ordering::Acquire)

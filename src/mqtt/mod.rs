@@ -3,7 +3,21 @@
 //! [`codec`] turns bytes into [`codec::Packet`]s and back without doing any
 //! I/O; [`topic_map`] translates MQTT topics and filters into the routing and
 //! binding keys of the protocol-agnostic core, the way RabbitMQ's MQTT plugin
-//! does, so MQTT and AMQP clients can exchange messages.
+//! does, so MQTT and AMQP clients can exchange messages. A session is a queue
+//! bound to `amq.topic` ([`session`]); [`connection`] runs the protocol over
+//! any byte stream, [`delivery`] feeds the client from the session's queue.
 
 pub mod codec;
+pub mod connect;
+pub mod connection;
+pub mod context;
+pub mod delivery;
+pub mod listener;
+pub mod message_props;
+pub mod publish_acks;
+pub mod retained;
+pub mod session;
+pub mod session_registry;
 pub mod topic_map;
+
+pub use context::{ClientIdValidation, MqttContext, MqttSettings};

@@ -56,6 +56,7 @@ pub async fn start_with(tweak: impl FnOnce(&mut Config)) -> TestBroker {
     config.amqp.bind = "127.0.0.1".to_owned();
     config.amqp.port = 0;
     config.mgmt.port = 0;
+    config.mqtt.port = 0;
     config.main.metrics_http_port = Some(0);
     config.main.control_unix_path = dir.path().join("ctl.sock");
     tweak(&mut config);

@@ -57,13 +57,15 @@ else
     fi
     PORT="$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
     HTTP_PORT="$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
+    MQTT_PORT="$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
     DATA_DIR="$(mktemp -d)"
     BROKER_LOG="$(mktemp)"
     # shellcheck disable=SC2086
-    "$BIN" -D "$DATA_DIR" -p "$PORT" --amqp-bind 127.0.0.1 --http-bind 127.0.0.1 --http-port "$HTTP_PORT" --metrics-http-port 0 --control-unix-path "$DATA_DIR/ctl.sock" ${LAVINMQ_ARGS:-} >"$BROKER_LOG" 2>&1 &
+    "$BIN" -D "$DATA_DIR" -p "$PORT" --amqp-bind 127.0.0.1 --http-bind 127.0.0.1 --http-port "$HTTP_PORT" --mqtt-bind 127.0.0.1 --mqtt-port "$MQTT_PORT" --metrics-http-port 0 --control-unix-path "$DATA_DIR/ctl.sock" ${LAVINMQ_ARGS:-} >"$BROKER_LOG" 2>&1 &
     BROKER_PID=$!
     export AMQP_URL="amqp://guest:guest@127.0.0.1:$PORT/%2F"
     export MGMT_URL="http://guest:guest@127.0.0.1:$HTTP_PORT"
+    export MQTT_URL="mqtt://127.0.0.1:$MQTT_PORT"
     HOST_PORT="127.0.0.1 $PORT"
     echo "compat: started $BIN (pid $BROKER_PID) on 127.0.0.1:$PORT"
 fi

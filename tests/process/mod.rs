@@ -94,9 +94,16 @@ impl BrokerProcess {
 
     fn launch(data: &Path, ini: Option<&Path>) -> (BrokerProcess, mpsc::Receiver<u16>) {
         let mut cmd = Command::new(BIN);
-        cmd.arg("-D")
-            .arg(data)
-            .args(["-p", "0", "--http-port", "0", "--metrics-http-port", "0"]);
+        cmd.arg("-D").arg(data).args([
+            "-p",
+            "0",
+            "--http-port",
+            "0",
+            "--metrics-http-port",
+            "0",
+            "--mqtt-port",
+            "0",
+        ]);
         cmd.arg("--control-unix-path").arg(data.join("ctl.sock"));
         if let Some(ini) = ini {
             cmd.arg("-c").arg(ini);

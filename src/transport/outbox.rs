@@ -1,6 +1,7 @@
-//! The outgoing side of a connection: one buffer that the connection task and every
-//! consumer task append frames to, and one writer task that moves whatever has
-//! accumulated to the socket in a single write. Many frames ride on one syscall.
+//! The outgoing side of a connection, whatever its protocol: one buffer that the
+//! connection task and every consumer task append frames (or packets) to, and one
+//! writer task that moves whatever has accumulated to the socket in a single
+//! write. Many frames ride on one syscall.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -10,10 +11,12 @@ use parking_lot::Mutex;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::Notify;
 
-use super::codec::write_heartbeat;
-
 /// Above this many buffered bytes, deliveries wait for the writer to catch up.
 pub const HIGH_WATER: usize = 1 << 20;
+
+/// A protocol's keep-alive: how long the connection may stay silent, and how
+/// to write the frame that breaks the silence.
+pub type Heartbeat = (Duration, fn(&mut BytesMut));
 
 /// Frames waiting to be written to one connection's socket.
 pub struct Outbox {
@@ -75,6 +78,20 @@ impl Outbox {
         self.drained.notify_waiters();
     }
 
+    /// Completes once the connection is gone (the writer failed or someone
+    /// closed the outbox).
+    pub async fn closed(&self) {
+        loop {
+            let drained = self.drained.notified();
+            tokio::pin!(drained);
+            drained.as_mut().enable();
+            if self.is_closed() {
+                return;
+            }
+            drained.await;
+        }
+    }
+
     /// Waits until the buffer is below [`HIGH_WATER`] (or the connection closed).
     pub async fn wait_for_space(&self) {
         loop {
@@ -88,13 +105,14 @@ impl Outbox {
         }
     }
 
-    /// Writes buffered frames to `sink` until the outbox is closed and empty, sending
-    /// a heartbeat whenever nothing was written for `heartbeat`; `sent` is told the
-    /// size of every write.
+    /// Writes buffered frames to `sink` until the outbox is closed and empty; when
+    /// `heartbeat` is given as `(interval, write)`, `write` appends a heartbeat
+    /// whenever nothing was written for `interval`. `sent` is told the size of
+    /// every write.
     pub async fn run_writer<W: AsyncWrite + Unpin>(
         &self,
         mut sink: W,
-        heartbeat: Option<Duration>,
+        heartbeat: Option<Heartbeat>,
         sent: impl Fn(usize),
     ) -> std::io::Result<()> {
         let mut spare = BytesMut::with_capacity(64 * 1024);
@@ -118,7 +136,7 @@ impl Outbox {
                 return Ok(());
             }
             match heartbeat {
-                Some(interval) => {
+                Some((interval, write_heartbeat)) => {
                     if tokio::time::timeout(interval, self.wake_writer.notified())
                         .await
                         .is_err()

@@ -1,0 +1,159 @@
+//! The opening of an MQTT connection: the CONNECT packet, who the client is
+//! (user name `vhost:user`, or the default vhost), its client identifier, and
+//! the CONNACK return code when it may not connect.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+use super::codec::{Connect, ConnectReturnCode, DecodeError, Packet, parse_packet};
+use super::context::{ClientIdValidation, MqttContext};
+use super::session::client_id_fits;
+use crate::core::vhost::VHost;
+
+/// How long a client has to send CONNECT after connecting.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why the connection ends before CONNACK.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// The socket closed or failed.
+    #[error("connection lost before CONNECT: {0}")]
+    Io(#[from] std::io::Error),
+    /// No CONNECT within [`CONNECT_TIMEOUT`].
+    #[error("no CONNECT within {}s", CONNECT_TIMEOUT.as_secs())]
+    Timeout,
+    /// The bytes were not a valid packet.
+    #[error("malformed packet: {0} [{rule}]", rule = .0.rule())]
+    Malformed(#[from] DecodeError),
+    /// The first packet was not CONNECT [MQTT-3.1.0-1].
+    #[error("expected CONNECT as the first packet, got {0} [MQTT-3.1.0-1]")]
+    NotConnect(&'static str),
+}
+
+/// Reads the CONNECT packet that must open the connection.
+pub async fn read_connect<R: AsyncRead + Unpin>(
+    rd: &mut R,
+    buf: &mut BytesMut,
+    max_packet_size: usize,
+) -> Result<Box<Connect>, ConnectError> {
+    let read = async {
+        loop {
+            if let Some(packet) = parse_packet(buf, max_packet_size)? {
+                return match packet {
+                    Packet::Connect(c) => Ok(c),
+                    other => Err(ConnectError::NotConnect(other.name())),
+                };
+            }
+            if rd.read_buf(buf).await? == 0 {
+                return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
+            }
+        }
+    };
+    tokio::time::timeout(CONNECT_TIMEOUT, read)
+        .await
+        .map_err(|_| ConnectError::Timeout)?
+}
+
+/// A client that may connect.
+pub struct Admitted {
+    /// The authenticated user.
+    pub user: String,
+    /// The vhost it connects to.
+    pub vhost: Arc<VHost>,
+    /// The client identifier (assigned when the client sent none).
+    pub client_id: String,
+}
+
+/// A refusal: the CONNACK return code and the reason for the log.
+pub type Refusal = (ConnectReturnCode, String);
+
+/// Checks the client's identity and client identifier.
+pub fn admit(ctx: &MqttContext, connect: &Connect, peer: SocketAddr) -> Result<Admitted, Refusal> {
+    let settings = &ctx.settings;
+    let (vhost_name, user) = match &connect.username {
+        Some(name) => {
+            let name = name.as_str();
+            match name.split_once(':') {
+                Some((vhost, user)) => (vhost.to_string(), user.to_string()),
+                None => (settings.default_vhost.clone(), name.to_string()),
+            }
+        }
+        None => (settings.default_vhost.clone(), settings.default_user.clone()),
+    };
+    let bad_credentials = || {
+        (
+            ConnectReturnCode::BadUsernameOrPassword,
+            format!("authentication failed for user '{user}'"),
+        )
+    };
+    let record = match (&connect.username, &connect.password) {
+        // Anonymous clients are the default user, as with RabbitMQ's
+        // `mqtt.allow_anonymous`.
+        (None, _) => ctx.broker.users.get(&user).ok_or_else(bad_credentials)?,
+        (Some(_), Some(password)) => {
+            let password = std::str::from_utf8(password).map_err(|_| bad_credentials())?;
+            ctx.broker
+                .users
+                .authenticate(&user, password)
+                .ok_or_else(bad_credentials)?
+        }
+        (Some(_), None) => return Err(bad_credentials()),
+    };
+    if user == settings.default_user && settings.default_user_only_loopback && !peer.ip().to_canonical().is_loopback() {
+        return Err((
+            ConnectReturnCode::NotAuthorized,
+            format!("user '{user}' may only connect from loopback"),
+        ));
+    }
+    let Some(vhost) = ctx.broker.vhost(&vhost_name) else {
+        return Err((
+            ConnectReturnCode::NotAuthorized,
+            format!("vhost '{vhost_name}' not found"),
+        ));
+    };
+    if !record.permissions.contains_key(&vhost_name) {
+        return Err((
+            ConnectReturnCode::NotAuthorized,
+            format!("access to vhost '{vhost_name}' refused for user '{user}'"),
+        ));
+    }
+    let client_id = client_id(connect, &user, settings.client_id_validation)?;
+    Ok(Admitted { user, vhost, client_id })
+}
+
+/// The client identifier the session goes by: the client's own, or, when it
+/// sent none with a clean session, one the broker makes up [MQTT-3.1.3-6]
+/// (the user name with `client_id_validation = username`).
+fn client_id(connect: &Connect, user: &str, validation: ClientIdValidation) -> Result<String, Refusal> {
+    let given = connect.client_id.as_str();
+    let id = if !given.is_empty() {
+        given.to_string()
+    } else if !connect.clean_session {
+        return Err((
+            ConnectReturnCode::IdentifierRejected,
+            "an empty client id needs a clean session [MQTT-3.1.3-8]".into(),
+        ));
+    } else if validation == ClientIdValidation::Username {
+        user.to_string()
+    } else {
+        generated_client_id()
+    };
+    if !client_id_fits(&id) {
+        return Err((
+            ConnectReturnCode::IdentifierRejected,
+            format!("client id of {} bytes is too long", id.len()),
+        ));
+    }
+    Ok(id)
+}
+
+fn generated_client_id() -> String {
+    let mut bytes = [0u8; 12];
+    rand::fill(&mut bytes);
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!("lavinmq-{hex}")
+}

@@ -1,0 +1,206 @@
+//! Retained messages: the last message published with the RETAIN flag on each
+//! topic of a vhost, handed to every new subscription whose filter matches it.
+//!
+//! Each vhost keeps its own store in memory and in an append-only JSON log in
+//! the vhost's directory (`mqtt_retained.jsonl`, compacted at start), so
+//! retained messages survive restarts. An empty payload clears a topic.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Weak};
+
+use base64::Engine;
+use bytes::Bytes;
+use parking_lot::Mutex;
+use rustc_hash::FxHashMap;
+use serde_json::{Value, json};
+
+use super::codec::QoS;
+use super::codec::topic::matches;
+use crate::core::vhost::VHost;
+use crate::store::json_log::JsonLog;
+
+/// Name of the log file in the vhost's directory.
+const FILE_NAME: &str = "mqtt_retained.jsonl";
+
+/// One retained message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Retained {
+    /// Topic it was published to.
+    pub topic: String,
+    /// QoS it was published with.
+    pub qos: QoS,
+    /// The application message.
+    pub payload: Bytes,
+}
+
+/// The retained messages of one vhost.
+pub struct RetainedStore {
+    messages: Mutex<BTreeMap<String, (QoS, Bytes)>>,
+    log: Mutex<JsonLog>,
+}
+
+/// Why the retained store could not be read or written.
+#[derive(Debug, thiserror::Error)]
+#[error("retained message store {path}: {source}")]
+pub struct RetainedError {
+    path: String,
+    source: std::io::Error,
+}
+
+fn b64() -> base64::engine::GeneralPurpose {
+    base64::engine::general_purpose::STANDARD
+}
+
+/// Reads one log line; `None` for a line that is not a retained message.
+fn parse_line(v: &Value) -> Option<(String, QoS, Bytes)> {
+    let topic = v["topic"].as_str()?.to_string();
+    let qos = QoS::from_bits(u8::try_from(v["qos"].as_u64()?).ok()?)?;
+    let payload = b64().decode(v["payload"].as_str()?).ok()?;
+    Some((topic, qos, Bytes::from(payload)))
+}
+
+fn line(topic: &str, qos: QoS, payload: &[u8]) -> Value {
+    json!({"topic": topic, "qos": qos.bits(), "payload": b64().encode(payload)})
+}
+
+impl RetainedStore {
+    /// Opens (and compacts) the store of the vhost whose directory is `dir`.
+    pub fn open(dir: &std::path::Path, sync: bool) -> Result<RetainedStore, RetainedError> {
+        let path = dir.join(FILE_NAME);
+        let mut messages = BTreeMap::new();
+        let log = JsonLog::open(&path, sync, |lines| {
+            for v in &lines {
+                match parse_line(v) {
+                    Some((topic, _, payload)) if payload.is_empty() => {
+                        messages.remove(&topic);
+                    }
+                    Some((topic, qos, payload)) => {
+                        messages.insert(topic, (qos, payload));
+                    }
+                    None => tracing::warn!(file = %path.display(), "skipping unreadable retained message"),
+                }
+            }
+            messages
+                .iter()
+                .map(|(topic, (qos, payload))| line(topic, *qos, payload))
+                .collect()
+        })
+        .map_err(|source| RetainedError {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Ok(RetainedStore {
+            messages: Mutex::new(messages),
+            log: Mutex::new(log),
+        })
+    }
+
+    /// Keeps `payload` as the retained message of `topic`, or clears the topic
+    /// when `payload` is empty. Written to the log before it takes effect.
+    pub fn set(&self, topic: &str, qos: QoS, payload: Bytes) -> Result<(), RetainedError> {
+        let mut log = self.log.lock();
+        if payload.is_empty() && !self.messages.lock().contains_key(topic) {
+            return Ok(());
+        }
+        log.append(&line(topic, qos, &payload))
+            .map_err(|source| RetainedError {
+                path: log.path().display().to_string(),
+                source,
+            })?;
+        let mut messages = self.messages.lock();
+        if payload.is_empty() {
+            messages.remove(topic);
+        } else {
+            messages.insert(topic.to_string(), (qos, payload));
+        }
+        Ok(())
+    }
+
+    /// The retained messages whose topics `filter` matches, in topic order.
+    pub fn matching(&self, filter: &str) -> Vec<Retained> {
+        self.messages
+            .lock()
+            .iter()
+            .filter(|(topic, _)| matches(filter, topic))
+            .map(|(topic, (qos, payload))| Retained {
+                topic: topic.clone(),
+                qos: *qos,
+                payload: payload.clone(),
+            })
+            .collect()
+    }
+
+    /// Number of retained messages.
+    pub fn len(&self) -> usize {
+        self.messages.lock().len()
+    }
+
+    /// True when nothing is retained.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+type OwnedStore = (Weak<VHost>, Arc<RetainedStore>);
+
+/// The retained stores of every vhost, opened on first use.
+#[derive(Default)]
+pub struct RetainedStores {
+    /// By vhost name, with the vhost each store belongs to.
+    by_vhost: Mutex<FxHashMap<String, OwnedStore>>,
+}
+
+impl RetainedStores {
+    /// The store of `vhost`. A vhost deleted and created again under the same
+    /// name gets a fresh store.
+    pub fn of(&self, vhost: &Arc<VHost>, sync: bool) -> Result<Arc<RetainedStore>, RetainedError> {
+        let mut map = self.by_vhost.lock();
+        if let Some((owner, store)) = map.get(&vhost.name)
+            && owner.upgrade().is_some_and(|v| Arc::ptr_eq(&v, vhost))
+        {
+            return Ok(store.clone());
+        }
+        let store = Arc::new(RetainedStore::open(vhost.data_dir(), sync)?);
+        map.insert(vhost.name.clone(), (Arc::downgrade(vhost), store.clone()));
+        Ok(store)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_clear_and_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = RetainedStore::open(dir.path(), false).unwrap();
+        store.set("a/b", QoS::AtLeastOnce, Bytes::from_static(b"one")).unwrap();
+        store.set("a/c", QoS::AtMostOnce, Bytes::from_static(b"two")).unwrap();
+        store
+            .set("$SYS/x", QoS::AtMostOnce, Bytes::from_static(b"sys"))
+            .unwrap();
+        store.set("a/c", QoS::AtMostOnce, Bytes::new()).unwrap();
+        let found = store.matching("a/#");
+        assert_eq!(found.len(), 1);
+        assert_eq!((found[0].topic.as_str(), found[0].qos), ("a/b", QoS::AtLeastOnce));
+        assert!(store.matching("#").iter().all(|r| !r.topic.starts_with('$')));
+        drop(store);
+        let store = RetainedStore::open(dir.path(), false).unwrap();
+        assert_eq!(store.len(), 2);
+        assert_eq!(store.matching("$SYS/#")[0].payload, Bytes::from_static(b"sys"));
+        assert!(store.matching("a/c").is_empty());
+    }
+
+    #[test]
+    fn garbled_lines_are_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join(FILE_NAME),
+            "{\"topic\":\"t\",\"qos\":1,\"payload\":\"aGk=\"}\nnot json\n{\"topic\":\"u\",\"qos\":7,\"payload\":\"\"}\n",
+        )
+        .unwrap();
+        let store = RetainedStore::open(dir.path(), false).unwrap();
+        assert_eq!(store.matching("t")[0].payload, Bytes::from_static(b"hi"));
+        assert_eq!(store.len(), 1);
+    }
+}

@@ -1,0 +1,4 @@
+//! What every protocol adapter needs from a connection's byte stream, whatever
+//! it arrives over.
+
+pub mod outbox;
