@@ -153,10 +153,17 @@ impl Server {
             source,
         })?;
         tracing::info!("HTTP API listening on {http_addr}");
+        let ctx = AmqpContext::new(broker.clone(), amqp_settings, shutdown.clone());
+        let mqtt_ctx = MqttContext::new(broker.clone(), mqtt_settings(config), shutdown.clone());
         let http_state = Arc::new(crate::http::HttpState {
             broker: broker.clone(),
             loopback_only_user: main.default_user_only_loopback.then(|| main.default_user.clone()),
             listeners: vec![("amqp", amqp_addr), ("mqtt", mqtt_addr), ("http", http_addr)],
+            websocket: Some(crate::http::websocket::WsTargets {
+                amqp: ctx.clone(),
+                mqtt: mqtt_ctx.clone(),
+                local: http_addr,
+            }),
         });
         let control = if main.control_unix_path.as_os_str().is_empty() {
             None
@@ -193,9 +200,7 @@ impl Server {
             None => None,
         };
         tokio::spawn(crate::http::serve(http_listener, http_state, shutdown.clone()));
-        let ctx = AmqpContext::new(broker.clone(), amqp_settings, shutdown.clone());
         tokio::spawn(crate::amqp::listener::accept_loop(listener, ctx.clone()));
-        let mqtt_ctx = MqttContext::new(broker.clone(), mqtt_settings(config), shutdown.clone());
         tokio::spawn(crate::mqtt::listener::accept_loop(mqtt_listener, mqtt_ctx.clone()));
         tokio::spawn(disk_check_loop(broker.clone(), shutdown.clone()));
         let stats_interval = Duration::from_millis(main.stats_interval.max(10));

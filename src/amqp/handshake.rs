@@ -40,7 +40,9 @@ fn expected(what: &str) -> HandshakeError {
 async fn send_method<W: AsyncWrite + Unpin>(wr: &mut W, method: &Method) -> std::io::Result<()> {
     let mut out = BytesMut::new();
     let _ = write_method(&mut out, 0, method);
-    wr.write_all(&out).await
+    wr.write_all(&out).await?;
+    // Buffered transports (WebSocket, TLS) send only on flush.
+    wr.flush().await
 }
 
 /// Reads until one whole frame is buffered, with a timeout.

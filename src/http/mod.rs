@@ -26,6 +26,7 @@ pub mod queues;
 pub mod stats_json;
 pub mod users;
 pub mod vhosts;
+pub mod websocket;
 
 use std::sync::Arc;
 
@@ -46,6 +47,8 @@ pub struct HttpState {
     pub loopback_only_user: Option<String>,
     /// Bound listeners as `(protocol, address)`, for the overview.
     pub listeners: Vec<(&'static str, std::net::SocketAddr)>,
+    /// The protocol adapters WebSocket upgrades on the HTTP listener lead to.
+    pub websocket: Option<websocket::WsTargets>,
 }
 
 impl HttpState {
@@ -264,7 +267,10 @@ fn routes(state: Arc<HttpState>) -> Router {
 /// Serves the API on `listener` until `shutdown`.
 pub async fn serve(listener: TcpListener, state: Arc<HttpState>, shutdown: CancellationToken) {
     // The peer address lets authentication restrict the default user to loopback.
-    let app = router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
+    let ws = axum::middleware::from_fn_with_state(state.clone(), websocket::upgrade);
+    let app = router(state)
+        .layer(ws)
+        .into_make_service_with_connect_info::<std::net::SocketAddr>();
     let result = axum::serve(listener, app)
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await;

@@ -176,6 +176,7 @@ async fn refuse<W: AsyncWrite + Unpin>(wr: &mut W, code: ConnectReturnCode) {
         },
     );
     let _ = wr.write_all(&out).await;
+    let _ = wr.flush().await;
     let _ = wr.shutdown().await;
 }
 

@@ -2,3 +2,4 @@
 //! it arrives over.
 
 pub mod outbox;
+pub mod websocket;

@@ -123,7 +123,12 @@ impl Outbox {
                 self.buffered.store(0, Ordering::Release);
             }
             if !spare.is_empty() {
-                let r = sink.write_all(&spare).await;
+                // The flush sends what buffered transports (WebSocket, TLS) hold;
+                // on a plain socket it costs nothing.
+                let r = match sink.write_all(&spare).await {
+                    Ok(()) => sink.flush().await,
+                    Err(e) => Err(e),
+                };
                 sent(spare.len());
                 spare.clear();
                 self.drained.notify_waiters();
