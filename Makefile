@@ -9,6 +9,7 @@ test:
 bench:
 	cargo bench
 	benches/side_by_side.sh
+	benches/mqtt_side_by_side.sh
 
 lint:
 	cargo fmt --check

@@ -73,6 +73,13 @@ async fn perf(args: &[&str]) -> Run {
     }
 }
 
+/// Runs an MQTT mode `line` (split at whitespace) against `uri`.
+async fn perf_at_mqtt(uri: &str, line: &str) -> Run {
+    let mut args: Vec<&str> = line.split_whitespace().collect();
+    args.extend(["-u", uri]);
+    perf(&args).await
+}
+
 /// Runs `line` (split at whitespace) against `uri`.
 async fn perf_at(uri: &str, line: &str) -> Run {
     let mut args: Vec<&str> = line.split_whitespace().collect();
@@ -146,12 +153,45 @@ async fn server_errors_exit_non_zero() {
 }
 
 #[tokio::test]
-async fn unimplemented_modes_exit_2() {
-    for args in [&["mqtt", "throughput"][..], &["mqtt", "bind-churn"]] {
-        let run = perf(args).await;
-        assert_eq!(run.code, Some(2), "{args:?}");
-        assert!(run.stderr.contains("not implemented"), "{}", run.stderr);
-    }
+async fn unknown_mqtt_modes_exit_2() {
+    let run = perf(&["mqtt", "bind-churn"]).await;
+    assert_eq!(run.code, Some(2));
+    assert!(run.stderr.contains("Unknown MQTT mode"), "{}", run.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mqtt_throughput_counts_both_qos() {
+    let broker = start_broker().await;
+    let uri = format!("mqtt://guest:guest@127.0.0.1:{}", broker.server.mqtt_addr().port());
+    // Clean sessions and a topic per run: a persistent session left behind
+    // would keep receiving the next run's messages.
+    let run = perf(&[
+        "mqtt",
+        "throughput",
+        "-u",
+        &uri,
+        "-z",
+        "2",
+        "-j",
+        "--clean-session",
+        "-t",
+        "timed",
+    ])
+    .await;
+    assert_ok(&run);
+    let json = run.json();
+    assert!(json["avg_pub_rate"].as_u64().unwrap() > 0, "{json}");
+    assert!(json["avg_consume_rate"].as_u64().unwrap() > 0, "{json}");
+    assert!(run.stdout.contains("Publish rate: "), "{}", run.stdout);
+
+    // QoS 1 with counted messages: every publish is acknowledged and consumed.
+    let line = "mqtt throughput --qos 1 -C 2000 -D 2000 -j -q -t counted";
+    let run = perf_at_mqtt(&uri, line).await;
+    assert_ok(&run);
+    let json = run.json();
+    let consumed = (json["avg_consume_rate"].as_f64().unwrap() * json["elapsed_seconds"].as_f64().unwrap()).round();
+    assert!((1990.0..=2010.0).contains(&consumed), "{json}");
+    assert!(!run.stderr.contains("timed out"), "{}", run.stderr);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

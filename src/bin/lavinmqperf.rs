@@ -14,6 +14,8 @@ mod churn;
 mod churn_loops;
 #[path = "lavinmqperf/client.rs"]
 mod client;
+#[path = "lavinmqperf/mqtt_throughput.rs"]
+mod mqtt_throughput;
 #[path = "lavinmqperf/throughput.rs"]
 mod throughput;
 #[path = "lavinmqperf/uri.rs"]
@@ -76,15 +78,30 @@ fn block_on(mode: impl Future<Output = i32>) -> ExitCode {
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
 
+/// `lavinmqperf mqtt MODE`: the MQTT modes (throughput only).
+fn mqtt_main(rest: &[String]) -> ExitCode {
+    match rest.first().map(String::as_str) {
+        Some("throughput") => {
+            let args = mqtt_throughput::MqttThroughputArgs::parse_from(argv("mqtt throughput", &rest[1..]));
+            block_on(mqtt_throughput::run(args))
+        }
+        Some(m) => {
+            eprintln!("Unknown MQTT mode: {m} (MQTT has: throughput)");
+            ExitCode::from(2)
+        }
+        None => {
+            eprintln!("{USAGE}");
+            ExitCode::from(2)
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     let mut rest = &args[1.min(args.len())..];
     match rest.first().map(String::as_str) {
         Some("amqp") => rest = &rest[1..],
-        Some("mqtt") => {
-            eprintln!("mode not implemented yet: mqtt");
-            return ExitCode::from(2);
-        }
+        Some("mqtt") => return mqtt_main(&rest[1..]),
         _ => {}
     }
     let Some(mode) = rest.first() else {

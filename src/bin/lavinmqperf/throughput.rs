@@ -212,22 +212,36 @@ impl LatencyStats {
 }
 
 /// Counters shared by all clients and the reporter.
-struct Shared {
+pub struct Shared {
     /// Messages published (written to a socket).
-    pubs: AtomicU64,
+    pub pubs: AtomicU64,
     /// Messages consumed (deliveries received).
-    consumes: AtomicU64,
+    pub consumes: AtomicU64,
     /// Messages publishers have claimed against `--pmessages`.
-    pclaimed: AtomicU64,
+    pub pclaimed: AtomicU64,
     /// Name of the first consumer's queue (matters when it is server-named).
     queue_name: OnceLock<String>,
     /// Set once `--cmessages` were consumed, so that idle consumers stop too.
-    consume_done: watch::Sender<bool>,
+    pub consume_done: watch::Sender<bool>,
     latency: Option<Mutex<Latencies>>,
 }
 
+impl Shared {
+    /// Fresh counters; `latency` keeps latency histograms.
+    pub fn new(latency: bool) -> Shared {
+        Shared {
+            pubs: AtomicU64::new(0),
+            consumes: AtomicU64::new(0),
+            pclaimed: AtomicU64::new(0),
+            queue_name: OnceLock::new(),
+            consume_done: watch::Sender::new(false),
+            latency: latency.then(|| Mutex::new(Latencies::new())),
+        }
+    }
+}
+
 /// What client tasks tell the coordinator.
-enum Event {
+pub enum Event {
     /// Connected and set up; waiting for the start signal.
     Ready,
     /// A publisher or consumer finished (`--pmessages` / `--cmessages`) or failed.
@@ -236,7 +250,8 @@ enum Event {
     Fatal(Error),
 }
 
-type Events = mpsc::UnboundedSender<Event>;
+/// Where client tasks send their [`Event`]s.
+pub type Events = mpsc::UnboundedSender<Event>;
 
 /// Runs the throughput test; returns the process exit code.
 pub async fn run(args: ThroughputArgs) -> i32 {
@@ -248,45 +263,80 @@ pub async fn run(args: ThroughputArgs) -> i32 {
         }
     };
     now_ns(); // start the latency clock
-    let shared = Arc::new(Shared {
-        pubs: AtomicU64::new(0),
-        consumes: AtomicU64::new(0),
-        pclaimed: AtomicU64::new(0),
-        queue_name: OnceLock::new(),
-        consume_done: watch::Sender::new(false),
-        latency: cfg.args.measure_latency.then(|| Mutex::new(Latencies::new())),
-    });
+    let shared = Arc::new(Shared::new(cfg.args.measure_latency));
+    let plan = Plan {
+        consumers: cfg.args.consumers,
+        publishers: cfg.args.publishers,
+        seconds: cfg.args.time,
+        quiet: cfg.args.quiet,
+        json: cfg.args.json,
+    };
+    let (cfg2, shared1, shared2) = (cfg.clone(), shared.clone(), shared.clone());
+    drive(
+        plan,
+        &shared,
+        move |go, ev| {
+            let (cfg, shared) = (cfg.clone(), shared1.clone());
+            tokio::spawn(async move {
+                let r = consumer(&cfg, &shared, go, &ev).await;
+                let _ = ev.send(Event::Done(r));
+            });
+        },
+        move |go, ev| {
+            let (cfg, shared) = (cfg2.clone(), shared2.clone());
+            tokio::spawn(async move {
+                let r = publisher(&cfg, &shared, go, &ev).await;
+                let _ = ev.send(Event::Done(r));
+            });
+        },
+    )
+    .await
+}
+
+/// The shape of a throughput run, whatever the protocol.
+pub struct Plan {
+    /// Consumer clients.
+    pub consumers: usize,
+    /// Publisher clients.
+    pub publishers: usize,
+    /// Stop after this many seconds (0 = when done or interrupted).
+    pub seconds: u64,
+    /// Print only the summary.
+    pub quiet: bool,
+    /// Print the summary as JSON.
+    pub json: bool,
+}
+
+/// Starts the consumers, then the publishers (each told to go at once, so
+/// that the queues exist before anyone publishes), reports every second,
+/// and prints the summary; returns the process exit code.
+pub async fn drive(
+    plan: Plan,
+    shared: &Shared,
+    spawn_consumer: impl Fn(watch::Receiver<bool>, Events),
+    spawn_publisher: impl Fn(watch::Receiver<bool>, Events),
+) -> i32 {
     let (ev_tx, mut ev_rx) = mpsc::unbounded_channel();
     let (go_tx, go_rx) = watch::channel(false);
     let mut finished = 0;
-
-    // Consumers first so the queue exists before anyone publishes to it.
-    for _ in 0..cfg.args.consumers {
-        let (cfg, shared, go, ev) = (cfg.clone(), shared.clone(), go_rx.clone(), ev_tx.clone());
-        tokio::spawn(async move {
-            let r = consumer(&cfg, &shared, go, &ev).await;
-            let _ = ev.send(Event::Done(r));
-        });
+    for _ in 0..plan.consumers {
+        spawn_consumer(go_rx.clone(), ev_tx.clone());
     }
-    if let Err(code) = wait_ready(&mut ev_rx, cfg.args.consumers, &mut finished).await {
+    if let Err(code) = wait_ready(&mut ev_rx, plan.consumers, &mut finished).await {
         return code;
     }
-    for _ in 0..cfg.args.publishers {
-        let (cfg, shared, go, ev) = (cfg.clone(), shared.clone(), go_rx.clone(), ev_tx.clone());
-        tokio::spawn(async move {
-            let r = publisher(&cfg, &shared, go, &ev).await;
-            let _ = ev.send(Event::Done(r));
-        });
+    for _ in 0..plan.publishers {
+        spawn_publisher(go_rx.clone(), ev_tx.clone());
     }
-    if let Err(code) = wait_ready(&mut ev_rx, cfg.args.publishers, &mut finished).await {
+    if let Err(code) = wait_ready(&mut ev_rx, plan.publishers, &mut finished).await {
         return code;
     }
     drop(ev_tx);
 
     let start = Instant::now();
     let _ = go_tx.send(true);
-    let total = cfg.args.consumers + cfg.args.publishers;
-    let deadline = (cfg.args.time > 0).then(|| start + Duration::from_secs(cfg.args.time));
+    let total = plan.consumers + plan.publishers;
+    let deadline = (plan.seconds > 0).then(|| start + Duration::from_secs(plan.seconds));
     let mut tick = tokio::time::interval_at((start + Duration::from_secs(1)).into(), Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last = (start, 0u64, 0u64);
@@ -295,8 +345,8 @@ pub async fn run(args: ThroughputArgs) -> i32 {
     while finished < total {
         tokio::select! {
             _ = tick.tick() => {
-                if !cfg.args.quiet {
-                    last = report(&shared, last);
+                if !plan.quiet {
+                    last = report(shared, last);
                 }
             }
             () = async {
@@ -317,7 +367,7 @@ pub async fn run(args: ThroughputArgs) -> i32 {
             }
         }
     }
-    summary(&cfg, &shared, start);
+    summary(plan.json, shared, start);
     0
 }
 
@@ -369,14 +419,14 @@ fn report(shared: &Shared, (t0, pubs0, cons0): (Instant, u64, u64)) -> (Instant,
 }
 
 /// Prints the averages since `start` (and overall latency percentiles).
-fn summary(cfg: &Settings, shared: &Shared, start: Instant) {
+fn summary(json: bool, shared: &Shared, start: Instant) {
     let elapsed = start.elapsed().as_secs_f64();
     let avg = |n: u64| (n as f64 / elapsed.max(1e-9)).round() as u64;
     let avg_pub = avg(shared.pubs.load(Ordering::Relaxed));
     let avg_consume = avg(shared.consumes.load(Ordering::Relaxed));
     let latency = shared.latency.as_ref().and_then(|l| LatencyStats::of(&l.lock().total));
     println!();
-    if cfg.args.json {
+    if json {
         let mut json =
             format!("{{\"elapsed_seconds\":{elapsed},\"avg_pub_rate\":{avg_pub},\"avg_consume_rate\":{avg_consume}");
         if let Some(s) = latency {
@@ -409,14 +459,15 @@ fn summary(cfg: &Settings, shared: &Shared, start: Instant) {
 }
 
 /// Paces a client to `rate` messages per second (0 = unlimited).
-struct Pacer {
+pub struct Pacer {
     rate: u64,
     start: Instant,
     sent: u64,
 }
 
 impl Pacer {
-    fn new(rate: u64) -> Pacer {
+    /// A pacer for `rate` messages per second.
+    pub fn new(rate: u64) -> Pacer {
         Pacer {
             rate,
             start: Instant::now(),
@@ -445,7 +496,7 @@ impl Pacer {
     }
 
     /// Waits until at least one message may go; returns how many may.
-    async fn wait(&mut self) -> u64 {
+    pub async fn wait(&mut self) -> u64 {
         loop {
             let n = self.allowance();
             if n > 0 {
@@ -455,7 +506,8 @@ impl Pacer {
         }
     }
 
-    fn record(&mut self, n: u64) {
+    /// Counts `n` messages as sent.
+    pub fn record(&mut self, n: u64) {
         self.sent += n;
     }
 }

@@ -30,13 +30,23 @@ impl fmt::Display for AmqpUri {
 /// Parses an AMQP URI. Query parameters are accepted and ignored; `amqps`
 /// (TLS) is refused because this tool speaks plain TCP only.
 pub fn parse(input: &str) -> Result<AmqpUri, String> {
+    parse_scheme(input, "amqp", 5672)
+}
+
+/// Parses an MQTT URI, `mqtt://user:password@host:port` (port 1883 by
+/// default; the path, if any, is ignored by MQTT clients).
+pub fn parse_mqtt(input: &str) -> Result<AmqpUri, String> {
+    parse_scheme(input, "mqtt", 1883)
+}
+
+fn parse_scheme(input: &str, scheme: &str, default_port: u16) -> Result<AmqpUri, String> {
     let bad = |why: &str| format!("invalid URI {input:?}: {why}");
-    let rest = if let Some(rest) = input.strip_prefix("amqp://") {
+    let rest = if let Some(rest) = input.strip_prefix(scheme).and_then(|r| r.strip_prefix("://")) {
         rest
-    } else if input.starts_with("amqps://") {
-        return Err(bad("amqps (TLS) is not supported"));
+    } else if input.starts_with(&format!("{scheme}s://")) {
+        return Err(bad(&format!("{scheme}s (TLS) is not supported")));
     } else {
-        return Err(bad("scheme must be amqp://"));
+        return Err(bad(&format!("scheme must be {scheme}://")));
     };
     let rest = rest.split(['?', '#']).next().unwrap_or("");
     let (authority, path) = match rest.find('/') {
@@ -69,7 +79,7 @@ pub fn parse(input: &str) -> Result<AmqpUri, String> {
         }
     };
     let port = match port {
-        Some("") | None => 5672,
+        Some("") | None => default_port,
         Some(p) => p.parse::<u16>().map_err(|_| bad("bad port"))?,
     };
     let host = if host.is_empty() { "localhost".to_owned() } else { host };
@@ -129,6 +139,14 @@ mod tests {
         assert_eq!(u.vhost, "/");
         let u = parse("amqp://a:b@[::1]:1234/vh").unwrap();
         assert_eq!((u.host.as_str(), u.port, u.vhost.as_str()), ("::1", 1234, "vh"));
+    }
+
+    #[test]
+    fn mqtt() {
+        let u = parse_mqtt("mqtt://localhost").unwrap();
+        assert_eq!((u.host.as_str(), u.port), ("localhost", 1883));
+        assert_eq!(parse_mqtt("mqtt://u:p@h:1999").unwrap().port, 1999);
+        assert!(parse_mqtt("amqp://h").is_err());
     }
 
     #[test]

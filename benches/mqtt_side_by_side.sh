@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# MQTT side by side: `lavinmqperf mqtt throughput` (16-byte payloads, one
+# publisher, one subscriber) against lavinmq and, when Debian's mosquitto is
+# installed, against Mosquitto (a private instance on its own port, no
+# persistence), alternating, ROUNDS rounds; prints medians and our/Mosquitto
+# ratios. Scenarios: QoS 0 and QoS 1 with clean sessions, and QoS 1 with a
+# persistent session (for lavinmq a durable queue, acknowledged after fsync;
+# Mosquitto without persistence keeps it in memory).
+#   DURATION  seconds per run (default 5)    ROUNDS  rounds (default 3)
+#   LPORT     lavinmq's MQTT port (default 1893)   MPORT  Mosquitto's (default 1894)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DURATION=${DURATION:-5}
+ROUNDS=${ROUNDS:-3}
+LPORT=${LPORT:-1893}
+MPORT=${MPORT:-1894}
+WORK=$(mktemp -d)
+RESULTS=$WORK/results
+LPID=
+MPID=
+
+cleanup() {
+    [ -n "$LPID" ] && kill "$LPID" 2>/dev/null || true
+    [ -n "$MPID" ] && kill "$MPID" 2>/dev/null || true
+    wait 2>/dev/null || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+cargo build --release --bins >&2
+
+wait_port() {
+    local port=$1 pid=$2 _
+    for _ in $(seq 100); do
+        ss -ltnH "sport = :$port" 2>/dev/null | grep -q . && return 0
+        kill -0 "$pid" 2>/dev/null || return 1
+        sleep 0.1
+    done
+    return 1
+}
+
+target/release/lavinmq -D "$WORK/data" -p 0 --http-port 0 --metrics-http-port -1 --mqtt-port "$LPORT" \
+    --control-unix-path "$WORK/ctl.sock" >"$WORK/lavinmq.log" 2>&1 &
+LPID=$!
+wait_port "$LPORT" "$LPID" || { echo "lavinmq did not start:" >&2; tail "$WORK/lavinmq.log" >&2; exit 1; }
+
+MOSQUITTO=$(command -v mosquitto || true)
+[ -z "$MOSQUITTO" ] && [ -x /usr/sbin/mosquitto ] && MOSQUITTO=/usr/sbin/mosquitto
+if [ -n "$MOSQUITTO" ]; then
+    printf 'listener %s 127.0.0.1\nallow_anonymous true\npersistence false\n' "$MPORT" >"$WORK/mosquitto.conf"
+    "$MOSQUITTO" -c "$WORK/mosquitto.conf" >"$WORK/mosquitto.log" 2>&1 &
+    MPID=$!
+    wait_port "$MPORT" "$MPID" || { echo "mosquitto did not start" >&2; MPID=; }
+else
+    echo "mosquitto not installed: measuring lavinmq only" >&2
+fi
+
+# run SCENARIO BROKER PORT FLAGS...: appends "scenario|broker|consume rate|publish rate"
+run() {
+    local scenario=$1 broker=$2 port=$3
+    shift 3
+    echo "  $broker: $scenario" >&2
+    local out
+    if out=$(target/release/lavinmqperf mqtt throughput -u "mqtt://127.0.0.1:$port" -z "$DURATION" -q -j "$@" 2>"$WORK/err" | tail -1); then
+        python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(f"{sys.argv[2]}|{sys.argv[3]}|{d[\"avg_consume_rate\"]}|{d[\"avg_pub_rate\"]}")' \
+            "$out" "$scenario" "$broker" >>"$RESULTS"
+    else
+        echo "$scenario on $broker failed: $(tail -2 "$WORK/err")" >&2
+        echo "$scenario|$broker|failed|failed" >>"$RESULTS"
+    fi
+}
+
+# A topic per run: a persistent session outlives its run and would otherwise
+# receive the next run's messages.
+scenarios() {
+    local broker=$1 port=$2 round=$3
+    run "QoS 0, clean session" "$broker" "$port" --qos 0 --clean-session -t "q0-$round"
+    run "QoS 1, clean session" "$broker" "$port" --qos 1 --clean-session -t "q1-$round"
+    run "QoS 1, persistent session" "$broker" "$port" --qos 1 -t "q1p-$round"
+}
+
+for round in $(seq "$ROUNDS"); do
+    echo "round $round of $ROUNDS" >&2
+    scenarios lavinmq "$LPORT" "$round"
+    [ -n "$MPID" ] && scenarios mosquitto "$MPORT" "$round"
+done
+
+python3 - "$RESULTS" "$DURATION" "$ROUNDS" <<'PY'
+import statistics, sys
+path, duration, rounds = sys.argv[1:]
+rows = {}
+for line in open(path):
+    scenario, broker, consume, publish = line.rstrip("\n").split("|")
+    rows.setdefault(scenario, {}).setdefault(broker, []).append(consume)
+def med(values):
+    ok = [float(v) for v in values or [] if v != "failed"]
+    return statistics.median(ok) if ok else None
+print(f"MQTT, 16-byte payloads, 1 publisher 1 subscriber: median consume rate of {rounds} rounds, {duration} s each (msgs/s)")
+print(f"{'scenario':28} {'lavinmq':>12} {'Mosquitto':>12} {'ratio':>7}")
+for scenario, by in rows.items():
+    l, m = med(by.get("lavinmq")), med(by.get("mosquitto"))
+    cell = lambda v: f"{v:,.0f}" if v else "-"
+    ratio = f"{l / m:6.1f}x" if l and m else "      -"
+    print(f"{scenario:28} {cell(l):>12} {cell(m):>12} {ratio}")
+PY
