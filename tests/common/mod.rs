@@ -4,6 +4,8 @@
 #![allow(dead_code)]
 
 pub mod api;
+pub mod mqtt;
+pub mod mqtt_raw;
 
 use std::net::SocketAddr;
 use std::path::Path;
