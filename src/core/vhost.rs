@@ -292,10 +292,13 @@ impl VHost {
             }
         }
         let mut current = Vec::new();
+        // Definition changes are many small appends (bind churn): one fsync each
+        // would bound them to the disk's sync rate, so the group commit covers them.
         let log = JsonLog::open(&vhost.dir.join("definitions.log"), vhost.settings.sync, |lines| {
             current = definitions::compact(lines, name);
             current.clone()
-        })?;
+        })?
+        .synced_by_group_commit();
         vhost.apply_definitions(current);
         *vhost.definitions.lock() = Some(log);
         vhost.apply_policies();

@@ -27,7 +27,7 @@ pub enum ConnectError {
     #[error("no CONNECT within {}s", CONNECT_TIMEOUT.as_secs())]
     Timeout,
     /// The bytes were not a valid packet.
-    #[error("malformed packet: {0} [{rule}]", rule = .0.rule())]
+    #[error("malformed packet: {}", .0.with_rule())]
     Malformed(#[from] DecodeError),
     /// The first packet was not CONNECT [MQTT-3.1.0-1].
     #[error("expected CONNECT as the first packet, got {0} [MQTT-3.1.0-1]")]

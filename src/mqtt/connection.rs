@@ -37,7 +37,7 @@ use crate::transport::outbox::Outbox;
 /// Why the packet loop closes the connection.
 #[derive(Debug, thiserror::Error)]
 enum Violation {
-    #[error("malformed packet: {0} [{rule}]", rule = .0.rule())]
+    #[error("malformed packet: {}", .0.with_rule())]
     Malformed(#[from] DecodeError),
     #[error("second CONNECT [MQTT-3.1.0-2]")]
     SecondConnect,
@@ -465,7 +465,7 @@ impl Connection {
         }
         queues.clear();
         self.route_buf = queues;
-        Ok(durable && qos != QoS::AtMostOnce && self.ctx.broker.sync.enabled())
+        Ok((durable || retain) && qos != QoS::AtMostOnce && self.ctx.broker.sync.enabled())
     }
 
     fn on_subscribe(&mut self, s: Subscribe) {

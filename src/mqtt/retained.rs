@@ -3,7 +3,9 @@
 //!
 //! Each vhost keeps its own store in memory and in an append-only JSON log in
 //! the vhost's directory (`mqtt_retained.jsonl`, compacted at start), so
-//! retained messages survive restarts. An empty payload clears a topic.
+//! retained messages survive restarts; the group commit syncs the log, and a
+//! QoS 1 or 2 retained publish is acknowledged only after it. An empty payload
+//! clears a topic.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};
@@ -88,7 +90,8 @@ impl RetainedStore {
         .map_err(|source| RetainedError {
             path: path.display().to_string(),
             source,
-        })?;
+        })?
+        .synced_by_group_commit();
         Ok(RetainedStore {
             messages: Mutex::new(messages),
             log: Mutex::new(log),

@@ -77,6 +77,16 @@ impl JsonLog {
         Ok(())
     }
 
+    /// Stops syncing every append: the data directory's group commit (which
+    /// syncs the whole file system) makes appends durable within its interval,
+    /// and before any confirm that follows them. Appends still reach the file
+    /// at once, so a broker crash loses nothing; only a power loss can take the
+    /// last interval's changes, as with RabbitMQ's Mnesia.
+    pub fn synced_by_group_commit(mut self) -> Self {
+        self.sync = false;
+        self
+    }
+
     /// Where the log lives.
     pub fn path(&self) -> &Path {
         &self.path

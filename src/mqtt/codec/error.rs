@@ -151,6 +151,17 @@ pub enum DecodeError {
 }
 
 impl DecodeError {
+    /// The error with the rule it breaks, named once.
+    pub fn with_rule(&self) -> String {
+        let text = self.to_string();
+        let rule = self.rule();
+        if text.contains(rule) {
+            text
+        } else {
+            format!("{text} [{rule}]")
+        }
+    }
+
     /// The normative statement of the MQTT 3.1.1 specification this breaks, or
     /// the section for rules the specification states without a number.
     pub fn rule(&self) -> &'static str {
