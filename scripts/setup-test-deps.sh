@@ -2,8 +2,9 @@
 # Installs everything the test suites need on a fresh Debian 12 machine.
 # Idempotent and quick when everything is already present.
 #   - the build's own needs (scripts/setup-build-deps.sh: C linker, Rust)
-#   - Python 3 and a venv at ./.venv with pinned pika, kombu, pytest, requests
-#   - npm packages for tests/compat/node (amqplib, pinned)
+#   - Python 3 and a venv at ./.venv with pinned pika, kombu, pytest, requests,
+#     paho-mqtt
+#   - npm packages for tests/compat/node (amqplib and mqtt, pinned)
 # Installs nothing of the broker itself.
 set -euo pipefail
 
@@ -24,7 +25,7 @@ REQ="$ROOT/tests/compat/requirements.txt"
 VENV="$ROOT/.venv"
 STAMP="$VENV/.compat-requirements"
 if [ -f "$STAMP" ] && cmp -s "$REQ" "$STAMP" \
-    && "$VENV/bin/python" -c 'import pika, kombu, pytest, requests' >/dev/null 2>&1; then
+    && "$VENV/bin/python" -c 'import pika, kombu, pytest, requests, paho.mqtt' >/dev/null 2>&1; then
     log "python venv up to date ($VENV)"
 else
     if ! "$VENV/bin/python" -c 'import sys' >/dev/null 2>&1; then
@@ -46,7 +47,7 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
     apt_install nodejs npm
 fi
 NSTAMP="$NODE_DIR/node_modules/.compat-package.json"
-if [ -d "$NODE_DIR/node_modules/amqplib" ] && [ -f "$NSTAMP" ] && cmp -s "$NODE_DIR/package.json" "$NSTAMP"; then
+if [ -d "$NODE_DIR/node_modules/amqplib" ] && [ -d "$NODE_DIR/node_modules/mqtt" ] && [ -f "$NSTAMP" ] && cmp -s "$NODE_DIR/package.json" "$NSTAMP"; then
     log "node modules up to date ($NODE_DIR/node_modules)"
 else
     (

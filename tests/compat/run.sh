@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Cross-client compatibility tests (pika/pytest, kombu, amqplib).
+# Cross-client compatibility tests (pika/pytest with paho-mqtt, kombu,
+# amqplib, mqtt.js).
 #
 # Builds nothing. Either
 #   - starts the broker binary $LAVINMQ_BIN (default target/release/lavinmq) on
@@ -20,7 +21,7 @@ cd "$ROOT"
 COMPAT="$ROOT/tests/compat"
 PY="$ROOT/.venv/bin/python"
 
-if [ ! -x "$PY" ] || [ ! -d "$COMPAT/node/node_modules/amqplib" ]; then
+if [ ! -x "$PY" ] || [ ! -d "$COMPAT/node/node_modules/amqplib" ] || [ ! -d "$COMPAT/node/node_modules/mqtt" ]; then
     echo "compat: test dependencies missing; run scripts/setup-test-deps.sh first" >&2
     exit 2
 fi
@@ -111,6 +112,9 @@ if ! timeout 60 "$PY" "$COMPAT/kombu_smoke.py"; then FAILED+=("kombu"); fi
 
 echo "== amqplib smoke test"
 if ! timeout 60 node "$COMPAT/node/amqplib_smoke.js"; then FAILED+=("amqplib"); fi
+
+echo "== mqtt.js smoke test (WebSocket and TCP)"
+if ! timeout 60 node "$COMPAT/node/mqttjs_websocket.js"; then FAILED+=("mqtt.js"); fi
 
 echo "== pika test suite (pytest)"
 # shellcheck disable=SC2086
