@@ -63,7 +63,7 @@ run() {
     echo "  $broker: $scenario" >&2
     local out
     if out=$(target/release/lavinmqperf mqtt throughput -u "mqtt://127.0.0.1:$port" -z "$DURATION" -q -j "$@" 2>"$WORK/err" | tail -1); then
-        python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(f"{sys.argv[2]}|{sys.argv[3]}|{d[\"avg_consume_rate\"]}|{d[\"avg_pub_rate\"]}")' \
+        python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print("|".join([sys.argv[2], sys.argv[3], str(d["avg_consume_rate"]), str(d["avg_pub_rate"])]))' \
             "$out" "$scenario" "$broker" >>"$RESULTS"
     else
         echo "$scenario on $broker failed: $(tail -2 "$WORK/err")" >&2
