@@ -272,28 +272,6 @@ run() {
     echo "rate|$scenario|$broker|$rate|$peak" >>"$RESULTS"
 }
 
-# 100 publishers on 100 queues: lavinmqperf throughput has no queue pattern, so
-# one process per queue (1 publisher, 1 consumer each); prints the summed rates
-# as JSON. The processes start within ~1 s of each other; each measures its own
-# DURATION, so the sum slightly overstates a rate that depends on concurrency.
-many_queues() {
-    local uri=$1 prefix=$2 i rc=0 pids=()
-    for i in $(seq 100); do
-        "$PERF" throughput -z "$DURATION" -u "$prefix-$i" --uri "$uri" -q -j >"$WORK/mq.$i" 2>&1 &
-        pids+=($!)
-    done
-    for i in "${pids[@]}"; do wait "$i" || rc=1; done
-    if [ "$rc" != 0 ]; then
-        cat "$WORK"/mq.* | grep -v '^[{]' | grep . | sort | uniq -c | head -3 >&2
-        return 1
-    fi
-    cat "$WORK"/mq.* | python3 -c '
-import json, sys
-r = [json.loads(l) for l in sys.stdin if l.startswith("{")]
-assert len(r) == 100, len(r)
-print(json.dumps({k: sum(x[k] for x in r) for k in ("avg_pub_rate", "avg_consume_rate")}))'
-}
-
 if "$PERF" bind-churn --help 2>/dev/null | grep -q -- '--durable'; then
     DURABLE_BIND=1
 else
@@ -323,8 +301,10 @@ scenarios() {
     # the rate is deliveries, all 10 queues together (10x the publish rate).
     run "16 B, fanout to 10 queues (deliveries)" "$broker" "$pid" json:avg_consume_rate \
         "$PERF" throughput -z "$DURATION" -y 10 -u "" -e amq.fanout --uri "$uri" -q -j
+    # Publisher and consumer N on queue N (--queue-pattern).
     run "16 B, 100 publishers on 100 queues" "$broker" "$pid" json:avg_consume_rate \
-        many_queues "$uri" "$q-m"
+        "$PERF" throughput -z "$DURATION" -x 100 -y 100 --queue-pattern "$q-m-%" \
+        --queue-pattern-from 1 --queue-pattern-to 100 --uri "$uri" -q -j
     # Also waits for the broker to work through what the publishers left in
     # its socket buffers (RabbitMQ: up to a minute).
     # shellcheck disable=SC2046
@@ -496,7 +476,7 @@ for n in notes:
     print(f"  note: {n}")
 if durable_bind == "0":
     print("  note: durable bind churn n/a: lavinmqperf bind-churn has no --durable flag")
-print("  note: fanout counts deliveries (all 10 queues); 100 queues runs 100 lavinmqperf processes, summed")
+print("  note: fanout counts deliveries (all 10 queues)")
 
 print()
 print("Broker RSS (MB; in brackets the growth over the RSS just before; first three on fresh brokers)")

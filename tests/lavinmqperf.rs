@@ -152,6 +152,25 @@ async fn server_errors_exit_non_zero() {
     assert!(run.stderr.contains("ACCESS_REFUSED"), "{}", run.stderr);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_pattern_spreads_clients_over_queues() {
+    let broker = start_broker().await;
+    let uri = broker.uri();
+    let line =
+        "throughput -x 4 -y 4 --queue-pattern pq-% --queue-pattern-from 1 --queue-pattern-to 3 -C 900 -D 900 -j -q";
+    let run = perf_at(&uri, line).await;
+    assert_ok(&run);
+    let json = run.json();
+    let consumed = (json["avg_consume_rate"].as_f64().unwrap() * json["elapsed_seconds"].as_f64().unwrap()).round();
+    assert!((890.0..=910.0).contains(&consumed), "{json}");
+    let vhost = broker.server.broker.vhost("/").expect("default vhost");
+    for name in ["pq-1", "pq-2", "pq-3"] {
+        assert!(vhost.queue(name).is_some(), "{name} declared");
+    }
+    assert!(vhost.queue("pq-4").is_none(), "the range ends at 3");
+    assert!(vhost.queue("perf-test").is_none(), "the pattern replaces --queue");
+}
+
 #[tokio::test]
 async fn unknown_mqtt_modes_exit_2() {
     let run = perf(&["mqtt", "bind-churn"]).await;

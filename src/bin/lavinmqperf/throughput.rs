@@ -107,6 +107,17 @@ pub struct ThroughputArgs {
     /// Consumer arguments as a JSON object
     #[arg(long)]
     pub consumer_args: Option<String>,
+    /// Queue name pattern: `%` becomes a number from --queue-pattern-from to
+    /// --queue-pattern-to, client N (of the publishers, and of the consumers)
+    /// taking the Nth, round robin; overrides --queue
+    #[arg(long)]
+    pub queue_pattern: Option<String>,
+    /// First number of --queue-pattern
+    #[arg(long, default_value_t = 1)]
+    pub queue_pattern_from: u64,
+    /// Last number of --queue-pattern
+    #[arg(long, default_value_t = 1)]
+    pub queue_pattern_to: u64,
 }
 
 /// Validated settings shared by every client task.
@@ -151,6 +162,18 @@ impl Settings {
         })
     }
 
+    /// The queue of publisher or consumer number `n`.
+    fn queue(&self, n: u64) -> String {
+        match &self.args.queue_pattern {
+            Some(pattern) => {
+                let (from, to) = (self.args.queue_pattern_from, self.args.queue_pattern_to);
+                let count = to.saturating_sub(from) + 1;
+                pattern.replace('%', &(from + n % count).to_string())
+            }
+            None => self.args.queue.clone(),
+        }
+    }
+
     /// The routing key consumers bind `queue` with.
     fn binding_key(&self, queue: &str) -> String {
         self.args.routing_key.clone().unwrap_or_else(|| queue.to_owned())
@@ -158,11 +181,11 @@ impl Settings {
 
     /// The routing key publishers use: the flag, else the queue name (for a
     /// server-named queue the name the first consumer got).
-    fn publish_key(&self, shared: &Shared) -> String {
+    fn publish_key(&self, shared: &Shared, n: u64) -> String {
         match &self.args.routing_key {
             Some(k) => k.clone(),
-            None if self.args.queue.is_empty() => shared.queue_name.get().cloned().unwrap_or_default(),
-            None => self.args.queue.clone(),
+            None if self.queue(n).is_empty() => shared.queue_name.get().cloned().unwrap_or_default(),
+            None => self.queue(n),
         }
     }
 }
@@ -272,20 +295,23 @@ pub async fn run(args: ThroughputArgs) -> i32 {
         json: cfg.args.json,
     };
     let (cfg2, shared1, shared2) = (cfg.clone(), shared.clone(), shared.clone());
+    let (consumers, publishers) = (AtomicU64::new(0), AtomicU64::new(0));
     drive(
         plan,
         &shared,
         move |go, ev| {
             let (cfg, shared) = (cfg.clone(), shared1.clone());
+            let n = consumers.fetch_add(1, Ordering::Relaxed);
             tokio::spawn(async move {
-                let r = consumer(&cfg, &shared, go, &ev).await;
+                let r = consumer(&cfg, &shared, n, go, &ev).await;
                 let _ = ev.send(Event::Done(r));
             });
         },
         move |go, ev| {
             let (cfg, shared) = (cfg2.clone(), shared2.clone());
+            let n = publishers.fetch_add(1, Ordering::Relaxed);
             tokio::spawn(async move {
-                let r = publisher(&cfg, &shared, go, &ev).await;
+                let r = publisher(&cfg, &shared, n, go, &ev).await;
                 let _ = ev.send(Event::Done(r));
             });
         },
@@ -651,13 +677,19 @@ async fn publisher_reader(mut reader: FrameReader, st: &PubState) -> Result<(), 
 }
 
 /// One publisher connection.
-async fn publisher(cfg: &Settings, shared: &Shared, mut go: watch::Receiver<bool>, ev: &Events) -> Result<(), Error> {
+async fn publisher(
+    cfg: &Settings,
+    shared: &Shared,
+    n: u64,
+    mut go: watch::Receiver<bool>,
+    ev: &Events,
+) -> Result<(), Error> {
     let mut conn = Connection::connect(&cfg.uri, "lavinmqperf publisher").await?;
     let args = &cfg.args;
-    let ch = if args.consumers == 0 && args.exchange.is_empty() && !args.queue.is_empty() {
+    let ch = if args.consumers == 0 && args.exchange.is_empty() && !cfg.queue(n).is_empty() {
         // Nobody else declares the queue, and publishing to the default
         // exchange without it would drop every message.
-        declare_queue(&mut conn, cfg).await?.0
+        declare_queue(&mut conn, cfg, &cfg.queue(n)).await?.0
     } else {
         conn.open_channel(1).await?;
         1
@@ -671,7 +703,7 @@ async fn publisher(cfg: &Settings, shared: &Shared, mut go: watch::Receiver<bool
     let _ = ev.send(Event::Ready);
     let _ = go.wait_for(|go| *go).await;
 
-    let template = Template::new(cfg, ch, &cfg.publish_key(shared), conn.tuning.frame_max)?;
+    let template = Template::new(cfg, ch, &cfg.publish_key(shared, n), conn.tuning.frame_max)?;
     let Connection { reader, mut writer, .. } = conn;
     let st = Arc::new(PubState::default());
     let reader_task = tokio::spawn({
@@ -920,8 +952,7 @@ impl ConsumeState {
 /// that fails (e.g. the queue exists with other arguments) it is declared
 /// passively on channel 2 and used as it is. Returns the channel to go on
 /// with and the queue name.
-async fn declare_queue(conn: &mut Connection, cfg: &Settings) -> Result<(u16, String), Error> {
-    let name = &cfg.args.queue;
+async fn declare_queue(conn: &mut Connection, cfg: &Settings, name: &str) -> Result<(u16, String), Error> {
     conn.open_channel(1).await?;
     let mut declare = QueueDeclare {
         name,
@@ -944,10 +975,16 @@ async fn declare_queue(conn: &mut Connection, cfg: &Settings) -> Result<(u16, St
 }
 
 /// One consumer connection: declares (and binds) the queue, then consumes.
-async fn consumer(cfg: &Settings, shared: &Shared, mut go: watch::Receiver<bool>, ev: &Events) -> Result<(), Error> {
+async fn consumer(
+    cfg: &Settings,
+    shared: &Shared,
+    n: u64,
+    mut go: watch::Receiver<bool>,
+    ev: &Events,
+) -> Result<(), Error> {
     let args = &cfg.args;
     let mut conn = Connection::connect(&cfg.uri, "lavinmqperf consumer").await?;
-    let (ch, queue) = declare_queue(&mut conn, cfg).await?;
+    let (ch, queue) = declare_queue(&mut conn, cfg, &cfg.queue(n)).await?;
     let _ = shared.queue_name.set(queue.clone());
     if args.measure_latency {
         // Messages already in the queue would skew the latency.
