@@ -224,6 +224,7 @@ impl MessageStore {
         self.read.pos = next;
         if let Some(seg) = self.segments.get_mut(&here.seg) {
             seg.seen += 1;
+            seg.reading_at(next as usize);
         }
         self.ready = self.ready.saturating_sub(1);
         self.save_cursor();

@@ -142,7 +142,8 @@ pub struct Segment {
     acks: Option<MmapMut>,
     sealed: bool,
     dir: PathBuf,
-    /// Pages of the map up to here are faulted in for writing.
+    /// Pages of the map up to here are faulted in: for the writer while the
+    /// segment is open, for the reader once it is sealed.
     prefaulted: usize,
     /// Pages of the map before here were dropped from resident memory.
     released: usize,
@@ -347,15 +348,35 @@ impl Segment {
         }
         self.end += total;
         self.msgs += 1;
-        self.release_behind();
+        self.release_behind(self.end);
         Ok(pos as u32)
     }
 
-    /// Drops the pages well behind the write cursor from this process's resident
-    /// set. A reader that still needs them faults them back from the page cache.
-    fn release_behind(&mut self) {
+    /// The reader of a sealed segment moved to `pos`: the pages ahead of it are
+    /// faulted in a megabyte at a time, and those well behind it dropped from
+    /// the resident set, so reading a backlog holds about two megabytes of each
+    /// segment resident rather than all of it.
+    pub fn reading_at(&mut self, pos: usize) {
+        if !self.sealed {
+            return;
+        }
         let Some(map) = self.map.as_ref() else { return };
-        let upto = self.end.saturating_sub(RESIDENT_BEHIND) & !(RESIDENT_BEHIND - 1);
+        if pos + PREFAULT / 2 > self.prefaulted && self.prefaulted < map.len() {
+            let from = self.prefaulted.max(pos);
+            let to = (pos + PREFAULT).min(map.len());
+            // Best effort, as for the writer.
+            let _ = map.advise_range(memmap2::Advice::PopulateRead, from, to - from);
+            self.prefaulted = to;
+        }
+        self.release_behind(pos);
+    }
+
+    /// Drops the pages well behind `cursor` (the writer's or the reader's) from
+    /// this process's resident set. A reader that still needs them faults them
+    /// back from the page cache.
+    fn release_behind(&mut self, cursor: usize) {
+        let Some(map) = self.map.as_ref() else { return };
+        let upto = cursor.saturating_sub(RESIDENT_BEHIND) & !(RESIDENT_BEHIND - 1);
         if upto > self.released + RESIDENT_BEHIND {
             // SAFETY: the map is a shared mapping of a file, so MADV_DONTNEED only
             // unmaps pages; their contents stay in the page cache (dirty ones
@@ -384,14 +405,14 @@ impl Segment {
         self.map.is_some()
     }
 
-    /// Maps a sealed segment again so that it can be read.
+    /// Maps a sealed segment again so that it can be read; the reader's
+    /// window is kept resident by [`Segment::reading_at`].
     pub fn ensure_mapped(&mut self) -> io::Result<()> {
         if self.map.is_none() {
-            let m = map(&self.file)?;
-            // A reader walks the segment once from start to end: fault it all in
-            // with one call (it is unmapped again when the reader moves on).
-            let _ = m.advise(memmap2::Advice::PopulateRead);
-            self.map = Some(m);
+            self.map = Some(map(&self.file)?);
+            self.prefaulted = 0;
+            self.released = 0;
+            self.reading_at(SEGMENT_HEADER);
         }
         Ok(())
     }
