@@ -10,7 +10,8 @@
 use bytes::{Bytes, BytesMut};
 
 use super::codec::QoS;
-use crate::core::{BasicProperties, FieldTable, FieldValue};
+use crate::core::message::Message;
+use crate::core::{BasicProperties, FieldTable, FieldValue, ShortStr};
 
 /// Header holding the QoS a message was published with.
 pub const QOS_HEADER: &str = "x-mqtt-publish-qos";
@@ -42,6 +43,21 @@ pub fn publish_properties(qos: QoS, retained: bool) -> (Box<BasicProperties>, By
     // A delivery mode and two small headers always encode.
     let _ = props.encode(&mut raw);
     (Box::new(props), raw.freeze())
+}
+
+/// A message published over MQTT (or a retained copy, with `retained`) to the
+/// topic whose routing key is `routing_key`, as the core routes it through
+/// `amq.topic`.
+pub fn topic_message(routing_key: String, qos: QoS, retained: bool, payload: Bytes) -> Message {
+    let (properties, raw) = publish_properties(qos, retained);
+    Message {
+        timestamp: Message::now_ms(),
+        exchange: ShortStr::from_static(super::session::TOPIC_EXCHANGE),
+        routing_key: ShortStr::from(routing_key),
+        properties,
+        raw_properties: Some(raw),
+        body: payload,
+    }
 }
 
 /// The QoS a stored message was published with, and whether it is a retained

@@ -13,14 +13,13 @@ use bytes::BytesMut;
 
 use super::codec::QoS;
 use super::delivery::Subscriptions;
-use super::message_props::publish_properties;
+use super::message_props::topic_message;
 use super::retained::RetainedStore;
 use super::topic_map::{binding_key_to_filter, filter_to_binding_key, topic_to_routing_key};
 use crate::core::exchange::{Destination, Exchange};
-use crate::core::message::Message;
 use crate::core::queue::Queue;
 use crate::core::vhost::{QueueOptions, VHost};
-use crate::core::{FieldTable, FieldValue, ShortStr};
+use crate::core::{FieldTable, FieldValue};
 
 /// The exchange MQTT topics are routed through.
 pub const TOPIC_EXCHANGE: &str = "amq.topic";
@@ -145,15 +144,7 @@ impl Session {
             if routing_key.len() > 255 {
                 continue;
             }
-            let (properties, raw) = publish_properties(r.qos, true);
-            let msg = Message {
-                timestamp: Message::now_ms(),
-                exchange: ShortStr::from_static(TOPIC_EXCHANGE),
-                routing_key: ShortStr::from(routing_key.into_owned()),
-                properties,
-                raw_properties: Some(raw),
-                body: r.payload,
-            };
+            let msg = topic_message(routing_key.into_owned(), r.qos, true, r.payload);
             match self.queue.publish(&msg, scratch) {
                 Ok(p) => wake |= p.woke,
                 Err(e) => tracing::error!(queue = %self.queue.name, "cannot queue a retained message: {e}"),
