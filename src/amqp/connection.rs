@@ -26,6 +26,9 @@ pub const PROTOCOL_HEADER: [u8; 8] = *b"AMQP\x00\x00\x09\x01";
 pub const PROTOCOL_HEADER_ALT: [u8; 8] = *b"AMQP\x01\x01\x00\x09";
 /// How long a client has for each handshake step.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// A read at least this big means a busy client, whose connection yields to
+/// other tasks after handling it.
+const BUSY_READ: usize = 16 * 1024;
 /// How long the server waits for close-ok after sending connection.close.
 pub const CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -202,6 +205,7 @@ impl Connection {
         let entry = self.registration.entry.clone();
         let mut timeout_check = tokio::time::interval(self.info.ctx.settings.consumer_timeout_check);
         timeout_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut busy = false;
         loop {
             self.info.now_ms.set(Message::now_ms());
             let disk_alarm = *self.disk.borrow();
@@ -246,8 +250,12 @@ impl Connection {
             }
             self.end_of_batch();
             // Let consumers and other connections run between read batches: without
-            // this a busy publisher keeps its thread for many batches in a row.
-            tokio::task::yield_now().await;
+            // this a busy publisher keeps its thread for many batches in a row. A
+            // client that sent little (a request waiting for its answer) needs no
+            // yield, which would wake an idle worker thread for nothing.
+            if busy {
+                tokio::task::yield_now().await;
+            }
             if self.disk_blocked() {
                 tokio::select! {
                     _ = self.disk.changed() => continue,
@@ -279,6 +287,7 @@ impl Connection {
                     Some(Ok(n)) => {
                         entry.recv_oct.add(n as u64);
                         entry.recv_cnt.incr();
+                        busy = n >= BUSY_READ;
                     }
                     Some(Err(e)) => {
                         tracing::info!("read failed: {e}");
