@@ -19,9 +19,6 @@ use crate::core::queue::Queue;
 use crate::store::SegPos;
 use crate::store::record::RecordView;
 
-/// Delivery batches a consumer task runs before it yields to other tasks.
-const ROUNDS_PER_TURN: u32 = 16;
-
 /// How basic.consume asked for a consumer.
 #[derive(Debug, Clone, Copy)]
 pub struct ConsumerSettings {
@@ -109,24 +106,7 @@ impl AmqpConsumer {
     }
 
     async fn run(self: Arc<Self>) {
-        loop {
-            if self.is_cancelled() || self.channel.outbox.is_closed() {
-                return;
-            }
-            if self.queue.deliver_ready() {
-                // Keep going for a while before letting other tasks run: busy
-                // publishers must not starve the consumers of their messages.
-                let mut rounds = 1;
-                while rounds < ROUNDS_PER_TURN && !self.is_cancelled() && self.queue.deliver_ready() {
-                    rounds += 1;
-                }
-                tokio::task::yield_now().await;
-            } else if self.channel.outbox.is_full() {
-                self.channel.outbox.wait_for_space().await;
-            } else {
-                self.wake.notified().await;
-            }
-        }
+        crate::transport::delivery_loop::run(&self.queue, &self.channel.outbox, &self.wake, &self.cancelled).await;
     }
 }
 

@@ -30,9 +30,6 @@ use crate::store::SegPos;
 use crate::store::record::RecordView;
 use crate::transport::outbox::Outbox;
 
-/// Delivery batches the delivery task runs before it yields to other tasks.
-const ROUNDS_PER_TURN: u32 = 16;
-
 /// The topic filters of a session with their granted QoS, in subscription
 /// order.
 pub type Subscriptions = RwLock<Vec<(String, QoS)>>;
@@ -172,22 +169,7 @@ impl MqttConsumer {
     }
 
     async fn run(self: Arc<Self>) {
-        loop {
-            if self.is_cancelled() || self.outbox.is_closed() {
-                return;
-            }
-            if self.queue.deliver_ready() {
-                let mut rounds = 1;
-                while rounds < ROUNDS_PER_TURN && !self.is_cancelled() && self.queue.deliver_ready() {
-                    rounds += 1;
-                }
-                tokio::task::yield_now().await;
-            } else if self.outbox.is_full() {
-                self.outbox.wait_for_space().await;
-            } else {
-                self.wake.notified().await;
-            }
-        }
+        crate::transport::delivery_loop::run(&self.queue, &self.outbox, &self.wake, &self.cancelled).await;
     }
 }
 
