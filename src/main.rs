@@ -1,5 +1,6 @@
 //! The `lavinmq` daemon: reads flags, the ini file and the environment, starts the
-//! broker, and shuts it down gracefully on SIGINT or SIGTERM.
+//! broker, reloads its TLS certificates on SIGHUP, and shuts it down gracefully
+//! on SIGINT or SIGTERM.
 
 use std::process::ExitCode;
 
@@ -64,6 +65,19 @@ async fn run(config: Config) -> ExitCode {
         env!("CARGO_PKG_VERSION"),
         config.main.data_dir.display()
     );
+    // Installed first, so a SIGHUP during start-up does not end the process.
+    let signals = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
+    );
+    let (mut int, mut term, mut hup) = match signals {
+        (Ok(i), Ok(t), Ok(h)) => (i, t, h),
+        _ => {
+            eprintln!("lavinmq: cannot install signal handlers");
+            return ExitCode::FAILURE;
+        }
+    };
     let server = match Server::start(&config).await {
         Ok(s) => s,
         Err(e) => {
@@ -72,17 +86,43 @@ async fn run(config: Config) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let (mut int, mut term) = match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
-        (Ok(i), Ok(t)) => (i, t),
-        _ => {
-            eprintln!("lavinmq: cannot install signal handlers");
-            return ExitCode::FAILURE;
+    loop {
+        tokio::select! {
+            _ = int.recv() => {
+                tracing::info!("SIGINT received, shutting down");
+                break;
+            }
+            _ = term.recv() => {
+                tracing::info!("SIGTERM received, shutting down");
+                break;
+            }
+            _ = hup.recv() => reload(&server),
         }
-    };
-    tokio::select! {
-        _ = int.recv() => tracing::info!("SIGINT received, shutting down"),
-        _ = term.recv() => tracing::info!("SIGTERM received, shutting down"),
     }
     server.shutdown().await;
     ExitCode::SUCCESS
+}
+
+/// SIGHUP: reads the configuration again (the same flags, environment and
+/// config file as at start) and reloads the TLS certificates from it. A
+/// configuration or certificate that does not load changes nothing.
+fn reload(server: &Server) {
+    tracing::info!("SIGHUP received, reloading TLS certificates");
+    let config = match Config::load(std::env::args_os(), &|k| std::env::var(k).ok()) {
+        Ok(loaded) => {
+            for w in &loaded.warnings {
+                tracing::warn!("config: {w}");
+            }
+            loaded.config
+        }
+        Err(e) => {
+            tracing::error!("reload failed, keeping the current certificates: {e}");
+            return;
+        }
+    };
+    match server.reload_tls(&config) {
+        Ok(()) if server.https_addr().is_some() => tracing::info!("TLS certificates reloaded"),
+        Ok(()) => tracing::info!("TLS is off (no tls_cert); nothing to reload"),
+        Err(e) => tracing::error!("reload failed, keeping the current certificates: {e}"),
+    }
 }

@@ -10,11 +10,12 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::amqp::{AmqpContext, AmqpSettings};
-use crate::config::Config;
+use crate::config::{Config, TlsProtocol};
 use crate::core::broker::Broker;
 use crate::core::vhost::StoreSettings;
 use crate::data_dir_lock::DataDirLock;
 use crate::mqtt::{ClientIdValidation, MqttContext, MqttSettings};
+use crate::transport::tls::{TlsAcceptors, TlsError};
 
 /// Segment offsets are 32-bit, so no message may come near 4 GiB; RabbitMQ's own
 /// ceiling is 512 MiB.
@@ -50,6 +51,10 @@ pub enum StartError {
     /// The control socket could not be set up.
     #[error(transparent)]
     ControlSocket(#[from] crate::http::control_socket::ControlSocketError),
+    /// The TLS settings (certificates, versions, ciphers, SNI sections) are
+    /// unusable.
+    #[error("TLS: {0}")]
+    Tls(#[from] TlsError),
 }
 
 /// A running server; dropping it does not stop it, call [`Server::shutdown`].
@@ -60,6 +65,11 @@ pub struct Server {
     mqtt_addr: SocketAddr,
     http_addr: SocketAddr,
     metrics_addr: Option<SocketAddr>,
+    amqps_addr: Option<SocketAddr>,
+    mqtts_addr: Option<SocketAddr>,
+    https_addr: Option<SocketAddr>,
+    /// The TLS listeners' acceptors, when `tls_cert` was set at start.
+    tls: Option<TlsAcceptors>,
     shutdown: CancellationToken,
     ctx: Arc<AmqpContext>,
     mqtt_ctx: Arc<MqttContext>,
@@ -72,6 +82,11 @@ impl Server {
     pub async fn start(config: &Config) -> Result<Server, StartError> {
         crate::http::node_stats::mark_started();
         let main = &config.main;
+        // Unusable certificates stop the start before anything is opened.
+        let tls = TlsAcceptors::from_config(config)?;
+        if tls.is_none() && !config.sni.is_empty() {
+            tracing::warn!("[sni:...] sections are ignored: TLS is off without [main] tls_cert");
+        }
         let lock = if main.data_dir_lock {
             std::fs::create_dir_all(&main.data_dir)
                 .map_err(|e| StartError::Locked(format!("cannot create data dir: {e}")))?;
@@ -153,12 +168,24 @@ impl Server {
             source,
         })?;
         tracing::info!("HTTP API listening on {http_addr}");
+        let tls_listeners = match &tls {
+            Some(_) => Some(TlsListeners::bind(config).await?),
+            None => None,
+        };
+        let (amqps_addr, mqtts_addr, https_addr) = match &tls_listeners {
+            Some(t) => (Some(t.amqp.1), Some(t.mqtt.1), Some(t.http.1)),
+            None => (None, None, None),
+        };
+        let mut listeners = vec![("amqp", amqp_addr), ("mqtt", mqtt_addr), ("http", http_addr)];
+        for (protocol, addr) in [("amqps", amqps_addr), ("mqtts", mqtts_addr), ("https", https_addr)] {
+            listeners.extend(addr.map(|a| (protocol, a)));
+        }
         let ctx = AmqpContext::new(broker.clone(), amqp_settings, shutdown.clone());
         let mqtt_ctx = MqttContext::new(broker.clone(), mqtt_settings(config), shutdown.clone());
         let http_state = Arc::new(crate::http::HttpState {
             broker: broker.clone(),
             loopback_only_user: main.default_user_only_loopback.then(|| main.default_user.clone()),
-            listeners: vec![("amqp", amqp_addr), ("mqtt", mqtt_addr), ("http", http_addr)],
+            listeners,
             websocket: Some(crate::http::websocket::WsTargets {
                 amqp: ctx.clone(),
                 mqtt: mqtt_ctx.clone(),
@@ -199,6 +226,19 @@ impl Server {
             }
             None => None,
         };
+        if let (Some(acceptors), Some(bound)) = (&tls, tls_listeners) {
+            let amqp = crate::amqp::listener::accept_tls_loop(bound.amqp.0, acceptors.amqp.clone(), ctx.clone());
+            let mqtt = crate::mqtt::listener::accept_tls_loop(bound.mqtt.0, acceptors.mqtt.clone(), mqtt_ctx.clone());
+            let http = crate::http::https::serve(
+                bound.http.0,
+                acceptors.http.clone(),
+                http_state.clone(),
+                shutdown.clone(),
+            );
+            tokio::spawn(amqp);
+            tokio::spawn(mqtt);
+            tokio::spawn(http);
+        }
         tokio::spawn(crate::http::serve(http_listener, http_state, shutdown.clone()));
         tokio::spawn(crate::amqp::listener::accept_loop(listener, ctx.clone()));
         tokio::spawn(crate::mqtt::listener::accept_loop(mqtt_listener, mqtt_ctx.clone()));
@@ -211,6 +251,10 @@ impl Server {
             mqtt_addr,
             http_addr,
             metrics_addr,
+            amqps_addr,
+            mqtts_addr,
+            https_addr,
+            tls,
             shutdown,
             ctx,
             mqtt_ctx,
@@ -238,6 +282,35 @@ impl Server {
     /// disabled (`metrics_http_port = -1`).
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
         self.metrics_addr
+    }
+
+    /// The address the AMQPS listener is bound to, when TLS is configured.
+    pub fn amqps_addr(&self) -> Option<SocketAddr> {
+        self.amqps_addr
+    }
+
+    /// The address the MQTTS listener is bound to, when TLS is configured.
+    pub fn mqtts_addr(&self) -> Option<SocketAddr> {
+        self.mqtts_addr
+    }
+
+    /// The address the HTTPS listener is bound to, when TLS is configured.
+    pub fn https_addr(&self) -> Option<SocketAddr> {
+        self.https_addr
+    }
+
+    /// Re-reads the TLS certificates and settings (including `[sni:...]`
+    /// sections) from `config` for every TLS listener, as on SIGHUP: new
+    /// connections get them, open ones are not touched. On error (an
+    /// unreadable or mismatched certificate, say) the listeners keep what
+    /// they had. Listeners are bound at start only, so turning TLS on or off
+    /// needs a restart.
+    pub fn reload_tls(&self, config: &Config) -> Result<(), TlsError> {
+        match &self.tls {
+            Some(acceptors) => acceptors.reload(config),
+            None if config.main.tls_cert.is_some() => Err(TlsError::NotBound),
+            None => Ok(()),
+        }
     }
 
     /// Where the control socket is, unless it is disabled (empty
@@ -306,6 +379,38 @@ async fn disk_check_loop(broker: Arc<Broker>, shutdown: CancellationToken) {
             _ = shutdown.cancelled() => return,
         }
     }
+}
+
+/// The TLS listeners, bound (with their addresses) before they are served.
+struct TlsListeners {
+    amqp: (TcpListener, SocketAddr),
+    mqtt: (TcpListener, SocketAddr),
+    http: (TcpListener, SocketAddr),
+}
+
+impl TlsListeners {
+    /// Binds the AMQPS, MQTTS and HTTPS ports next to the plain ones.
+    async fn bind(config: &Config) -> Result<TlsListeners, StartError> {
+        let (amqp, mqtt, mgmt) = (&config.amqp, &config.mqtt, &config.mgmt);
+        Ok(TlsListeners {
+            amqp: bind_tls(TlsProtocol::Amqp, &amqp.bind, amqp.tls_port).await?,
+            mqtt: bind_tls(TlsProtocol::Mqtt, &mqtt.bind, mqtt.tls_port).await?,
+            http: bind_tls(TlsProtocol::Http, &mgmt.bind, mgmt.tls_port).await?,
+        })
+    }
+}
+
+/// Binds `protocol`'s TLS listener on `bind:port` and logs its address.
+async fn bind_tls(protocol: TlsProtocol, bind: &str, port: u16) -> Result<(TcpListener, SocketAddr), StartError> {
+    let what = protocol.listener();
+    let listener = bind_tcp(what, bind, port).await?;
+    let addr = listener.local_addr().map_err(|source| StartError::Bind {
+        what,
+        addr: bind.to_owned(),
+        source,
+    })?;
+    tracing::info!("{what} listening on {addr}");
+    Ok((listener, addr))
 }
 
 /// Binds a TCP listener on `bind:port` (IPv6 addresses without brackets).

@@ -3,7 +3,6 @@
 //! closes with the right reply code when a client breaks the protocol.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,6 +18,7 @@ use super::handshake::handshake;
 use crate::core::message::Message;
 use crate::core::vhost::VHost;
 use crate::transport::outbox::Outbox;
+use crate::transport::peer::Peer;
 
 /// The protocol header of AMQP 0-9-1.
 pub const PROTOCOL_HEADER: [u8; 8] = *b"AMQP\x00\x00\x09\x01";
@@ -96,16 +96,17 @@ impl ConnInfo {
     }
 }
 
-/// Serves one client connection until it closes.
-pub async fn serve<S>(ctx: Arc<AmqpContext>, stream: S, peer: SocketAddr, local: SocketAddr)
+/// Serves one client connection until it closes; `peer` says who it is and
+/// whether it came over TLS.
+pub async fn serve<S>(ctx: Arc<AmqpContext>, stream: S, peer: Peer)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let span = tracing::info_span!("amqp", client = %peer);
+    let span = tracing::info_span!("amqp", client = %peer.addr);
     async move {
         let (mut rd, mut wr) = tokio::io::split(stream);
         let mut buf = BytesMut::with_capacity(16 * 1024);
-        let (info, registration) = match handshake(&ctx, &mut rd, &mut wr, &mut buf, peer, local).await {
+        let (info, registration) = match handshake(&ctx, &mut rd, &mut wr, &mut buf, &peer).await {
             Ok(done) => done,
             Err(e) => {
                 tracing::info!("connection closed during handshake: {e}");

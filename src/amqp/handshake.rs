@@ -1,8 +1,8 @@
 //! The opening of an AMQP connection: protocol header, connection.start /
-//! start-ok (PLAIN and AMQPLAIN), tune / tune-ok negotiation and connection.open,
-//! each with a timeout and the reply code RabbitMQ uses when a client gets it wrong.
+//! start-ok (PLAIN, AMQPLAIN, and EXTERNAL for clients with a verified TLS
+//! certificate), tune / tune-ok negotiation and connection.open, each with a
+//! timeout and the reply code RabbitMQ uses when a client gets it wrong.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
@@ -13,6 +13,8 @@ use super::connection::{CLOSE_TIMEOUT, ConnInfo, HANDSHAKE_TIMEOUT, PROTOCOL_HEA
 use super::context::AmqpContext;
 use super::error::{AmqpError, code};
 use crate::core::connections::{ConnectionInfo, Registration};
+use crate::core::user::User;
+use crate::transport::peer::Peer;
 
 /// Why a connection ended before or during the handshake.
 #[derive(Debug, thiserror::Error)]
@@ -154,6 +156,41 @@ fn credentials(mechanism: &str, response: &Bytes) -> Option<(String, String)> {
     }
 }
 
+/// The SASL mechanisms offered to `peer`: EXTERNAL only to clients that
+/// presented a verified certificate with a common name.
+fn mechanisms(peer: &Peer) -> Bytes {
+    if peer.client_cn().is_some() {
+        Bytes::from_static(b"PLAIN AMQPLAIN EXTERNAL")
+    } else {
+        Bytes::from_static(b"PLAIN AMQPLAIN")
+    }
+}
+
+/// Who the client is, by the mechanism it chose: PLAIN and AMQPLAIN check a
+/// password; EXTERNAL takes the user named by the verified client
+/// certificate's CN (the response is ignored), which must exist. The error is
+/// the reason for the log.
+fn authenticate(ctx: &AmqpContext, mechanism: &str, response: &Bytes, peer: &Peer) -> Result<(String, User), String> {
+    if mechanism == "EXTERNAL" {
+        let Some(cn) = peer.client_cn() else {
+            return Err("EXTERNAL needs a verified TLS client certificate".to_owned());
+        };
+        let user = ctx
+            .broker
+            .users
+            .get(cn)
+            .ok_or_else(|| format!("no user '{cn}' for the client certificate's common name"))?;
+        return Ok((cn.to_owned(), user));
+    }
+    let Some((username, password)) = credentials(mechanism, response) else {
+        return Err(format!("unsupported mechanism or malformed response ({mechanism})"));
+    };
+    match ctx.broker.users.authenticate(&username, &password) {
+        Some(user) => Ok((username, user)),
+        None => Err(format!("wrong credentials for user '{username}'")),
+    }
+}
+
 /// Runs the whole opening of a connection; on a protocol error the client gets
 /// connection.close with the reply code before the socket goes.
 pub async fn handshake<R, W>(
@@ -161,8 +198,7 @@ pub async fn handshake<R, W>(
     rd: &mut R,
     wr: &mut W,
     buf: &mut BytesMut,
-    peer: SocketAddr,
-    local: SocketAddr,
+    peer: &Peer,
 ) -> Result<(ConnInfo, Registration), HandshakeError>
 where
     R: AsyncRead + Unpin,
@@ -185,11 +221,11 @@ where
         version_major: 0,
         version_minor: 9,
         server_properties: server_properties(),
-        mechanisms: Bytes::from_static(b"PLAIN AMQPLAIN"),
+        mechanisms: mechanisms(peer),
         locales: Bytes::from_static(b"en_US"),
     };
     send_method(wr, &start).await?;
-    let result = negotiate(ctx, rd, wr, buf, peer, local).await;
+    let result = negotiate(ctx, rd, wr, buf, peer).await;
     if let Err(HandshakeError::Closed(e)) = &result {
         send_close(wr, e).await;
         // Give the client a moment to read the close before the socket goes.
@@ -204,8 +240,7 @@ async fn negotiate<R, W>(
     rd: &mut R,
     wr: &mut W,
     buf: &mut BytesMut,
-    peer: SocketAddr,
-    local: SocketAddr,
+    peer: &Peer,
 ) -> Result<(ConnInfo, Registration), HandshakeError>
 where
     R: AsyncRead + Unpin,
@@ -242,17 +277,10 @@ where
             HandshakeError::Protocol(why)
         }
     };
-    let Some((username, password)) = credentials(&mechanism, &response) else {
-        return Err(refused(format!(
-            "unsupported mechanism or malformed response ({mechanism})"
-        )));
-    };
-    let Some(user) = ctx.broker.users.authenticate(&username, &password) else {
-        return Err(refused(format!("wrong credentials for user '{username}'")));
-    };
+    let (username, user) = authenticate(ctx, &mechanism, &response, peer).map_err(refused)?;
     if username == settings.default_user
         && settings.default_user_only_loopback
-        && !peer.ip().to_canonical().is_loopback()
+        && !peer.addr.ip().to_canonical().is_loopback()
     {
         return Err(refused(format!("user '{username}' may only connect from loopback")));
     }
@@ -316,14 +344,14 @@ where
         protocol: "AMQP 0-9-1",
         user: username.clone(),
         vhost: vhost.name.clone(),
-        peer,
-        local,
+        peer: peer.addr,
+        local: peer.local,
         auth_mechanism: mechanism.to_string(),
         client_properties,
         frame_max,
         channel_max,
         heartbeat,
-        tls: false,
+        tls: peer.is_tls(),
     };
     let max = vhost.max_connections();
     let now = crate::core::message::Message::now_ms();

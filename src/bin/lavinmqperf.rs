@@ -16,8 +16,12 @@ mod churn_loops;
 mod client;
 #[path = "lavinmqperf/mqtt_throughput.rs"]
 mod mqtt_throughput;
+#[path = "lavinmqperf/stream.rs"]
+mod stream;
 #[path = "lavinmqperf/throughput.rs"]
 mod throughput;
+#[path = "lavinmqperf/tls.rs"]
+mod tls;
 #[path = "lavinmqperf/uri.rs"]
 mod uri;
 

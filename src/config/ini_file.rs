@@ -60,6 +60,9 @@ fn apply_section(
             apply_mgmt
         }
         _ => {
+            if let Some(host) = name.strip_prefix("sni:").filter(|host| !host.is_empty()) {
+                return apply_sni(config, name, host, props, warnings);
+            }
             extend_raw(raw_section(config, name)?, props);
             return Ok(());
         }
@@ -86,14 +89,39 @@ fn raw_section<'c>(config: &'c mut Config, name: &str) -> Result<&'c mut RawSect
             section: name.to_owned(),
             hint: " ([replication] was replaced by [clustering])",
         }),
-        _ => match name.strip_prefix("sni:").filter(|host| !host.is_empty()) {
-            Some(host) => Ok(config.sni.entry(host.to_owned()).or_default()),
-            None => Err(ConfigError::UnknownSection {
-                section: name.to_owned(),
-                hint: "",
-            }),
-        },
+        _ => Err(ConfigError::UnknownSection {
+            section: name.to_owned(),
+            hint: "",
+        }),
     }
+}
+
+/// Applies an `[sni:HOST]` section: the TLS keys, each optionally prefixed
+/// with `amqp_`, `mqtt_` or `http_` to apply to that listener only. A section
+/// named twice is merged, later keys winning.
+fn apply_sni(
+    config: &mut Config,
+    section: &str,
+    host: &str,
+    props: &Properties,
+    warnings: &mut Vec<String>,
+) -> Result<(), ConfigError> {
+    let sni = config.sni.entry(host.to_ascii_lowercase()).or_default();
+    for (key, value) in props.iter() {
+        let e = Entry { section, key, value };
+        let (keys, unprefixed) = sni.keys_for(key);
+        match unprefixed {
+            "tls_cert" => keys.cert = e.opt_path(),
+            "tls_key" => keys.key = e.opt_path(),
+            "tls_min_version" => keys.min_version = e.opt_string(),
+            "tls_ciphers" => keys.ciphers = e.opt_string(),
+            "tls_verify_peer" => keys.verify_peer = Some(e.bool()?),
+            "tls_ca_cert" => keys.ca_cert = e.opt_path(),
+            "tls_keylog_file" => keys.keylog_file = e.opt_path(),
+            _ => warnings.push(e.unknown()),
+        }
+    }
+    Ok(())
 }
 
 /// Copies a section's keys verbatim, later keys overriding earlier ones.
@@ -182,6 +210,9 @@ fn apply_main(config: &mut Config, e: &Entry<'_>, warnings: &mut Vec<String>) ->
         "tls_key" => m.tls_key = e.opt_path(),
         "tls_ciphers" => m.tls_ciphers = e.opt_string(),
         "tls_min_version" => m.tls_min_version = e.opt_string(),
+        "tls_keylog_file" => m.tls_keylog_file = e.opt_path(),
+        "tls_verify_peer" => m.tls_verify_peer = e.bool()?,
+        "tls_ca_cert" => m.tls_ca_cert = e.opt_path(),
         "stats_interval" => m.stats_interval = e.int()?,
         "stats_log_size" => m.stats_log_size = e.int()?,
         "set_timestamp" => m.set_timestamp = e.bool()?,

@@ -10,6 +10,7 @@ mod cli;
 mod env;
 mod error;
 mod ini_file;
+mod tls;
 mod value;
 
 #[cfg(test)]
@@ -20,6 +21,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 pub use error::ConfigError;
+pub use tls::{SniConfig, TlsKeys, TlsProtocol};
 
 /// Name of the config file looked up inside a configuration directory.
 pub const CONFIG_FILE_NAME: &str = "lavinmq.ini";
@@ -58,9 +60,10 @@ pub struct Config {
     pub oauth: RawSection,
     /// `[experimental]` keys, kept raw until they are implemented.
     pub experimental: RawSection,
-    /// `[sni:HOSTNAME]` sections keyed by hostname, kept raw until SNI is
-    /// implemented.
-    pub sni: BTreeMap<String, RawSection>,
+    /// `[sni:HOSTNAME]` sections keyed by lower-cased hostname (which may be
+    /// a wildcard such as `*.example.com`): the TLS settings for clients that
+    /// ask for that name.
+    pub sni: BTreeMap<String, SniConfig>,
 }
 
 /// `[main]` settings: those not tied to one protocol listener.
@@ -90,6 +93,16 @@ pub struct MainConfig {
     /// Minimum TLS version, e.g. `1.2`
     /// (`tls_min_version`, `--tls-min-version`, `LAVINMQ_TLS_MIN_VERSION`).
     pub tls_min_version: Option<String>,
+    /// File to append TLS secrets to in NSS key log format, so captured
+    /// traffic can be decrypted while debugging (`tls_keylog_file`; the
+    /// `SSLKEYLOGFILE` environment variable when unset).
+    pub tls_keylog_file: Option<PathBuf>,
+    /// Require TLS clients to present a certificate that chains to
+    /// [`MainConfig::tls_ca_cert`] (`tls_verify_peer`).
+    pub tls_verify_peer: bool,
+    /// CA certificates (PEM) that client certificates are verified against
+    /// (`tls_ca_cert`).
+    pub tls_ca_cert: Option<PathBuf>,
     /// Milliseconds between statistics samples (`stats_interval`).
     pub stats_interval: u64,
     /// Number of statistics samples kept (`stats_log_size`).
@@ -244,6 +257,9 @@ impl Default for MainConfig {
             tls_key: None,
             tls_ciphers: None,
             tls_min_version: None,
+            tls_keylog_file: None,
+            tls_verify_peer: false,
+            tls_ca_cert: None,
             stats_interval: 5000,
             stats_log_size: 120,
             set_timestamp: false,
@@ -398,6 +414,15 @@ impl Config {
                     self.amqp.frame_max
                 ),
             });
+        }
+        if self.main.tls_verify_peer && self.main.tls_ca_cert.is_none() {
+            return Err(ConfigError::Invalid {
+                field: "tls_verify_peer",
+                reason: "needs tls_ca_cert, the CA client certificates must chain to".to_owned(),
+            });
+        }
+        for (host, sni) in &self.sni {
+            sni.validate(host)?;
         }
         Ok(())
     }

@@ -439,8 +439,6 @@ etcd_endpoints = a:2379,b:2379
 issuer = https://id.example
 [experimental]
 yield_each_received_bytes = 1
-[sni:example.com]
-tls_cert = /e.pem
 ");
     assert!(warnings.is_empty(), "{warnings:?}");
     assert_eq!(c.clustering.get("enabled").map(String::as_str), Some("true"));
@@ -450,13 +448,87 @@ tls_cert = /e.pem
     );
     assert_eq!(c.oauth.get("issuer").map(String::as_str), Some("https://id.example"));
     assert_eq!(c.experimental.len(), 1);
+}
+
+#[test]
+fn tls_keys_in_main() {
+    let (c, warnings) = ini("\
+[main]
+tls_cert = /c.pem
+tls_keylog_file = /tmp/keys.log
+tls_verify_peer = true
+tls_ca_cert = /ca.pem
+");
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(c.main.tls_keylog_file, Some(PathBuf::from("/tmp/keys.log")));
+    assert!(c.main.tls_verify_peer);
+    assert_eq!(c.main.tls_ca_cert, Some(PathBuf::from("/ca.pem")));
+    let keys = c.main.tls_keys().expect("a certificate is configured");
+    assert_eq!(keys.cert, Some(PathBuf::from("/c.pem")));
+    assert_eq!(keys.key, None);
+    assert_eq!(keys.verify_peer, Some(true));
+    assert_eq!(keys.keylog_file, Some(PathBuf::from("/tmp/keys.log")));
+
+    let c = Config::default();
+    assert_eq!((c.main.tls_keylog_file.as_ref(), c.main.tls_verify_peer), (None, false));
+    assert_eq!(c.main.tls_keys(), None);
+    assert_eq!(ini("[main]\ntls_keylog_file =\n").0.main.tls_keylog_file, None);
+
+    let err = ini_err("[main]\ntls_cert = /c.pem\ntls_verify_peer = true\n");
+    assert!(err.contains("tls_ca_cert"), "{err}");
+    let err = ini_err("[main]\ntls_verify_peer = maybe\n");
+    assert!(err.contains("tls_verify_peer"), "{err}");
+}
+
+#[test]
+fn sni_sections_with_protocol_overrides() {
+    let (c, warnings) = ini("\
+[sni:Example.COM]
+tls_cert = /e.pem
+tls_key = /e.key
+tls_min_version = 1.3
+amqp_tls_cert = /amqp.pem
+mqtt_tls_verify_peer = true
+mqtt_tls_ca_cert = /ca.pem
+http_tls_ciphers = ECDHE-RSA-AES128-GCM-SHA256
+[sni:*.example.net]
+tls_cert = /w.pem
+bogus = 1
+");
+    assert_eq!(warnings, ["unknown key 'bogus' in section [sni:*.example.net]"]);
+    let host = c.sni.get("example.com").expect("host names are lower-cased");
+    let amqp = host.for_protocol(TlsProtocol::Amqp);
+    assert_eq!(amqp.cert, Some(PathBuf::from("/amqp.pem")));
+    assert_eq!(amqp.key, Some(PathBuf::from("/e.key")));
+    assert_eq!(amqp.min_version.as_deref(), Some("1.3"));
+    assert_eq!(amqp.verify_peer, None);
+    let mqtt = host.for_protocol(TlsProtocol::Mqtt);
+    assert_eq!(mqtt.cert, Some(PathBuf::from("/e.pem")));
     assert_eq!(
-        c.sni
-            .get("example.com")
-            .and_then(|s| s.get("tls_cert"))
-            .map(String::as_str),
-        Some("/e.pem")
+        (mqtt.verify_peer, mqtt.ca_cert),
+        (Some(true), Some(PathBuf::from("/ca.pem")))
     );
+    let http = host.for_protocol(TlsProtocol::Http);
+    assert_eq!(http.ciphers.as_deref(), Some("ECDHE-RSA-AES128-GCM-SHA256"));
+    assert_eq!(http.ca_cert, None);
+    let wildcard = c.sni.get("*.example.net").expect("wildcard section");
+    assert_eq!(wildcard.tls.cert, Some(PathBuf::from("/w.pem")));
+}
+
+#[test]
+fn sni_sections_are_validated() {
+    let err = ini_err("[sni:a.example]\ntls_key = /k.pem\n");
+    assert!(err.contains("[sni:a.example] has no tls_cert"), "{err}");
+    let err = ini_err("[sni:a.example]\namqp_tls_cert = /a.pem\n");
+    assert!(err.contains("mqtt_tls_cert"), "{err}");
+    let err = ini_err("[sni:a.example]\ntls_cert = /a.pem\nhttp_tls_verify_peer = true\n");
+    assert!(err.contains("http_tls_ca_cert"), "{err}");
+    let err = ini_err("[sni:a.example]\ntls_cert = /a.pem\ntls_verify_peer = sometimes\n");
+    assert!(err.contains("tls_verify_peer") && err.contains("sometimes"), "{err}");
+    for host in ["a.*.example", "*.", "**.example"] {
+        let err = ini_err(&format!("[sni:{host}]\ntls_cert = /a.pem\n"));
+        assert!(err.contains("*."), "{host}: {err}");
+    }
 }
 
 #[test]
@@ -800,6 +872,9 @@ fn example_ini_documents_every_main_and_amqp_key_with_its_default() {
         "tls_key",
         "tls_ciphers",
         "tls_min_version",
+        "tls_keylog_file",
+        "tls_verify_peer",
+        "tls_ca_cert",
         "stats_interval",
         "stats_log_size",
         "set_timestamp",

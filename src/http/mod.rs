@@ -12,6 +12,7 @@ pub mod definitions;
 pub mod docs;
 pub mod error;
 pub mod exchanges;
+pub mod https;
 pub mod listing;
 pub mod messages;
 pub mod metrics;
@@ -264,13 +265,17 @@ fn routes(state: Arc<HttpState>) -> Router {
         .with_state(state)
 }
 
+/// The API with the WebSocket upgrade in front: what the HTTP and HTTPS
+/// listeners serve.
+pub fn app(state: Arc<HttpState>) -> Router {
+    let ws = axum::middleware::from_fn_with_state(state.clone(), websocket::upgrade);
+    router(state).layer(ws)
+}
+
 /// Serves the API on `listener` until `shutdown`.
 pub async fn serve(listener: TcpListener, state: Arc<HttpState>, shutdown: CancellationToken) {
     // The peer address lets authentication restrict the default user to loopback.
-    let ws = axum::middleware::from_fn_with_state(state.clone(), websocket::upgrade);
-    let app = router(state)
-        .layer(ws)
-        .into_make_service_with_connect_info::<std::net::SocketAddr>();
+    let app = app(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
     let result = axum::serve(listener, app)
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await;

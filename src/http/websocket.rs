@@ -15,6 +15,7 @@ use axum::response::{IntoResponse, Response};
 use super::HttpState;
 use crate::amqp::AmqpContext;
 use crate::mqtt::MqttContext;
+use crate::transport::peer::Peer;
 use crate::transport::websocket::{WsProtocol, WsStream};
 
 /// Where WebSocket connections go.
@@ -23,7 +24,8 @@ pub struct WsTargets {
     pub amqp: Arc<AmqpContext>,
     /// Served as MQTT connections.
     pub mqtt: Arc<MqttContext>,
-    /// The HTTP listener's address, shown as the connection's local end.
+    /// The plain HTTP listener's address, shown as the connection's local end
+    /// (the HTTPS listener supplies its own [`Peer`] per connection).
     pub local: SocketAddr,
 }
 
@@ -34,8 +36,10 @@ fn is_websocket_upgrade(req: &Request) -> bool {
         .is_some_and(|v| v.eq_ignore_ascii_case("websocket"))
 }
 
-/// Middleware of the HTTP listener: upgrades WebSocket requests to AMQP or
-/// MQTT connections and passes every other request on.
+/// Middleware of the HTTP and HTTPS listeners: upgrades WebSocket requests to
+/// AMQP or MQTT connections and passes every other request on. Over HTTPS the
+/// connection's [`Peer`] (TLS, client certificate) is in the request's
+/// `ConnectInfo<Peer>`; over plain HTTP only the address is known.
 pub async fn upgrade(
     State(state): State<Arc<HttpState>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
@@ -57,6 +61,10 @@ pub async fn upgrade(
         .map(str::to_string)
         .collect();
     let (protocol, confirm) = WsProtocol::choose(offered.iter().map(String::as_str), req.uri().path());
+    let stream_peer = match req.extensions().get::<ConnectInfo<Peer>>() {
+        Some(ConnectInfo(p)) => p.clone(),
+        None => Peer::plain(peer, targets.local),
+    };
     let confirm = confirm.map(str::to_string);
     let (mut parts, _body) = req.into_parts();
     let ws = match WebSocketUpgrade::from_request_parts(&mut parts, &state).await {
@@ -67,17 +75,17 @@ pub async fn upgrade(
         Some(name) => ws.protocols([name]),
         None => ws,
     };
-    let (amqp, mqtt, local) = (targets.amqp.clone(), targets.mqtt.clone(), targets.local);
+    let (amqp, mqtt) = (targets.amqp.clone(), targets.mqtt.clone());
     tracing::debug!(%peer, ?protocol, "WebSocket upgrade");
     ws.on_upgrade(move |socket| async move {
         let stream = WsStream::new(socket);
         match protocol {
             WsProtocol::Amqp => {
-                let serve = crate::amqp::connection::serve(amqp.clone(), stream, peer, local);
+                let serve = crate::amqp::connection::serve(amqp.clone(), stream, stream_peer);
                 amqp.tasks.track_future(serve).await;
             }
             WsProtocol::Mqtt => {
-                let serve = crate::mqtt::connection::serve(mqtt.clone(), stream, peer, local);
+                let serve = crate::mqtt::connection::serve(mqtt.clone(), stream, stream_peer);
                 mqtt.tasks.track_future(serve).await;
             }
         }

@@ -1,8 +1,8 @@
 //! The opening of an MQTT connection: the CONNECT packet, who the client is
-//! (user name `vhost:user`, or the default vhost), its client identifier, and
-//! the CONNACK return code when it may not connect.
+//! (user name `vhost:user`, or the default vhost; without a user name, the
+//! verified TLS client certificate's CN or else the default user), its client
+//! identifier, and the CONNACK return code when it may not connect.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,6 +13,7 @@ use super::codec::{Connect, ConnectReturnCode, DecodeError, Packet, parse_packet
 use super::context::{ClientIdValidation, MqttContext};
 use super::session::client_id_fits;
 use crate::core::vhost::VHost;
+use crate::transport::peer::Peer;
 
 /// How long a client has to send CONNECT after connecting.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -66,23 +67,30 @@ pub struct Admitted {
     pub vhost: Arc<VHost>,
     /// The client identifier (assigned when the client sent none).
     pub client_id: String,
+    /// How the user was established, as the management API lists it:
+    /// `MQTT` (user name and password, or anonymous) or `EXTERNAL` (the
+    /// client certificate).
+    pub mechanism: &'static str,
 }
 
 /// A refusal: the CONNACK return code and the reason for the log.
 pub type Refusal = (ConnectReturnCode, String);
 
 /// Checks the client's identity and client identifier.
-pub fn admit(ctx: &MqttContext, connect: &Connect, peer: SocketAddr) -> Result<Admitted, Refusal> {
+pub fn admit(ctx: &MqttContext, connect: &Connect, peer: &Peer) -> Result<Admitted, Refusal> {
     let settings = &ctx.settings;
-    let (vhost_name, user) = match &connect.username {
-        Some(name) => {
+    let by_certificate = connect.username.is_none() && peer.client_cn().is_some();
+    let (vhost_name, user) = match (&connect.username, peer.client_cn()) {
+        (Some(name), _) => {
             let name = name.as_str();
             match name.split_once(':') {
                 Some((vhost, user)) => (vhost.to_string(), user.to_string()),
                 None => (settings.default_vhost.clone(), name.to_string()),
             }
         }
-        None => (settings.default_vhost.clone(), settings.default_user.clone()),
+        // A verified client certificate names the user, as SASL EXTERNAL does.
+        (None, Some(cn)) => (settings.default_vhost.clone(), cn.to_string()),
+        (None, None) => (settings.default_vhost.clone(), settings.default_user.clone()),
     };
     let bad_credentials = || {
         (
@@ -91,8 +99,8 @@ pub fn admit(ctx: &MqttContext, connect: &Connect, peer: SocketAddr) -> Result<A
         )
     };
     let record = match (&connect.username, &connect.password) {
-        // Anonymous clients are the default user, as with RabbitMQ's
-        // `mqtt.allow_anonymous`.
+        // Anonymous clients are the certificate's user or the default user,
+        // as with RabbitMQ's `mqtt.ssl_cert_login` and `mqtt.allow_anonymous`.
         (None, _) => ctx.broker.users.get(&user).ok_or_else(bad_credentials)?,
         (Some(_), Some(password)) => {
             let password = std::str::from_utf8(password).map_err(|_| bad_credentials())?;
@@ -103,7 +111,10 @@ pub fn admit(ctx: &MqttContext, connect: &Connect, peer: SocketAddr) -> Result<A
         }
         (Some(_), None) => return Err(bad_credentials()),
     };
-    if user == settings.default_user && settings.default_user_only_loopback && !peer.ip().to_canonical().is_loopback() {
+    if user == settings.default_user
+        && settings.default_user_only_loopback
+        && !peer.addr.ip().to_canonical().is_loopback()
+    {
         return Err((
             ConnectReturnCode::NotAuthorized,
             format!("user '{user}' may only connect from loopback"),
@@ -122,7 +133,12 @@ pub fn admit(ctx: &MqttContext, connect: &Connect, peer: SocketAddr) -> Result<A
         ));
     }
     let client_id = client_id(connect, &user, settings.client_id_validation)?;
-    Ok(Admitted { user, vhost, client_id })
+    Ok(Admitted {
+        user,
+        vhost,
+        client_id,
+        mechanism: if by_certificate { "EXTERNAL" } else { "MQTT" },
+    })
 }
 
 /// The client identifier the session goes by: the client's own, or, when it

@@ -7,7 +7,6 @@
 //! violation closes the network connection [MQTT-4.8.0-1] with a log line
 //! naming the broken rule.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,7 +21,7 @@ use super::codec::{
 use super::connect::{Admitted, ConnectError, admit, read_connect};
 use super::context::MqttContext;
 use super::delivery::MqttConsumer;
-use super::message_props::publish_properties;
+use super::message_props::topic_message;
 use super::publish_acks::{PublishAck, PublishAcks};
 use super::session::{Session, TOPIC_EXCHANGE};
 use super::session_registry::{Claim, SessionState};
@@ -31,8 +30,13 @@ use crate::core::connections::{ConnectionInfo, Registration};
 use crate::core::message::Message;
 use crate::core::permissions::{Access, Compiled};
 use crate::core::queue::Queue;
-use crate::core::{FieldTable, FieldValue, ShortStr};
+use crate::core::{FieldTable, FieldValue};
 use crate::transport::outbox::Outbox;
+use crate::transport::peer::Peer;
+
+/// A read at least this big means a busy client, whose connection yields to
+/// other tasks after handling it.
+const BUSY_READ: usize = 16 * 1024;
 
 /// Why the packet loop closes the connection.
 #[derive(Debug, thiserror::Error)]
@@ -57,12 +61,13 @@ enum End {
     Shutdown,
 }
 
-/// Serves one client connection until it closes.
-pub async fn serve<S>(ctx: Arc<MqttContext>, stream: S, peer: SocketAddr, local: SocketAddr)
+/// Serves one client connection until it closes; `peer` says who it is and
+/// whether it came over TLS.
+pub async fn serve<S>(ctx: Arc<MqttContext>, stream: S, peer: Peer)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let span = tracing::info_span!("mqtt", client = %peer);
+    let span = tracing::info_span!("mqtt", client = %peer.addr);
     async move {
         let (mut rd, mut wr) = tokio::io::split(stream);
         let mut buf = BytesMut::with_capacity(8 * 1024);
@@ -79,7 +84,7 @@ where
                 return;
             }
         };
-        let admitted = match admit(&ctx, &connect, peer) {
+        let admitted = match admit(&ctx, &connect, &peer) {
             Ok(a) => a,
             Err((code, why)) => {
                 tracing::warn!("connection refused ({code:?}): {why}");
@@ -101,14 +106,14 @@ where
             },
             user: admitted.user.clone(),
             vhost: admitted.vhost.name.clone(),
-            peer,
-            local,
-            auth_mechanism: "MQTT".into(),
+            peer: peer.addr,
+            local: peer.local,
+            auth_mechanism: admitted.mechanism.into(),
             client_properties,
             frame_max: 0,
             channel_max: 0,
             heartbeat: connect.keep_alive,
-            tls: false,
+            tls: peer.is_tls(),
         };
         let limit = admitted.vhost.max_connections();
         let Some(registration) = ctx.broker.connections.register(info, Message::now_ms(), limit) else {
@@ -260,6 +265,7 @@ impl Connection {
         let kick = self.claim.kick.clone();
         let queue_gone = self.consumer.queue_gone.clone();
         let mut disk = self.ctx.broker.disk.subscribe();
+        let mut busy = false;
         loop {
             loop {
                 match parse_packet(&mut buf, self.ctx.settings.max_packet_size) {
@@ -284,7 +290,11 @@ impl Connection {
                 }
             }
             self.end_of_batch();
-            tokio::task::yield_now().await;
+            // A busy publisher lets other tasks run between read batches; a client
+            // waiting for an answer does not need to (a yield wakes an idle worker).
+            if busy {
+                tokio::task::yield_now().await;
+            }
             // While the disk alarm is on, publishers are not read.
             while *disk.borrow_and_update() {
                 tokio::select! {
@@ -314,6 +324,7 @@ impl Connection {
                     Some(Ok(n)) => {
                         entry.recv_oct.add(n as u64);
                         entry.recv_cnt.incr();
+                        busy = n >= BUSY_READ;
                     }
                     Some(Err(e)) => {
                         tracing::info!("read failed: {e}");
@@ -440,15 +451,7 @@ impl Connection {
                 return Err(Violation::Refused(format!("cannot store the retained message: {e}")));
             }
         }
-        let (properties, raw) = publish_properties(qos, false);
-        let msg = Message {
-            timestamp: Message::now_ms(),
-            exchange: ShortStr::from_static(TOPIC_EXCHANGE),
-            routing_key: ShortStr::from(routing_key.into_owned()),
-            properties,
-            raw_properties: Some(raw),
-            body: payload,
-        };
+        let msg = topic_message(routing_key.into_owned(), qos, false, payload);
         let mut queues = std::mem::take(&mut self.route_buf);
         vhost.route(&self.session.exchange, &msg, &[], &mut queues);
         let mut durable = false;

@@ -1,6 +1,10 @@
 //! What every protocol adapter needs from a connection's byte stream, whatever
-//! it arrives over.
+//! it arrives over: TCP accept loops, TLS, WebSocket, and the outbox that
+//! batches writes.
 
+pub mod accept;
 pub mod delivery_loop;
 pub mod outbox;
+pub mod peer;
+pub mod tls;
 pub mod websocket;

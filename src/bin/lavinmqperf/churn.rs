@@ -20,7 +20,8 @@ use lavinmq::amqp::codec::{FieldTable, Method, ShortStr};
     about = "Measure how fast queues are declared and deleted"
 )]
 pub struct QueueChurnArgs {
-    /// URI to connect to
+    /// URI to connect to (amqp://, or amqps:// for TLS; add ?verify=none for a
+    /// self-signed certificate)
     #[arg(long, default_value = "amqp://guest:guest@localhost")]
     pub uri: String,
     /// Seconds to measure each case (after a 2 s warm-up)
@@ -35,7 +36,8 @@ pub struct QueueChurnArgs {
     about = "Open many connections (with channels and consumers) and report memory use"
 )]
 pub struct ConnectionCountArgs {
-    /// URI to connect to
+    /// URI to connect to (amqp://, or amqps:// for TLS; add ?verify=none for a
+    /// self-signed certificate)
     #[arg(long, default_value = "amqp://guest:guest@localhost")]
     pub uri: String,
     /// Number of connections to add per round

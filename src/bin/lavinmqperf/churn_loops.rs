@@ -14,7 +14,8 @@ use lavinmq::amqp::codec::{FieldTable, Method, ShortStr};
 #[derive(Parser, Debug, Clone)]
 #[command(about = "Repeat one operation as fast as possible and report its rate")]
 pub struct ChurnArgs {
-    /// URI to connect to
+    /// URI to connect to (amqp://, or amqps:// for TLS; add ?verify=none for a
+    /// self-signed certificate)
     #[arg(long, default_value = "amqp://guest:guest@localhost")]
     pub uri: String,
     /// Seconds to run (0: until Ctrl-C)
@@ -30,7 +31,8 @@ pub struct ChurnArgs {
              server-named and exclusive; durable ones are named lavinmqperf-queue-count-N and stay"
 )]
 pub struct QueueCountArgs {
-    /// URI to connect to
+    /// URI to connect to (amqp://, or amqps:// for TLS; add ?verify=none for a
+    /// self-signed certificate)
     #[arg(long, default_value = "amqp://guest:guest@localhost")]
     pub uri: String,
     /// Number of queues to declare

@@ -1,5 +1,5 @@
 //! A minimal async AMQP 0-9-1 client on the broker's own codec: just enough
-//! for load generation (PLAIN handshake, channels, confirms, transactions,
+//! for load generation over TCP or TLS (PLAIN handshake, channels, confirms, transactions,
 //! queue declare/bind/unbind/purge, qos, consume/cancel) and a raw view of
 //! the receive buffer so the hot loops can work on frames without copying
 //! them.
@@ -10,10 +10,9 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use lavinmq::amqp::codec::{CodecError, FieldTable, FieldValue, Frame, Method, ShortStr, parse_frame, write_method};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::AsyncReadExt;
 
+use crate::stream::{self, Reader, Writer};
 use crate::uri::AmqpUri;
 
 /// Initial size of a connection's receive buffer.
@@ -193,7 +192,7 @@ pub fn header_body_size(payload: &[u8]) -> Option<u64> {
 /// The receive side of a connection: a socket and a large buffer that the
 /// hot loops inspect in place.
 pub struct FrameReader {
-    rd: OwnedReadHalf,
+    rd: Reader,
     /// Bytes received and not yet consumed.
     pub buf: BytesMut,
 }
@@ -236,7 +235,7 @@ pub struct Connection {
     /// Receive side.
     pub reader: FrameReader,
     /// Send side.
-    pub writer: OwnedWriteHalf,
+    pub writer: Writer,
     /// Scratch buffer for outgoing frames.
     pub wbuf: BytesMut,
     /// Negotiated limits.
@@ -269,9 +268,7 @@ fn client_properties(name: &str) -> FieldTable {
 impl Connection {
     /// Connects, authenticates with PLAIN and opens the URI's vhost.
     pub async fn connect(uri: &AmqpUri, name: &str) -> Result<Connection, Error> {
-        let stream = TcpStream::connect((uri.host.as_str(), uri.port)).await?;
-        stream.set_nodelay(true)?;
-        let (rd, writer) = stream.into_split();
+        let (rd, writer) = stream::connect(uri).await?;
         let mut conn = Connection {
             reader: FrameReader {
                 rd,
@@ -281,7 +278,7 @@ impl Connection {
             wbuf: BytesMut::with_capacity(4096),
             tuning: Tuning { frame_max: FRAME_MAX },
         };
-        conn.writer.write_all(b"AMQP\x00\x00\x09\x01").await?;
+        conn.writer.send(b"AMQP\x00\x00\x09\x01").await?;
         let Method::ConnectionStart { mechanisms, .. } = conn.expect(0).await? else {
             return Err(Error::Protocol("expected connection.start".into()));
         };
@@ -356,7 +353,7 @@ impl Connection {
     pub async fn send(&mut self, channel: u16, method: &Method) -> Result<(), Error> {
         self.wbuf.clear();
         write_method(&mut self.wbuf, channel, method)?;
-        self.writer.write_all(&self.wbuf).await?;
+        self.writer.send(&self.wbuf).await?;
         Ok(())
     }
 
@@ -385,7 +382,7 @@ impl Connection {
                 Frame::Heartbeat { .. } => {
                     self.wbuf.clear();
                     lavinmq::amqp::codec::write_heartbeat(&mut self.wbuf);
-                    self.writer.write_all(&self.wbuf).await?;
+                    self.writer.send(&self.wbuf).await?;
                 }
                 Frame::Header { .. } | Frame::Body { .. } => {}
             }

@@ -19,7 +19,6 @@ use lavinmq::amqp::codec::{
     write_heartbeat, write_method,
 };
 use parking_lot::Mutex;
-use tokio::io::AsyncWriteExt;
 use tokio::sync::{Notify, mpsc, watch};
 
 use crate::client::{
@@ -41,7 +40,8 @@ const SAMPLE_FLUSH: usize = 4096;
     about = "Publish to and consume from a queue as fast as possible (or at a given rate)"
 )]
 pub struct ThroughputArgs {
-    /// URI to connect to
+    /// URI to connect to (amqp://, or amqps:// for TLS; add ?verify=none for a
+    /// self-signed certificate)
     #[arg(long, default_value = "amqp://guest:guest@localhost")]
     pub uri: String,
     /// Number of publishers
@@ -745,14 +745,14 @@ async fn publisher(
         }
         let commit = tx_size > 0 && in_tx + n == tx_size;
         if n == 1 && !commit && template.timestamp_at.is_none() {
-            writer.write_all(&template.frames).await?;
+            writer.send(&template.frames).await?;
         } else {
             out.clear();
             template.append(&mut out, n);
             if commit {
                 write_method(&mut out, ch, &Method::TxCommit)?;
             }
-            writer.write_all(&out).await?;
+            writer.send(&out).await?;
         }
         published += n;
         shared.pubs.fetch_add(n, Ordering::Relaxed);
@@ -772,7 +772,7 @@ async fn publisher(
     if tx_size > 0 && in_tx > 0 {
         out.clear();
         write_method(&mut out, ch, &Method::TxCommit)?;
-        writer.write_all(&out).await?;
+        writer.send(&out).await?;
         commits += 1;
         st.wait_for(|st| st.commits.load(Ordering::Acquire) >= commits).await;
     }
@@ -788,7 +788,7 @@ async fn publisher(
     }
     out.clear();
     write_method(&mut out, 0, &client::close_method())?;
-    writer.write_all(&out).await?;
+    writer.send(&out).await?;
     let _ = tokio::time::timeout(CLOSE_TIMEOUT, reader_task).await;
     Ok(())
 }
@@ -1028,12 +1028,12 @@ async fn consumer(
         let pass = match state.process(&mut reader.buf, &mut wbuf, budget) {
             Ok(p) => p,
             Err(e) => {
-                let _ = writer.write_all(&wbuf).await;
+                let _ = writer.send(&wbuf).await;
                 return Err(e);
             }
         };
         if !wbuf.is_empty() {
-            writer.write_all(&wbuf).await?;
+            writer.send(&wbuf).await?;
             wbuf.clear();
         }
         if pass.delivered > 0 {
@@ -1072,7 +1072,7 @@ async fn consumer(
         write_basic_ack(&mut wbuf, ch, state.last_tag, true);
     }
     write_method(&mut wbuf, 0, &client::close_method())?;
-    writer.write_all(&wbuf).await?;
+    writer.send(&wbuf).await?;
     wbuf.clear();
     let drain = async {
         loop {

@@ -1,6 +1,8 @@
-//! `amqp://user:password@host:port/vhost` parsing (the subset lavinmqperf needs).
+//! `amqp://user:password@host:port/vhost` and `amqps://...` parsing (the
+//! subset lavinmqperf needs).
 
 use std::fmt;
+use std::path::PathBuf;
 
 /// Where and as whom to connect.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,22 +17,72 @@ pub struct AmqpUri {
     pub password: String,
     /// Virtual host (default `/`).
     pub vhost: String,
+    /// Set for `amqps://`: connect over TLS.
+    pub tls: Option<TlsParams>,
+}
+
+/// How an `amqps://` URI asks for the server to be verified.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsParams {
+    /// Verify the server's certificate and name; `?verify=none` turns it off
+    /// (for self-signed test certificates).
+    pub verify: bool,
+    /// CA certificates (PEM) to verify against instead of the system's
+    /// (`?cacertfile=PATH`, RabbitMQ's parameter name).
+    pub ca_file: Option<PathBuf>,
 }
 
 impl fmt::Display for AmqpUri {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let scheme = if self.tls.is_some() { "amqps" } else { "amqp" };
         if self.host.contains(':') {
-            write!(f, "amqp://{}@[{}]:{}", self.user, self.host, self.port)
+            write!(f, "{scheme}://{}@[{}]:{}", self.user, self.host, self.port)
         } else {
-            write!(f, "amqp://{}@{}:{}", self.user, self.host, self.port)
+            write!(f, "{scheme}://{}@{}:{}", self.user, self.host, self.port)
         }
     }
 }
 
-/// Parses an AMQP URI. Query parameters are accepted and ignored; `amqps`
-/// (TLS) is refused because this tool speaks plain TCP only.
+/// Parses an AMQP URI. `amqps://` means TLS (port 5671 by default), with the
+/// query parameters `verify=none` and `cacertfile=PATH`; other parameters
+/// are accepted and ignored.
 pub fn parse(input: &str) -> Result<AmqpUri, String> {
+    if input.starts_with("amqps://") {
+        let mut uri = parse_scheme(input, "amqps", 5671)?;
+        uri.tls = Some(tls_params(input)?);
+        return Ok(uri);
+    }
     parse_scheme(input, "amqp", 5672)
+}
+
+/// The TLS parameters in the query of an `amqps://` URI.
+fn tls_params(input: &str) -> Result<TlsParams, String> {
+    let mut params = TlsParams {
+        verify: true,
+        ca_file: None,
+    };
+    let query = input
+        .split('#')
+        .next()
+        .unwrap_or("")
+        .split_once('?')
+        .map_or("", |(_, q)| q);
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let value = decode(value).map_err(|e| format!("invalid URI {input:?}: {e}"))?;
+        match key {
+            "verify" => {
+                params.verify = match value.as_str() {
+                    "none" | "verify_none" | "false" => false,
+                    "peer" | "verify_peer" | "true" => true,
+                    other => return Err(format!("invalid URI {input:?}: verify={other} (use none or peer)")),
+                }
+            }
+            "cacertfile" => params.ca_file = Some(PathBuf::from(value)),
+            _ => {}
+        }
+    }
+    Ok(params)
 }
 
 /// Parses an MQTT URI, `mqtt://user:password@host:port` (port 1883 by
@@ -93,6 +145,7 @@ fn parse_scheme(input: &str, scheme: &str, default_port: u16) -> Result<AmqpUri,
         user,
         password,
         vhost,
+        tls: None,
     })
 }
 
@@ -150,8 +203,26 @@ mod tests {
     }
 
     #[test]
+    fn amqps() {
+        let u = parse("amqps://u:p@broker.example:5999/v?verify=none&heartbeat=0").unwrap();
+        assert_eq!(
+            (u.host.as_str(), u.port, u.vhost.as_str()),
+            ("broker.example", 5999, "v")
+        );
+        assert_eq!(u.tls.as_ref().map(|t| t.verify), Some(false));
+        assert_eq!(u.to_string(), "amqps://u@broker.example:5999");
+        let u = parse("amqps://localhost?cacertfile=%2Fetc%2Fca.pem").unwrap();
+        assert_eq!(u.port, 5671);
+        let tls = u.tls.unwrap();
+        assert!(tls.verify);
+        assert_eq!(tls.ca_file, Some(PathBuf::from("/etc/ca.pem")));
+        assert!(parse("amqps://localhost?verify=maybe").is_err());
+        assert_eq!(parse("amqp://localhost?verify=none").unwrap().tls, None);
+    }
+
+    #[test]
     fn errors() {
-        assert!(parse("amqps://localhost").is_err());
+        assert!(parse_mqtt("mqtts://localhost").is_err());
         assert!(parse("http://localhost").is_err());
         assert!(parse("amqp://h:notaport").is_err());
         assert!(parse("amqp://h/%zz").is_err());

@@ -1,0 +1,45 @@
+//! Who is at the other end of a connection and how it arrived, so protocol
+//! adapters can log, authenticate and list it the same way whatever the
+//! transport (TCP, TLS, WebSocket).
+
+use std::net::SocketAddr;
+
+/// The two ends of a client connection and, when it came over TLS, what the
+/// handshake established.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Peer {
+    /// The client's address.
+    pub addr: SocketAddr,
+    /// The broker's address the client connected to.
+    pub local: SocketAddr,
+    /// Set when the connection is encrypted.
+    pub tls: Option<TlsPeer>,
+}
+
+/// What a TLS handshake told about the client.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsPeer {
+    /// The server name the client asked for (SNI), if it sent one.
+    pub server_name: Option<String>,
+    /// The subject common name of the client certificate. Only certificates
+    /// that chained to the configured CA get this far, so it identifies the
+    /// client (SASL EXTERNAL for AMQP, the default user name for MQTT).
+    pub client_cn: Option<String>,
+}
+
+impl Peer {
+    /// An unencrypted connection.
+    pub fn plain(addr: SocketAddr, local: SocketAddr) -> Peer {
+        Peer { addr, local, tls: None }
+    }
+
+    /// Whether the connection is encrypted.
+    pub fn is_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+
+    /// The verified client certificate's common name, if any.
+    pub fn client_cn(&self) -> Option<&str> {
+        self.tls.as_ref()?.client_cn.as_deref()
+    }
+}
