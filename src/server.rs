@@ -227,8 +227,10 @@ impl Server {
             None => None,
         };
         if let (Some(acceptors), Some(bound)) = (&tls, tls_listeners) {
-            let amqp = crate::amqp::listener::accept_tls_loop(bound.amqp.0, acceptors.amqp.clone(), ctx.clone());
-            let mqtt = crate::mqtt::listener::accept_tls_loop(bound.mqtt.0, acceptors.mqtt.clone(), mqtt_ctx.clone());
+            let amqp =
+                crate::transport::protocol_listener::serve_tls(bound.amqp.0, acceptors.amqp.clone(), ctx.clone());
+            let mqtt =
+                crate::transport::protocol_listener::serve_tls(bound.mqtt.0, acceptors.mqtt.clone(), mqtt_ctx.clone());
             let http = crate::http::https::serve(
                 bound.http.0,
                 acceptors.http.clone(),
@@ -240,8 +242,11 @@ impl Server {
             tokio::spawn(http);
         }
         tokio::spawn(crate::http::serve(http_listener, http_state, shutdown.clone()));
-        tokio::spawn(crate::amqp::listener::accept_loop(listener, ctx.clone()));
-        tokio::spawn(crate::mqtt::listener::accept_loop(mqtt_listener, mqtt_ctx.clone()));
+        tokio::spawn(crate::transport::protocol_listener::serve_plain(listener, ctx.clone()));
+        tokio::spawn(crate::transport::protocol_listener::serve_plain(
+            mqtt_listener,
+            mqtt_ctx.clone(),
+        ));
         tokio::spawn(disk_check_loop(broker.clone(), shutdown.clone()));
         let stats_interval = Duration::from_millis(main.stats_interval.max(10));
         tokio::spawn(stats_loop(broker.clone(), stats_interval, shutdown.clone()));

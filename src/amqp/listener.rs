@@ -1,35 +1,31 @@
-//! Accepts TCP (and, on the AMQPS port, TLS) connections and serves each as an
-//! AMQP connection.
+//! The AMQP adapter as a [`Protocol`] the shared listeners serve, over TCP and
+//! (on the AMQPS port) TLS.
 
+use std::future::Future;
 use std::sync::Arc;
 
-use tokio::net::TcpListener;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use super::connection::serve;
 use super::context::AmqpContext;
-use crate::transport::accept;
-use crate::transport::tls::TlsAcceptor;
+use crate::transport::peer::Peer;
+use crate::transport::protocol_listener::Protocol;
 
-/// Accepts plain connections until shutdown; each gets its own task.
-pub async fn accept_loop(listener: TcpListener, ctx: Arc<AmqpContext>) {
-    let shutdown = ctx.shutdown.clone();
-    accept::accept_loop(listener, shutdown, |stream, peer| {
-        ctx.tasks.spawn(serve(ctx.clone(), stream, peer));
-    })
-    .await
-}
+impl Protocol for AmqpContext {
+    fn serve<S>(self: Arc<Self>, stream: S, peer: Peer) -> impl Future<Output = ()> + Send
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        serve(self, stream, peer)
+    }
 
-/// Accepts TLS connections until shutdown; each gets its own task, which runs
-/// the TLS handshake and then serves AMQP over it.
-pub async fn accept_tls_loop(listener: TcpListener, tls: Arc<TlsAcceptor>, ctx: Arc<AmqpContext>) {
-    let shutdown = ctx.shutdown.clone();
-    accept::accept_loop(listener, shutdown, |tcp, peer| {
-        let (ctx2, tls) = (ctx.clone(), tls.clone());
-        ctx.tasks.spawn(async move {
-            if let Some((stream, peer)) = tls.handshake(tcp, peer).await {
-                serve(ctx2, stream, peer).await;
-            }
-        });
-    })
-    .await
+    fn tasks(&self) -> &TaskTracker {
+        &self.tasks
+    }
+
+    fn shutdown(&self) -> &CancellationToken {
+        &self.shutdown
+    }
 }

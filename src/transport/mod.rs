@@ -6,5 +6,6 @@ pub mod accept;
 pub mod delivery_loop;
 pub mod outbox;
 pub mod peer;
+pub mod protocol_listener;
 pub mod tls;
 pub mod websocket;
