@@ -17,6 +17,7 @@ use super::error::{AmqpError, AmqpResult, Scope, code};
 use super::handshake::handshake;
 use crate::core::message::Message;
 use crate::core::vhost::VHost;
+use crate::transport::BUSY_READ;
 use crate::transport::outbox::Outbox;
 use crate::transport::peer::Peer;
 
@@ -26,9 +27,6 @@ pub const PROTOCOL_HEADER: [u8; 8] = *b"AMQP\x00\x00\x09\x01";
 pub const PROTOCOL_HEADER_ALT: [u8; 8] = *b"AMQP\x01\x01\x00\x09";
 /// How long a client has for each handshake step.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// A read at least this big means a busy client, whose connection yields to
-/// other tasks after handling it.
-const BUSY_READ: usize = 16 * 1024;
 /// How long the server waits for close-ok after sending connection.close.
 pub const CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -122,20 +120,7 @@ where
                 write_heartbeat as fn(&mut BytesMut),
             )
         });
-        let writer = {
-            let outbox = outbox.clone();
-            let entry = registration.entry.clone();
-            tokio::spawn(async move {
-                let sent = |n: usize| {
-                    entry.send_oct.add(n as u64);
-                    entry.send_cnt.incr();
-                };
-                if let Err(e) = outbox.run_writer(wr, heartbeat, sent).await {
-                    tracing::debug!("write failed: {e}");
-                }
-                outbox.close();
-            })
-        };
+        let writer = outbox.spawn_writer(wr, heartbeat, registration.entry.clone());
         let span = tracing::info_span!("conn", vhost = %info.vhost.name, user = %info.user);
         let disk = info.ctx.broker.disk.subscribe();
         let mut conn = Connection {
@@ -286,8 +271,7 @@ impl Connection {
                         return;
                     }
                     Some(Ok(n)) => {
-                        entry.recv_oct.add(n as u64);
-                        entry.recv_cnt.incr();
+                        entry.count_read(n);
                         busy = n >= BUSY_READ;
                     }
                     Some(Err(e)) => {

@@ -129,11 +129,7 @@ impl Consumer for AmqpConsumer {
         (self.prefetch == 0 || self.unacked.load(Ordering::Acquire) < self.prefetch) && self.channel.global_capacity()
     }
 
-    fn no_ack(&self) -> bool {
-        self.no_ack
-    }
-
-    fn deliver(&self, m: &RecordView<'_>, pos: SegPos, redelivered: bool) {
+    fn deliver(&self, m: &RecordView<'_>, pos: SegPos, redelivered: bool) -> bool {
         let ch = self.channel.number;
         let mut unacked = self.channel.unacked.lock();
         let tag = unacked.next_tag();
@@ -166,6 +162,7 @@ impl Consumer for AmqpConsumer {
             // This task must wait for the socket to drain and then resume delivery.
             self.wake.notify_one();
         }
+        self.no_ack
     }
 
     fn flush(&self) {

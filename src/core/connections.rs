@@ -184,6 +184,18 @@ impl ConnectionEntry {
         self.channels.read().get(&number).cloned()
     }
 
+    /// Counts one socket read of `n` bytes.
+    pub fn count_read(&self, n: usize) {
+        self.recv_oct.add(n as u64);
+        self.recv_cnt.incr();
+    }
+
+    /// Counts one socket write of `n` bytes.
+    pub fn count_write(&self, n: usize) {
+        self.send_oct.add(n as u64);
+        self.send_cnt.incr();
+    }
+
     /// The byte counters as `(name, value)`, under RabbitMQ's names.
     pub fn named_counts(&self) -> [(&'static str, u64); 4] {
         [

@@ -13,11 +13,11 @@ pub trait Consumer: Send + Sync {
     /// True while the consumer may take another message (prefetch, flow, a full
     /// socket buffer). Called under the queue lock: must not lock the queue.
     fn has_capacity(&self) -> bool;
-    /// True when messages are settled on delivery (no acks will come).
-    fn no_ack(&self) -> bool;
     /// Hands a stored message to the consumer. Called under the queue lock, only
     /// when `has_capacity()` was true; the consumer buffers it for sending.
-    fn deliver(&self, msg: &RecordView<'_>, pos: SegPos, redelivered: bool);
+    /// Returns true when the message is settled by the delivery itself (no-ack
+    /// consumers, MQTT QoS 0): no ack will come for it.
+    fn deliver(&self, msg: &RecordView<'_>, pos: SegPos, redelivered: bool) -> bool;
     /// Sends what `deliver` buffered; called after the queue lock is released.
     fn flush(&self);
     /// Messages may be available: the consumer should run the queue's delivery.

@@ -633,14 +633,14 @@ impl Queue {
             }
             let consumer = &st.consumers[i];
             let count = st.delivery_counts.get(&pos).copied().unwrap_or(0);
-            if count > 0 {
+            let settled = if count > 0 {
                 let view = with_delivery_count(view, count, &mut st.props_scratch);
-                consumer.deliver(&view, pos, redelivered);
+                consumer.deliver(&view, pos, redelivered)
             } else {
-                consumer.deliver(&view, pos, redelivered);
-            }
+                consumer.deliver(&view, pos, redelivered)
+            };
             st.counts.redeliver += u64::from(redelivered);
-            if consumer.no_ack() {
+            if settled {
                 st.counts.deliver_no_ack += 1;
                 st.delivery_counts.remove(&pos);
                 if let Err(e) = st.store.ack(pos) {

@@ -31,12 +31,9 @@ use crate::core::message::Message;
 use crate::core::permissions::{Access, Compiled};
 use crate::core::queue::Queue;
 use crate::core::{FieldTable, FieldValue};
+use crate::transport::BUSY_READ;
 use crate::transport::outbox::Outbox;
 use crate::transport::peer::Peer;
-
-/// A read at least this big means a busy client, whose connection yields to
-/// other tasks after handling it.
-const BUSY_READ: usize = 16 * 1024;
 
 /// Why the packet loop closes the connection.
 #[derive(Debug, thiserror::Error)]
@@ -145,20 +142,7 @@ where
                 },
             )
         });
-        let writer = {
-            let outbox = outbox.clone();
-            let entry = registration.entry.clone();
-            tokio::spawn(async move {
-                let sent = |n: usize| {
-                    entry.send_oct.add(n as u64);
-                    entry.send_cnt.incr();
-                };
-                if let Err(e) = outbox.run_writer(wr, None, sent).await {
-                    tracing::debug!("write failed: {e}");
-                }
-                outbox.close();
-            })
-        };
+        let writer = outbox.spawn_writer(wr, None, registration.entry.clone());
         let span = tracing::info_span!("session", vhost = %admitted.vhost.name, client_id);
         let mut conn = Connection::new(&ctx, registration, session, claim, outbox.clone(), &admitted, &connect);
         let end = conn.run(&mut rd, buf).instrument(span.clone()).await;
@@ -322,8 +306,7 @@ impl Connection {
                         return End::Abnormal;
                     }
                     Some(Ok(n)) => {
-                        entry.recv_oct.add(n as u64);
-                        entry.recv_cnt.incr();
+                        entry.count_read(n);
                         busy = n >= BUSY_READ;
                     }
                     Some(Err(e)) => {

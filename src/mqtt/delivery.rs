@@ -23,7 +23,7 @@ use super::codec::topic::matches;
 use super::codec::{QoS, write_publish};
 use super::message_props::stored_qos;
 use super::session_registry::SessionState;
-use super::topic_map::routing_key_to_topic;
+use super::topic_map::write_topic;
 use crate::core::consumer::Consumer;
 use crate::core::queue::Queue;
 use crate::store::SegPos;
@@ -50,12 +50,11 @@ pub struct MqttConsumer {
     subscriptions: Arc<Subscriptions>,
     state: Arc<SessionState>,
     inflight: Mutex<Inflight>,
+    /// The topic of the message being delivered, reused across deliveries.
+    topic: Mutex<String>,
     /// Entries in `inflight` plus the session's released ids: packet ids in use.
     in_use: AtomicUsize,
     max_inflight: usize,
-    /// Whether the message just handed to `deliver` was settled by it (QoS 0,
-    /// or no subscription wants it): what `no_ack` answers right after.
-    settled_on_delivery: AtomicBool,
     wake: Notify,
     cancelled: AtomicBool,
     /// Cancelled when the queue is deleted under the session.
@@ -83,9 +82,9 @@ impl MqttConsumer {
             subscriptions,
             state,
             inflight: Mutex::default(),
+            topic: Mutex::default(),
             in_use: AtomicUsize::new(released),
             max_inflight: usize::from(max_inflight.max(1)),
-            settled_on_delivery: AtomicBool::new(false),
             wake: Notify::new(),
             cancelled: AtomicBool::new(false),
             queue_gone: CancellationToken::new(),
@@ -186,19 +185,13 @@ impl Consumer for MqttConsumer {
         !self.is_cancelled() && !self.outbox.is_full() && self.in_use.load(Ordering::Acquire) < self.max_inflight
     }
 
-    /// Answers for the message `deliver` was just given: the queue asks right
-    /// after each delivery, under the same lock.
-    fn no_ack(&self) -> bool {
-        self.settled_on_delivery.load(Ordering::Acquire)
-    }
-
-    fn deliver(&self, m: &RecordView<'_>, pos: SegPos, redelivered: bool) {
-        let topic = routing_key_to_topic(m.routing_key);
+    fn deliver(&self, m: &RecordView<'_>, pos: SegPos, redelivered: bool) -> bool {
+        let mut topic = self.topic.lock();
+        write_topic(m.routing_key, &mut topic);
         let Some(granted) = self.granted_qos(&topic) else {
             // Routed here by a binding that no subscription wants any more (or a
             // `$` topic reached through a wildcard): dropped.
-            self.settled_on_delivery.store(true, Ordering::Release);
-            return;
+            return true;
         };
         let (published, retain) = stored_qos(m.properties);
         let qos = granted.min(published);
@@ -211,7 +204,6 @@ impl Consumer for MqttConsumer {
             self.in_use.fetch_add(1, Ordering::AcqRel);
             id
         };
-        self.settled_on_delivery.store(packet_id == 0, Ordering::Release);
         let dup = redelivered && packet_id != 0;
         self.outbox.write(|out| {
             // Topics come from routing keys (at most 255 bytes): always encodable.
@@ -220,6 +212,7 @@ impl Consumer for MqttConsumer {
         if self.outbox.is_full() {
             self.wake.notify_one();
         }
+        packet_id == 0
     }
 
     fn flush(&self) {

@@ -31,7 +31,16 @@ pub fn publish_properties(qos: QoS, retained: bool) -> (Box<BasicProperties>, By
         delivery_mode: Some(if qos == QoS::AtMostOnce { 1 } else { 2 }),
         ..BasicProperties::default()
     };
-    if qos == QoS::ExactlyOnce || retained {
+    if qos != QoS::ExactlyOnce && !retained {
+        // Only the flags word and the delivery mode: encoded once, not per message.
+        let raw: &'static [u8] = if qos == QoS::AtMostOnce {
+            &[0x10, 0x00, 1]
+        } else {
+            &[0x10, 0x00, 2]
+        };
+        return (Box::new(props), Bytes::from_static(raw));
+    }
+    {
         let mut headers = FieldTable::new();
         headers.insert(QOS_HEADER, FieldValue::U8(qos.bits()));
         if retained {
@@ -128,6 +137,12 @@ mod tests {
             3,
             "no header table"
         );
+        for qos in [QoS::AtMostOnce, QoS::AtLeastOnce] {
+            let (props, raw) = publish_properties(qos, false);
+            let mut encoded = BytesMut::new();
+            props.encode(&mut encoded).unwrap();
+            assert_eq!(&raw[..], &encoded[..], "the constant encoding matches the properties");
+        }
     }
 
     #[test]

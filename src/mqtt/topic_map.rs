@@ -31,6 +31,13 @@ pub fn routing_key_to_topic(routing_key: &str) -> Cow<'_, str> {
     translate(routing_key, to_mqtt)
 }
 
+/// Writes the MQTT topic name of `routing_key` into `out` (cleared first), so
+/// that a delivery loop can reuse one buffer instead of allocating per message.
+pub fn write_topic(routing_key: &str, out: &mut String) {
+    out.clear();
+    out.extend(routing_key.chars().map(to_mqtt));
+}
+
 /// The MQTT topic filter an AMQP binding key corresponds to, e.g. to list
 /// an MQTT session's bindings as subscriptions.
 pub fn binding_key_to_filter(binding_key: &str) -> Cow<'_, str> {

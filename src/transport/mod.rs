@@ -2,6 +2,11 @@
 //! it arrives over: TCP accept loops, TLS, WebSocket, and the outbox that
 //! batches writes.
 
+/// A read at least this big means a busy client, whose connection yields to
+/// other tasks after handling it; a smaller one is a client waiting for an
+/// answer, and a yield would only wake an idle worker thread.
+pub const BUSY_READ: usize = 16 * 1024;
+
 pub mod accept;
 pub mod delivery_loop;
 pub mod outbox;

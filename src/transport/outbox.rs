@@ -3,6 +3,7 @@
 //! writer task that moves whatever has accumulated to the socket in a single
 //! write. Many frames ride on one syscall.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -10,6 +11,8 @@ use bytes::BytesMut;
 use parking_lot::Mutex;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::Notify;
+
+use crate::core::connections::ConnectionEntry;
 
 /// Above this many buffered bytes, deliveries wait for the writer to catch up.
 pub const HIGH_WATER: usize = 1 << 20;
@@ -103,6 +106,27 @@ impl Outbox {
             }
             drained.await;
         }
+    }
+
+    /// Starts the writer task of a registered connection: it writes until the
+    /// outbox is closed (or the socket fails), counting writes on `entry`, and
+    /// closes the outbox when it ends.
+    pub fn spawn_writer<W>(
+        self: &Arc<Self>,
+        sink: W,
+        heartbeat: Option<Heartbeat>,
+        entry: Arc<ConnectionEntry>,
+    ) -> tokio::task::JoinHandle<()>
+    where
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let outbox = self.clone();
+        tokio::spawn(async move {
+            if let Err(e) = outbox.run_writer(sink, heartbeat, |n| entry.count_write(n)).await {
+                tracing::debug!("write failed: {e}");
+            }
+            outbox.close();
+        })
     }
 
     /// Writes buffered frames to `sink` until the outbox is closed and empty; when

@@ -21,7 +21,7 @@ use tokio::net::tcp::OwnedReadHalf;
 use tokio::sync::{Notify, watch};
 
 use crate::client::Error;
-use crate::throughput::{Event, Events, Pacer, Plan, Shared, drive};
+use crate::throughput::{Event, Events, Pacer, RunArgs, Shared, drive};
 use crate::uri::{self, AmqpUri};
 
 /// Bytes of publishes encoded into one write.
@@ -39,33 +39,15 @@ pub struct MqttThroughputArgs {
     /// URI to connect to
     #[arg(short = 'u', long, default_value = "mqtt://localhost:1883")]
     pub uri: String,
-    /// Number of publishers
-    #[arg(short = 'x', long, default_value_t = 1)]
-    pub publishers: usize,
-    /// Number of subscribers
-    #[arg(short = 'y', long, default_value_t = 1)]
-    pub consumers: usize,
-    /// Size of each message in bytes
-    #[arg(short = 's', long, default_value_t = 16)]
-    pub size: usize,
+    /// Clients, message size, rate and limits.
+    #[command(flatten)]
+    pub run: RunArgs,
     /// QoS of publishes and subscriptions (0 or 1)
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=1))]
     pub qos: u8,
     /// Topic to publish to and subscribe on
     #[arg(short = 't', long, default_value = "perf-test")]
     pub topic: String,
-    /// Max publish rate per publisher, msgs/s (0 = unlimited)
-    #[arg(short = 'r', long, default_value_t = 0)]
-    pub rate: u64,
-    /// Only run for N seconds (0 = until Ctrl-C or done)
-    #[arg(short = 'z', long, default_value_t = 0)]
-    pub time: u64,
-    /// Publish at most N messages in total
-    #[arg(short = 'C', long, default_value_t = 0)]
-    pub pmessages: u64,
-    /// Consume at most N messages in total
-    #[arg(short = 'D', long, default_value_t = 0)]
-    pub cmessages: u64,
     /// Publish with the retain flag
     #[arg(long)]
     pub retain: bool,
@@ -75,12 +57,6 @@ pub struct MqttThroughputArgs {
     /// Random message bodies (one per batch of publishes)
     #[arg(long)]
     pub random_bodies: bool,
-    /// Quiet, only print the summary
-    #[arg(short = 'q', long)]
-    pub quiet: bool,
-    /// Output the summary as JSON
-    #[arg(short = 'j', long)]
-    pub json: bool,
 }
 
 struct Settings {
@@ -103,13 +79,7 @@ pub async fn run(args: MqttThroughputArgs) -> i32 {
     } else {
         QoS::AtMostOnce
     };
-    let plan = Plan {
-        consumers: args.consumers,
-        publishers: args.publishers,
-        seconds: args.time,
-        quiet: args.quiet,
-        json: args.json,
-    };
+    let plan = args.run.plan();
     let cfg = Arc::new(Settings { args, uri, qos });
     let shared = Arc::new(Shared::new(false));
     let ids = Arc::new(AtomicU64::new(0));
@@ -214,7 +184,7 @@ async fn subscriber(
     let _ = ev.send(Event::Ready);
     let _ = go.wait_for(|go| *go).await;
     let mut done = shared.consume_done.subscribe();
-    let limit = cfg.args.cmessages;
+    let limit = cfg.args.run.cmessages;
     loop {
         let mut received = 0;
         out.clear();
@@ -292,7 +262,7 @@ async fn publisher(
             }
         }
     });
-    let mut body: Vec<u8> = (0..cfg.args.size).map(|i| (i % 27 + 64) as u8).collect();
+    let mut body: Vec<u8> = (0..cfg.args.run.size).map(|i| (i % 27 + 64) as u8).collect();
     let mut template = BytesMut::new();
     write_publish(
         &mut template,
@@ -306,9 +276,9 @@ async fn publisher(
     .map_err(|e| protocol(e.to_string()))?;
     let per_batch = (BATCH_BYTES / template.len()).max(1) as u64;
     let mut out = BytesMut::with_capacity(BATCH_BYTES + template.len() + 64);
-    let mut pacer = Pacer::new(cfg.args.rate);
+    let mut pacer = Pacer::new(cfg.args.run.rate);
     let (mut published, mut packet_id) = (0u64, 0u16);
-    let limit = cfg.args.pmessages;
+    let limit = cfg.args.run.pmessages;
     loop {
         let mut count = per_batch.min(pacer.wait().await);
         if cfg.qos != QoS::AtMostOnce {

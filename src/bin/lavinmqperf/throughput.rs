@@ -44,15 +44,9 @@ pub struct ThroughputArgs {
     /// self-signed certificate)
     #[arg(long, default_value = "amqp://guest:guest@localhost")]
     pub uri: String,
-    /// Number of publishers
-    #[arg(short = 'x', long, default_value_t = 1)]
-    pub publishers: usize,
-    /// Number of consumers
-    #[arg(short = 'y', long, default_value_t = 1)]
-    pub consumers: usize,
-    /// Size of each message in bytes
-    #[arg(short = 's', long, default_value_t = 16)]
-    pub size: usize,
+    /// Clients, message size, rate and limits.
+    #[command(flatten)]
+    pub run: RunArgs,
     /// Ack (multiple) after every N consumed messages; 0 consumes with no-ack
     #[arg(short = 'a', long, default_value_t = 0)]
     pub ack: u64,
@@ -71,9 +65,6 @@ pub struct ThroughputArgs {
     /// Routing key (default: the queue name)
     #[arg(short = 'k', long)]
     pub routing_key: Option<String>,
-    /// Max publish rate per publisher, msgs/s (0 = unlimited)
-    #[arg(short = 'r', long, default_value_t = 0)]
-    pub rate: u64,
     /// Max consume rate per consumer, msgs/s (0 = unlimited)
     #[arg(short = 'R', long, default_value_t = 0)]
     pub consumer_rate: u64,
@@ -83,21 +74,6 @@ pub struct ThroughputArgs {
     /// Consumer prefetch (basic.qos); not set by default
     #[arg(short = 'P', long)]
     pub prefetch: Option<u16>,
-    /// Only run for N seconds (0 = until Ctrl-C or done)
-    #[arg(short = 'z', long, default_value_t = 0)]
-    pub time: u64,
-    /// Publish at most N messages in total
-    #[arg(short = 'C', long, default_value_t = 0)]
-    pub pmessages: u64,
-    /// Consume at most N messages in total
-    #[arg(short = 'D', long, default_value_t = 0)]
-    pub cmessages: u64,
-    /// Quiet, only print the summary
-    #[arg(short = 'q', long)]
-    pub quiet: bool,
-    /// Output the summary as JSON
-    #[arg(short = 'j', long)]
-    pub json: bool,
     /// Measure end-to-end latency (timestamp in the first 8 body bytes; size >= 8)
     #[arg(short = 'l', long)]
     pub measure_latency: bool,
@@ -120,6 +96,51 @@ pub struct ThroughputArgs {
     pub queue_pattern_to: u64,
 }
 
+/// The flags every throughput mode shares, whatever the protocol.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RunArgs {
+    /// Number of publishers
+    #[arg(short = 'x', long, default_value_t = 1)]
+    pub publishers: usize,
+    /// Number of consumers (subscribers for MQTT)
+    #[arg(short = 'y', long, default_value_t = 1)]
+    pub consumers: usize,
+    /// Size of each message in bytes
+    #[arg(short = 's', long, default_value_t = 16)]
+    pub size: usize,
+    /// Max publish rate per publisher, msgs/s (0 = unlimited)
+    #[arg(short = 'r', long, default_value_t = 0)]
+    pub rate: u64,
+    /// Only run for N seconds (0 = until Ctrl-C or done)
+    #[arg(short = 'z', long, default_value_t = 0)]
+    pub time: u64,
+    /// Publish at most N messages in total
+    #[arg(short = 'C', long, default_value_t = 0)]
+    pub pmessages: u64,
+    /// Consume at most N messages in total
+    #[arg(short = 'D', long, default_value_t = 0)]
+    pub cmessages: u64,
+    /// Quiet, only print the summary
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+    /// Output the summary as JSON
+    #[arg(short = 'j', long)]
+    pub json: bool,
+}
+
+impl RunArgs {
+    /// The shape of the run these flags ask for.
+    pub fn plan(&self) -> Plan {
+        Plan {
+            consumers: self.consumers,
+            publishers: self.publishers,
+            seconds: self.time,
+            quiet: self.quiet,
+            json: self.json,
+        }
+    }
+}
+
 /// Validated settings shared by every client task.
 struct Settings {
     args: ThroughputArgs,
@@ -131,7 +152,7 @@ struct Settings {
 impl Settings {
     fn new(args: ThroughputArgs) -> Result<Settings, String> {
         let uri = uri::parse(&args.uri)?;
-        if args.measure_latency && args.size < 8 {
+        if args.measure_latency && args.run.size < 8 {
             return Err("Message size must be at least 8 bytes when measuring latency".into());
         }
         if args.confirm > 0 && args.transaction > 0 {
@@ -287,13 +308,7 @@ pub async fn run(args: ThroughputArgs) -> i32 {
     };
     now_ns(); // start the latency clock
     let shared = Arc::new(Shared::new(cfg.args.measure_latency));
-    let plan = Plan {
-        consumers: cfg.args.consumers,
-        publishers: cfg.args.publishers,
-        seconds: cfg.args.time,
-        quiet: cfg.args.quiet,
-        json: cfg.args.json,
-    };
+    let plan = cfg.args.run.plan();
     let (cfg2, shared1, shared2) = (cfg.clone(), shared.clone(), shared.clone());
     let (consumers, publishers) = (AtomicU64::new(0), AtomicU64::new(0));
     drive(
@@ -559,9 +574,9 @@ impl Template {
             delivery_mode: cfg.args.persistent.then_some(2),
             ..Default::default()
         };
-        write_header(&mut frames, channel, cfg.args.size as u64, &props)?;
+        write_header(&mut frames, channel, cfg.args.run.size as u64, &props)?;
         let body_at = frames.len() + 7;
-        let body: Vec<u8> = (0..cfg.args.size).map(|i| (i % 27 + 64) as u8).collect();
+        let body: Vec<u8> = (0..cfg.args.run.size).map(|i| (i % 27 + 64) as u8).collect();
         write_body(&mut frames, channel, &body, frame_max);
         Ok(Template {
             frames,
@@ -686,7 +701,7 @@ async fn publisher(
 ) -> Result<(), Error> {
     let mut conn = Connection::connect(&cfg.uri, "lavinmqperf publisher").await?;
     let args = &cfg.args;
-    let ch = if args.consumers == 0 && args.exchange.is_empty() && !cfg.queue(n).is_empty() {
+    let ch = if args.run.consumers == 0 && args.exchange.is_empty() && !cfg.queue(n).is_empty() {
         // Nobody else declares the queue, and publishing to the default
         // exchange without it would drop every message.
         declare_queue(&mut conn, cfg, &cfg.queue(n)).await?.0
@@ -716,10 +731,10 @@ async fn publisher(
         }
     });
 
-    let (window, tx_size, limit) = (cfg.args.confirm, cfg.args.transaction, cfg.args.pmessages);
+    let (window, tx_size, limit) = (cfg.args.confirm, cfg.args.transaction, cfg.args.run.pmessages);
     let per_batch = (BATCH_BYTES / template.frames.len()).max(1) as u64;
     let mut out = BytesMut::with_capacity(BATCH_BYTES + template.frames.len() + 64);
-    let mut pacer = Pacer::new(cfg.args.rate);
+    let mut pacer = Pacer::new(cfg.args.run.rate);
     let (mut published, mut in_tx, mut commits) = (0u64, 0u64, 0u64);
     loop {
         let mut n = per_batch;
@@ -1019,7 +1034,7 @@ async fn consumer(
         measure_latency: args.measure_latency,
         samples: Vec::with_capacity(SAMPLE_FLUSH),
     };
-    let limit = args.cmessages;
+    let limit = args.run.cmessages;
     let mut consume_done = shared.consume_done.subscribe();
     let mut pacer = Pacer::new(args.consumer_rate);
     loop {
