@@ -7,6 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
+
+use crate::transport::protocol_listener::TcpEdge;
+use crate::transport::proxy_protocol::ProxyPolicy;
+use crate::transport::socket_options::SocketOptions;
 use tokio_util::sync::CancellationToken;
 
 use crate::amqp::{AmqpContext, AmqpSettings};
@@ -48,13 +52,18 @@ pub enum StartError {
         /// What was wrong with it.
         reason: String,
     },
-    /// The control socket could not be set up.
+    /// A Unix socket (the control socket, or a protocol's `unix_path`)
+    /// could not be set up.
     #[error(transparent)]
-    ControlSocket(#[from] crate::http::control_socket::ControlSocketError),
+    UnixSocket(#[from] crate::transport::unix_socket::UnixSocketError),
     /// The TLS settings (certificates, versions, ciphers, SNI sections) are
     /// unusable.
     #[error("TLS: {0}")]
     Tls(#[from] TlsError),
+    /// `proxy_protocol_trusted_sources` holds something that is not an
+    /// address or network.
+    #[error(transparent)]
+    ProxySources(#[from] crate::transport::proxy_protocol::BadTrustedSource),
 }
 
 /// A running server; dropping it does not stop it, call [`Server::shutdown`].
@@ -73,7 +82,9 @@ pub struct Server {
     shutdown: CancellationToken,
     ctx: Arc<AmqpContext>,
     mqtt_ctx: Arc<MqttContext>,
-    control: Option<crate::http::control_socket::ControlSocketHandle>,
+    control: Option<crate::transport::unix_socket::BoundSocket>,
+    /// The protocols' Unix sockets (`unix_path`), removed at shutdown.
+    unix_sockets: Vec<crate::transport::unix_socket::BoundSocket>,
     _lock: Option<DataDirLock>,
 }
 
@@ -84,6 +95,7 @@ impl Server {
         let main = &config.main;
         // Unusable certificates stop the start before anything is opened.
         let tls = TlsAcceptors::from_config(config)?;
+        let (amqp_edge, mqtt_edge) = tcp_edges(config)?;
         if tls.is_none() && !config.sni.is_empty() {
             tracing::warn!("[sni:...] sections are ignored: TLS is off without [main] tls_cert");
         }
@@ -227,13 +239,18 @@ impl Server {
             None => None,
         };
         if let (Some(acceptors), Some(bound)) = (&tls, tls_listeners) {
-            let amqp =
-                crate::transport::protocol_listener::serve_tls(bound.amqp.0, acceptors.amqp.clone(), ctx.clone());
-            let mqtt =
-                crate::transport::protocol_listener::serve_tls(bound.mqtt.0, acceptors.mqtt.clone(), mqtt_ctx.clone());
+            use crate::transport::protocol_listener::serve_tls;
+            let amqp = serve_tls(bound.amqp.0, amqp_edge.clone(), acceptors.amqp.clone(), ctx.clone());
+            let mqtt = serve_tls(
+                bound.mqtt.0,
+                mqtt_edge.clone(),
+                acceptors.mqtt.clone(),
+                mqtt_ctx.clone(),
+            );
             let http = crate::http::https::serve(
                 bound.http.0,
                 acceptors.http.clone(),
+                mqtt_edge.socket,
                 http_state.clone(),
                 shutdown.clone(),
             );
@@ -241,10 +258,18 @@ impl Server {
             tokio::spawn(mqtt);
             tokio::spawn(http);
         }
+        let unix_sockets = serve_unix_sockets(config, &ctx, &mqtt_ctx, &http_state, &shutdown).inspect_err(|_| {
+            shutdown.cancel();
+        })?;
         tokio::spawn(crate::http::serve(http_listener, http_state, shutdown.clone()));
-        tokio::spawn(crate::transport::protocol_listener::serve_plain(listener, ctx.clone()));
+        tokio::spawn(crate::transport::protocol_listener::serve_plain(
+            listener,
+            amqp_edge,
+            ctx.clone(),
+        ));
         tokio::spawn(crate::transport::protocol_listener::serve_plain(
             mqtt_listener,
+            mqtt_edge,
             mqtt_ctx.clone(),
         ));
         tokio::spawn(disk_check_loop(broker.clone(), shutdown.clone()));
@@ -264,6 +289,7 @@ impl Server {
             ctx,
             mqtt_ctx,
             control,
+            unix_sockets,
             _lock: lock,
         })
     }
@@ -331,6 +357,9 @@ impl Server {
         if let Some(control) = self.control {
             control.remove();
         }
+        for socket in self.unix_sockets {
+            socket.remove();
+        }
         self.ctx.tasks.close();
         self.mqtt_ctx.tasks.close();
         let connections = async {
@@ -348,6 +377,56 @@ impl Server {
         .await;
         tracing::info!("shutdown complete");
     }
+}
+
+/// How the AMQP and MQTT TCP listeners treat accepted sockets: `[main]`'s
+/// socket options for both, and PROXY protocol headers on AMQP when
+/// `tcp_proxy_protocol` is on (as LavinMQ, MQTT listeners take none).
+fn tcp_edges(config: &Config) -> Result<(TcpEdge, TcpEdge), StartError> {
+    let socket = SocketOptions::from_config(&config.main);
+    let amqp = &config.amqp;
+    let proxy = match amqp.tcp_proxy_protocol {
+        true => Some(Arc::new(ProxyPolicy::parse(&amqp.proxy_protocol_trusted_sources)?)),
+        false => None,
+    };
+    Ok((TcpEdge { socket, proxy }, TcpEdge { socket, proxy: None }))
+}
+
+/// File mode of the protocols' Unix sockets: any local user may connect,
+/// and then logs in as over TCP.
+const PROTOCOL_SOCKET_MODE: u32 = 0o666;
+
+/// Binds the `unix_path` of each protocol that sets one and serves it until
+/// `shutdown`.
+fn serve_unix_sockets(
+    config: &Config,
+    amqp: &Arc<AmqpContext>,
+    mqtt: &Arc<MqttContext>,
+    http: &Arc<crate::http::HttpState>,
+    shutdown: &CancellationToken,
+) -> Result<Vec<crate::transport::unix_socket::BoundSocket>, StartError> {
+    use crate::transport::protocol_listener::serve_unix;
+    use crate::transport::unix_socket::bind;
+    let mut bound = Vec::new();
+    if let Some(path) = &config.amqp.unix_path {
+        let (listener, socket) = bind("AMQP unix socket", path, PROTOCOL_SOCKET_MODE)?;
+        tokio::spawn(serve_unix(listener, amqp.clone()));
+        tracing::info!("AMQP listening on unix socket {}", path.display());
+        bound.push(socket);
+    }
+    if let Some(path) = &config.mqtt.unix_path {
+        let (listener, socket) = bind("MQTT unix socket", path, PROTOCOL_SOCKET_MODE)?;
+        tokio::spawn(serve_unix(listener, mqtt.clone()));
+        tracing::info!("MQTT listening on unix socket {}", path.display());
+        bound.push(socket);
+    }
+    if let Some(path) = &config.mgmt.unix_path {
+        let (listener, socket) = bind("HTTP unix socket", path, PROTOCOL_SOCKET_MODE)?;
+        tokio::spawn(crate::http::serve_unix(listener, http.clone(), shutdown.clone()));
+        tracing::info!("HTTP API listening on unix socket {}", path.display());
+        bound.push(socket);
+    }
+    Ok(bound)
 }
 
 /// Imports the definitions file `path` (`load_definitions`) into `broker`.

@@ -238,7 +238,7 @@ async fn unusable_socket_paths_refuse_to_start() {
     let mut config = bare_config(dir.path());
     std::fs::write(&config.main.control_unix_path, b"keep me").expect("write file");
     let err = start_error(&config).await;
-    assert!(matches!(err, StartError::ControlSocket(_)), "{err}");
+    assert!(matches!(err, StartError::UnixSocket(_)), "{err}");
     assert!(err.to_string().contains("ctl.sock"), "{err}");
     assert_eq!(
         std::fs::read(&config.main.control_unix_path).expect("file kept"),

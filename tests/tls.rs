@@ -197,6 +197,38 @@ async fn tls_listeners_are_not_bound_without_a_certificate() {
 }
 
 #[tokio::test]
+async fn a_proxy_protocol_header_comes_before_the_tls_handshake() {
+    let certs = Certs::new();
+    let broker = start_tls(&certs, |c| {
+        c.amqp.tcp_proxy_protocol = true;
+        c.amqp.proxy_protocol_trusted_sources = "127.0.0.0/8".into();
+        c.main.default_user_only_loopback = false;
+    })
+    .await;
+    let mut tcp = TcpStream::connect(amqps(&broker)).await.unwrap();
+    let header = format!("PROXY TCP4 198.51.100.7 127.0.0.1 41000 {}\r\n", amqps(&broker).port());
+    tcp.write_all(header.as_bytes()).await.unwrap();
+    let stream = certs.client().handshake(tcp, "localhost").await.unwrap();
+    let (mut c, _) = Amqp::start(stream).await;
+    c.login("PLAIN", b"\0guest\0guest").await.unwrap();
+    c.round_trip(&uniq("proxied-amqps"), b"behind a balancer").await;
+    let conn = listed_connection(&broker, amqps(&broker).port()).await;
+    assert_eq!(
+        (&conn["peer_host"], &conn["peer_port"], &conn["ssl"]),
+        (&"198.51.100.7".into(), &41000.into(), &true.into()),
+        "{conn}"
+    );
+
+    // A TLS client that sends no header is refused; the listener goes on.
+    assert_refused(certs.client().connect(amqps(&broker), "localhost").await, "no header").await;
+    let mut tcp = TcpStream::connect(amqps(&broker)).await.unwrap();
+    tcp.write_all(b"PROXY UNKNOWN\r\n").await.unwrap();
+    let stream = certs.client().handshake(tcp, "localhost").await.unwrap();
+    let (mut c, _) = Amqp::start(stream).await;
+    c.login("PLAIN", b"\0guest\0guest").await.unwrap();
+}
+
+#[tokio::test]
 async fn amqps_handshake_declare_publish_get() {
     let certs = Certs::new();
     let keylog = certs.path().join("keys.log");

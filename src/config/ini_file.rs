@@ -218,6 +218,12 @@ fn apply_main(config: &mut Config, e: &Entry<'_>, warnings: &mut Vec<String>) ->
         "set_timestamp" => m.set_timestamp = e.bool()?,
         "socket_buffer_size" => m.socket_buffer_size = e.int()?,
         "tcp_nodelay" => m.tcp_nodelay = e.bool()?,
+        "tcp_keepalive" => {
+            m.tcp_keepalive = super::TcpKeepalive::parse(e.value)
+                .ok_or_else(|| e.invalid(super::tcp_keepalive::TCP_KEEPALIVE_EXPECTED))?;
+        }
+        "tcp_recv_buffer_size" => m.tcp_recv_buffer_size = e.opt_int()?,
+        "tcp_send_buffer_size" => m.tcp_send_buffer_size = e.opt_int()?,
         "segment_size" => m.segment_size = e.int()?,
         "sync" => m.sync = e.bool()?,
         "free_disk_min" => m.free_disk_min = e.int()?,
@@ -284,7 +290,8 @@ fn apply_amqp(config: &mut Config, e: &Entry<'_>, warnings: &mut Vec<String>) ->
         "port" => a.port = e.int()?,
         "tls_port" => a.tls_port = e.int()?,
         "unix_path" => a.unix_path = e.opt_path(),
-        "tcp_proxy_protocol" => a.tcp_proxy_protocol = e.bool()?,
+        // LavinMQ also takes the version it expects; both are accepted here.
+        "tcp_proxy_protocol" => a.tcp_proxy_protocol = e.value.trim() == "2" || e.bool()?,
         "proxy_protocol_trusted_sources" => a.proxy_protocol_trusted_sources = e.string(),
         "heartbeat" => a.heartbeat = e.int()?,
         "frame_max" => a.frame_max = e.int()?,

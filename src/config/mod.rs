@@ -10,6 +10,7 @@ mod cli;
 mod env;
 mod error;
 mod ini_file;
+mod tcp_keepalive;
 mod tls;
 mod value;
 
@@ -21,6 +22,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 pub use error::ConfigError;
+pub use tcp_keepalive::TcpKeepalive;
 pub use tls::{SniConfig, TlsKeys, TlsProtocol};
 
 /// Name of the config file looked up inside a configuration directory.
@@ -111,8 +113,20 @@ pub struct MainConfig {
     pub set_timestamp: bool,
     /// Socket read/write buffer size in bytes (`socket_buffer_size`).
     pub socket_buffer_size: usize,
-    /// Disable Nagle's algorithm on client sockets (`tcp_nodelay`).
+    /// Disable Nagle's algorithm on client sockets (`tcp_nodelay`). On by
+    /// default here, unlike LavinMQ: connections coalesce their own writes,
+    /// so Nagle's algorithm would only add latency to replies.
     pub tcp_nodelay: bool,
+    /// TCP keepalive probes on client sockets (`tcp_keepalive`,
+    /// `idle:interval:count` in seconds, default `60:10:3`; `false` turns
+    /// them off).
+    pub tcp_keepalive: Option<TcpKeepalive>,
+    /// Kernel receive buffer of client sockets in bytes
+    /// (`tcp_recv_buffer_size`; unset leaves the OS default).
+    pub tcp_recv_buffer_size: Option<usize>,
+    /// Kernel send buffer of client sockets in bytes
+    /// (`tcp_send_buffer_size`; unset leaves the OS default).
+    pub tcp_send_buffer_size: Option<usize>,
     /// Size in bytes of each message-store segment file (`segment_size`).
     pub segment_size: u64,
     /// fsync writes to disk (`sync`, `--no-sync`, `LAVINMQ_SYNC`).
@@ -175,10 +189,13 @@ pub struct AmqpConfig {
     pub tls_port: u16,
     /// Also listen on this Unix socket (`unix_path`, `--amqp-unix-path`).
     pub unix_path: Option<PathBuf>,
-    /// Expect a PROXY protocol header on TCP connections (`tcp_proxy_protocol`).
+    /// Expect a PROXY protocol header (v1 or v2) before anything else on
+    /// AMQP and AMQPS TCP connections (`tcp_proxy_protocol`: a boolean, or
+    /// `1`/`2` as LavinMQ accepts).
     pub tcp_proxy_protocol: bool,
-    /// Comma-separated addresses/CIDRs allowed to send PROXY headers
-    /// (`proxy_protocol_trusted_sources`).
+    /// Addresses and CIDR ranges, separated by commas or spaces, allowed to
+    /// send PROXY headers (`proxy_protocol_trusted_sources`); empty trusts
+    /// every source.
     pub proxy_protocol_trusted_sources: String,
     /// Heartbeat interval in seconds offered to clients (`heartbeat`).
     pub heartbeat: u16,
@@ -264,7 +281,10 @@ impl Default for MainConfig {
             stats_log_size: 120,
             set_timestamp: false,
             socket_buffer_size: 16384,
-            tcp_nodelay: false,
+            tcp_nodelay: true,
+            tcp_keepalive: Some(TcpKeepalive::default()),
+            tcp_recv_buffer_size: None,
+            tcp_send_buffer_size: None,
             segment_size: 8 * 1024 * 1024,
             sync: true,
             free_disk_min: 0,

@@ -66,7 +66,9 @@ fn defaults_match_lavinmq() {
     assert_eq!(c.main.stats_log_size, 120);
     assert!(!c.main.set_timestamp);
     assert_eq!(c.main.socket_buffer_size, 16384);
-    assert!(!c.main.tcp_nodelay);
+    assert!(c.main.tcp_nodelay);
+    assert_eq!(c.main.tcp_keepalive, Some(crate::config::TcpKeepalive::default()));
+    assert_eq!((c.main.tcp_recv_buffer_size, c.main.tcp_send_buffer_size), (None, None));
     assert_eq!(c.main.segment_size, 8_388_608);
     assert!(c.main.sync);
     assert_eq!(c.main.free_disk_min, 0);
@@ -136,7 +138,10 @@ stats_interval = 1000
 stats_log_size = 10
 set_timestamp = true
 socket_buffer_size = 4096
-tcp_nodelay = yes
+tcp_nodelay = no
+tcp_keepalive = 30:5:2
+tcp_recv_buffer_size = 65536
+tcp_send_buffer_size = 131072
 segment_size = 1048576
 sync = false
 free_disk_min = 100
@@ -195,7 +200,16 @@ unix_path = /run/http.sock
     assert_eq!(m.tls_ciphers.as_deref(), Some("ECDHE"));
     assert_eq!(m.tls_min_version.as_deref(), Some("1.3"));
     assert_eq!((m.stats_interval, m.stats_log_size), (1000, 10));
-    assert!(m.set_timestamp && m.tcp_nodelay && m.log_exchange);
+    assert!(m.set_timestamp && !m.tcp_nodelay && m.log_exchange);
+    let keepalive = m.tcp_keepalive.expect("keepalive on");
+    assert_eq!(
+        (keepalive.idle.as_secs(), keepalive.interval.as_secs(), keepalive.count),
+        (30, 5, 2)
+    );
+    assert_eq!(
+        (m.tcp_recv_buffer_size, m.tcp_send_buffer_size),
+        (Some(65536), Some(131072))
+    );
     assert!(!m.sync && !m.default_user_only_loopback && !m.data_dir_lock);
     assert_eq!(m.socket_buffer_size, 4096);
     assert_eq!(m.segment_size, 1_048_576);
@@ -595,8 +609,8 @@ tls_cert = /m.pem
 #[test]
 fn booleans_accept_all_documented_spellings() {
     for v in ["1", "true", "TRUE", "yes", "Yes", "on", "ON", "y", "Y"] {
-        let (c, _) = ini(&format!("[main]\ntcp_nodelay = {v}\n"));
-        assert!(c.main.tcp_nodelay, "{v}");
+        let (c, _) = ini(&format!("[main]\nset_timestamp = {v}\n"));
+        assert!(c.main.set_timestamp, "{v}");
     }
     for v in ["0", "false", "False", "no", "NO", "off", "Off", "n", "N"] {
         let (c, _) = ini(&format!("[main]\nsync = {v}\n"));

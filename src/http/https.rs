@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use super::HttpState;
 use crate::transport::accept;
 use crate::transport::peer::Peer;
+use crate::transport::socket_options::SocketOptions;
 use crate::transport::tls::{ServerStream, TlsAcceptor};
 
 /// Handshaken connections waiting for axum to take them.
@@ -37,11 +38,12 @@ impl TlsListener {
     pub fn spawn(
         listener: TcpListener,
         tls: Arc<TlsAcceptor>,
+        socket: SocketOptions,
         shutdown: CancellationToken,
     ) -> std::io::Result<TlsListener> {
         let local = listener.local_addr()?;
         let (tx, ready) = mpsc::channel(BACKLOG);
-        tokio::spawn(accept::accept_loop(listener, shutdown, move |tcp, peer| {
+        tokio::spawn(accept::accept_loop(listener, socket, shutdown, move |tcp, peer| {
             let (tx, tls) = (tx.clone(), tls.clone());
             tokio::spawn(async move {
                 if let Some(done) = tls.handshake(tcp, peer).await {
@@ -87,8 +89,14 @@ async fn peer_address(mut req: Request, next: Next) -> Response {
 }
 
 /// Serves the API over TLS on `listener` until `shutdown`.
-pub async fn serve(listener: TcpListener, tls: Arc<TlsAcceptor>, state: Arc<HttpState>, shutdown: CancellationToken) {
-    let listener = match TlsListener::spawn(listener, tls, shutdown.clone()) {
+pub async fn serve(
+    listener: TcpListener,
+    tls: Arc<TlsAcceptor>,
+    socket: SocketOptions,
+    state: Arc<HttpState>,
+    shutdown: CancellationToken,
+) {
+    let listener = match TlsListener::spawn(listener, tls, socket, shutdown.clone()) {
         Ok(l) => l,
         Err(e) => {
             tracing::error!("HTTPS server failed: {e}");

@@ -272,6 +272,20 @@ pub fn app(state: Arc<HttpState>) -> Router {
     router(state).layer(ws)
 }
 
+/// Serves the API (and WebSocket upgrades) on the Unix socket `listener`
+/// (`[mgmt] unix_path`) until `shutdown`. Requests need credentials as over
+/// TCP; their peer counts as loopback, since it is a process on this host.
+pub async fn serve_unix(listener: tokio::net::UnixListener, state: Arc<HttpState>, shutdown: CancellationToken) {
+    let peer = axum::extract::ConnectInfo(crate::transport::peer::Peer::unix().addr);
+    let app = app(state).layer(axum::Extension(peer));
+    let result = axum::serve(listener, app)
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await;
+    if let Err(e) = result {
+        tracing::error!("HTTP server on the unix socket failed: {e}");
+    }
+}
+
 /// Serves the API on `listener` until `shutdown`.
 pub async fn serve(listener: TcpListener, state: Arc<HttpState>, shutdown: CancellationToken) {
     // The peer address lets authentication restrict the default user to loopback.

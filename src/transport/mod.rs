@@ -1,6 +1,6 @@
 //! What every protocol adapter needs from a connection's byte stream, whatever
-//! it arrives over: TCP accept loops, TLS, WebSocket, and the outbox that
-//! batches writes.
+//! it arrives over: TCP and Unix socket accept loops, socket options, the
+//! PROXY protocol, TLS, WebSocket, and the outbox that batches writes.
 
 /// A read at least this big means a busy client, whose connection yields to
 /// other tasks after handling it; a smaller one is a client waiting for an
@@ -12,5 +12,8 @@ pub mod delivery_loop;
 pub mod outbox;
 pub mod peer;
 pub mod protocol_listener;
+pub mod proxy_protocol;
+pub mod socket_options;
 pub mod tls;
+pub mod unix_socket;
 pub mod websocket;

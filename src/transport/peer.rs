@@ -1,6 +1,7 @@
 //! Who is at the other end of a connection and how it arrived, so protocol
 //! adapters can log, authenticate and list it the same way whatever the
-//! transport (TCP, TLS, WebSocket).
+//! transport (TCP, TLS, WebSocket, Unix socket, behind a PROXY protocol
+//! load balancer).
 
 use std::net::SocketAddr;
 
@@ -14,6 +15,9 @@ pub struct Peer {
     pub local: SocketAddr,
     /// Set when the connection is encrypted.
     pub tls: Option<TlsPeer>,
+    /// The load balancer's address, when the connection came through one
+    /// speaking the PROXY protocol ([`Peer::addr`] is then the client's).
+    pub proxy: Option<SocketAddr>,
 }
 
 /// What a TLS handshake told about the client.
@@ -30,7 +34,20 @@ pub struct TlsPeer {
 impl Peer {
     /// An unencrypted connection.
     pub fn plain(addr: SocketAddr, local: SocketAddr) -> Peer {
-        Peer { addr, local, tls: None }
+        Peer {
+            addr,
+            local,
+            tls: None,
+            proxy: None,
+        }
+    }
+
+    /// A connection over a Unix socket. It has no IP address; it is shown as
+    /// the loopback address, which is what it is: a process on this host
+    /// (so loopback-only users may log in over it).
+    pub fn unix() -> Peer {
+        let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
+        Peer::plain(loopback, loopback)
     }
 
     /// Whether the connection is encrypted.

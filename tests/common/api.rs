@@ -18,8 +18,14 @@ pub struct Api {
 impl Api {
     /// A client for `b`'s API.
     pub fn new(b: &TestBroker) -> Self {
+        Api::at(format!("http://{}", b.server().http_addr()))
+    }
+
+    /// A client for the API at `base` (`http://host:port`), such as a relay
+    /// in front of the broker.
+    pub fn at(base: String) -> Self {
         Api {
-            base: format!("http://{}", b.server().http_addr()),
+            base,
             client: Client::new(),
         }
     }

@@ -88,7 +88,9 @@ impl ClientTls {
         (me, self.handshake(tcp, server_name).await)
     }
 
-    async fn handshake(&self, tcp: TcpStream, server_name: &str) -> io::Result<Tls> {
+    /// Completes the handshake over `tcp`, which the caller connected (and
+    /// perhaps sent a PROXY protocol header on).
+    pub async fn handshake(&self, tcp: TcpStream, server_name: &str) -> io::Result<Tls> {
         let name = ServerName::try_from(server_name.to_string()).map_err(io::Error::other)?;
         TlsConnector::from(self.config()).connect(name, tcp).await
     }
