@@ -11,6 +11,7 @@ pub mod config;
 pub mod core;
 pub mod data_dir_lock;
 pub mod http;
+pub mod log_tail;
 pub mod mqtt;
 pub mod server;
 pub mod store;

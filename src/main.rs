@@ -7,6 +7,8 @@ use std::process::ExitCode;
 use lavinmq::config::Config;
 use lavinmq::server::Server;
 use tokio::signal::unix::{SignalKind, signal};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 
 fn main() -> ExitCode {
     let loaded = match Config::load(std::env::args_os(), &|k| std::env::var(k).ok()) {
@@ -26,16 +28,23 @@ fn main() -> ExitCode {
     };
     let filter =
         tracing_subscriber::EnvFilter::try_new(level).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let logger = tracing_subscriber::fmt().with_env_filter(filter).with_target(false);
+    // The log goes to stdout or the log file, and its tail to the management
+    // API's live log (`GET /api/livelog`), under the same level filter.
+    let logging = tracing_subscriber::registry()
+        .with(filter)
+        .with(lavinmq::log_tail::layer());
+    let output = tracing_subscriber::fmt::layer().with_target(false);
     match &config.main.log_file {
         Some(path) => match std::fs::OpenOptions::new().create(true).append(true).open(path) {
-            Ok(file) => logger.with_ansi(false).with_writer(std::sync::Mutex::new(file)).init(),
+            Ok(file) => logging
+                .with(output.with_ansi(false).with_writer(std::sync::Mutex::new(file)))
+                .init(),
             Err(e) => {
                 eprintln!("lavinmq: cannot open log file {}: {e}", path.display());
                 return ExitCode::FAILURE;
             }
         },
-        None => logger.init(),
+        None => logging.with(output).init(),
     }
     if let Some(pidfile) = &config.main.pidfile
         && let Err(e) = std::fs::write(pidfile, format!("{}\n", std::process::id()))

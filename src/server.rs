@@ -185,7 +185,11 @@ impl Server {
             None => None,
         };
         let (amqps_addr, mqtts_addr, https_addr) = match &tls_listeners {
-            Some(t) => (Some(t.amqp.1), Some(t.mqtt.1), Some(t.http.1)),
+            Some(t) => (
+                t.amqp.as_ref().map(|l| l.1),
+                t.mqtt.as_ref().map(|l| l.1),
+                t.http.as_ref().map(|l| l.1),
+            ),
             None => (None, None, None),
         };
         let mut listeners = vec![("amqp", amqp_addr), ("mqtt", mqtt_addr), ("http", http_addr)];
@@ -240,23 +244,24 @@ impl Server {
         };
         if let (Some(acceptors), Some(bound)) = (&tls, tls_listeners) {
             use crate::transport::protocol_listener::serve_tls;
-            let amqp = serve_tls(bound.amqp.0, amqp_edge.clone(), acceptors.amqp.clone(), ctx.clone());
-            let mqtt = serve_tls(
-                bound.mqtt.0,
-                mqtt_edge.clone(),
-                acceptors.mqtt.clone(),
-                mqtt_ctx.clone(),
-            );
-            let http = crate::http::https::serve(
-                bound.http.0,
-                acceptors.http.clone(),
-                mqtt_edge.socket,
-                http_state.clone(),
-                shutdown.clone(),
-            );
-            tokio::spawn(amqp);
-            tokio::spawn(mqtt);
-            tokio::spawn(http);
+            if let Some((listener, _)) = bound.amqp {
+                let edge = amqp_edge.clone();
+                tokio::spawn(serve_tls(listener, edge, acceptors.amqp.clone(), ctx.clone()));
+            }
+            if let Some((listener, _)) = bound.mqtt {
+                let edge = mqtt_edge.clone();
+                tokio::spawn(serve_tls(listener, edge, acceptors.mqtt.clone(), mqtt_ctx.clone()));
+            }
+            if let Some((listener, _)) = bound.http {
+                let (tls, state) = (acceptors.http.clone(), http_state.clone());
+                tokio::spawn(crate::http::https::serve(
+                    listener,
+                    tls,
+                    mqtt_edge.socket,
+                    state,
+                    shutdown.clone(),
+                ));
+            }
         }
         let unix_sockets = serve_unix_sockets(config, &ctx, &mqtt_ctx, &http_state, &shutdown).inspect_err(|_| {
             shutdown.cancel();
@@ -466,10 +471,11 @@ async fn disk_check_loop(broker: Arc<Broker>, shutdown: CancellationToken) {
 }
 
 /// The TLS listeners, bound (with their addresses) before they are served.
+/// A port of `-1` leaves its listener out.
 struct TlsListeners {
-    amqp: (TcpListener, SocketAddr),
-    mqtt: (TcpListener, SocketAddr),
-    http: (TcpListener, SocketAddr),
+    amqp: Option<(TcpListener, SocketAddr)>,
+    mqtt: Option<(TcpListener, SocketAddr)>,
+    http: Option<(TcpListener, SocketAddr)>,
 }
 
 impl TlsListeners {
@@ -485,8 +491,16 @@ impl TlsListeners {
 }
 
 /// Binds `protocol`'s TLS listener on `bind:port` and logs its address.
-async fn bind_tls(protocol: TlsProtocol, bind: &str, port: u16) -> Result<(TcpListener, SocketAddr), StartError> {
+async fn bind_tls(
+    protocol: TlsProtocol,
+    bind: &str,
+    port: Option<u16>,
+) -> Result<Option<(TcpListener, SocketAddr)>, StartError> {
     let what = protocol.listener();
+    let Some(port) = port else {
+        tracing::info!("{what} is disabled (tls_port = -1)");
+        return Ok(None);
+    };
     let listener = bind_tcp(what, bind, port).await?;
     let addr = listener.local_addr().map_err(|source| StartError::Bind {
         what,
@@ -494,7 +508,7 @@ async fn bind_tls(protocol: TlsProtocol, bind: &str, port: u16) -> Result<(TcpLi
         source,
     })?;
     tracing::info!("{what} listening on {addr}");
-    Ok((listener, addr))
+    Ok(Some((listener, addr)))
 }
 
 /// Binds a TCP listener on `bind:port` (IPv6 addresses without brackets).

@@ -73,9 +73,9 @@ async fn start_tls(certs: &Certs, tweak: impl FnOnce(&mut Config)) -> TestBroker
     common::start_with(|c| {
         c.main.tls_cert = Some(certs.cert.clone());
         c.main.tls_key = Some(certs.key.clone());
-        c.amqp.tls_port = 0;
-        c.mqtt.tls_port = 0;
-        c.mgmt.tls_port = 0;
+        c.amqp.tls_port = Some(0);
+        c.mqtt.tls_port = Some(0);
+        c.mgmt.tls_port = Some(0);
         tweak(c);
     })
     .await
@@ -197,6 +197,26 @@ async fn tls_listeners_are_not_bound_without_a_certificate() {
 }
 
 #[tokio::test]
+async fn a_tls_port_of_minus_one_leaves_that_listener_out() {
+    let certs = Certs::new();
+    let broker = start_tls(&certs, |c| c.mqtt.tls_port = None).await;
+    let server = broker.server();
+    assert!(server.amqps_addr().is_some() && server.https_addr().is_some());
+    assert_eq!(server.mqtts_addr(), None);
+    let listeners = Api::new(&broker).get_ok("/api/overview").await["listeners"].clone();
+    let protocols: Vec<_> = listeners
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["protocol"].clone())
+        .collect();
+    assert!(
+        protocols.contains(&"amqps".into()) && !protocols.contains(&"mqtts".into()),
+        "{listeners}"
+    );
+}
+
+#[tokio::test]
 async fn a_proxy_protocol_header_comes_before_the_tls_handshake() {
     let certs = Certs::new();
     let broker = start_tls(&certs, |c| {
@@ -249,6 +269,12 @@ async fn amqps_handshake_declare_publish_get() {
     assert_eq!(conn["ssl"], true, "{conn}");
     assert_eq!(conn["protocol"], "AMQP 0-9-1");
     assert_eq!(conn["peer_port"], local_port, "{conn}");
+    assert_eq!(conn["ssl_protocol"], "tlsv1.3", "{conn}");
+    assert!(
+        conn["ssl_cipher"].as_str().is_some_and(|c| c.starts_with("TLS13_")),
+        "{conn}"
+    );
+    assert!(conn.get("peer_cert_subject").is_none(), "no client certificate: {conn}");
 
     // The secrets of the session went to the key log.
     let secrets = std::fs::read_to_string(&keylog).unwrap();
@@ -553,7 +579,7 @@ async fn start_mtls(certs: &Certs) -> TestBroker {
 }
 
 #[tokio::test]
-async fn mutual_tls_accepts_a_good_certificate_and_refuses_none_or_a_foreign_one() {
+async fn mutual_tls_accepts_a_good_certificate_and_refuses_none_a_foreign_or_an_expired_one() {
     let certs = Certs::new();
     let broker = start_mtls(&certs).await;
     let good = certs.ca.client("guest");
@@ -578,6 +604,15 @@ async fn mutual_tls_accepts_a_good_certificate_and_refuses_none_or_a_foreign_one
         .await;
     assert_refused(attempt, "a client with another CA's certificate").await;
     logged(&["MQTTS TLS handshake with", &me.to_string(), "certificate"]).await;
+
+    let expired = certs.ca.expired_client("guest");
+    let (me, attempt) = certs
+        .client()
+        .with_identity(&expired)
+        .connect_from(amqps(&broker), "localhost")
+        .await;
+    assert_refused(attempt, "a client with an expired certificate").await;
+    logged(&["AMQPS TLS handshake with", &me.to_string(), "expired"]).await;
 
     // The verified connection was not disturbed.
     c.round_trip(&uniq("still"), b"up").await;
@@ -647,6 +682,7 @@ async fn amqp_external_login_with_the_client_certificate() {
     assert_eq!(conn["user"], user.as_str(), "{conn}");
     assert_eq!(conn["auth_mechanism"], "EXTERNAL");
     assert_eq!(conn["ssl"], true);
+    assert_eq!(conn["peer_cert_subject"], format!("CN={user}"), "{conn}");
 
     // A certificate whose CN is no user is refused (403).
     let nobody = certs.ca.client(&uniq("nobody"));

@@ -351,7 +351,7 @@ where
         frame_max,
         channel_max,
         heartbeat,
-        tls: peer.is_tls(),
+        tls: peer.tls_info(),
     };
     let max = vhost.max_connections();
     let now = crate::core::message::Message::now_ms();

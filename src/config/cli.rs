@@ -84,9 +84,10 @@ pub(crate) struct Cli {
     #[arg(short = 'p', long, value_name = "PORT")]
     amqp_port: Option<u16>,
 
-    /// AMQPS port to listen on (default: 5671)
-    #[arg(long, value_name = "PORT")]
-    amqps_port: Option<u16>,
+    /// AMQPS port to listen on (default: 5671); -1 to disable
+    #[arg(long, value_name = "PORT", allow_negative_numbers = true,
+          value_parser = clap::value_parser!(i32).range(-1..=65535))]
+    amqps_port: Option<i32>,
 
     /// AMQP UNIX socket path to listen on
     #[arg(long, value_name = "PATH")]
@@ -100,9 +101,10 @@ pub(crate) struct Cli {
     #[arg(long, value_name = "PORT")]
     mqtt_port: Option<u16>,
 
-    /// MQTTS port to listen on (default: 8883)
-    #[arg(long, value_name = "PORT")]
-    mqtts_port: Option<u16>,
+    /// MQTTS port to listen on (default: 8883); -1 to disable
+    #[arg(long, value_name = "PORT", allow_negative_numbers = true,
+          value_parser = clap::value_parser!(i32).range(-1..=65535))]
+    mqtts_port: Option<i32>,
 
     /// MQTT UNIX socket path to listen on
     #[arg(long, value_name = "PATH")]
@@ -116,9 +118,10 @@ pub(crate) struct Cli {
     #[arg(long, value_name = "PORT")]
     http_port: Option<u16>,
 
-    /// HTTPS port to listen on (default: 15671)
-    #[arg(long, value_name = "PORT")]
-    https_port: Option<u16>,
+    /// HTTPS port to listen on (default: 15671); -1 to disable
+    #[arg(long, value_name = "PORT", allow_negative_numbers = true,
+          value_parser = clap::value_parser!(i32).range(-1..=65535))]
+    https_port: Option<i32>,
 
     /// HTTP UNIX socket path to listen on
     #[arg(long, value_name = "PATH")]
@@ -214,19 +217,19 @@ impl Cli {
         let amqp = &mut config.amqp;
         set(&mut amqp.bind, self.amqp_bind.or_else(|| self.bind.clone()));
         set(&mut amqp.port, self.amqp_port);
-        set(&mut amqp.tls_port, self.amqps_port);
+        set(&mut amqp.tls_port, self.amqps_port.map(|p| u16::try_from(p).ok()));
         set_opt(&mut amqp.unix_path, self.amqp_unix_path);
 
         let mqtt = &mut config.mqtt;
         set(&mut mqtt.bind, self.mqtt_bind.or_else(|| self.bind.clone()));
         set(&mut mqtt.port, self.mqtt_port);
-        set(&mut mqtt.tls_port, self.mqtts_port);
+        set(&mut mqtt.tls_port, self.mqtts_port.map(|p| u16::try_from(p).ok()));
         set_opt(&mut mqtt.unix_path, self.mqtt_unix_path);
 
         let mgmt = &mut config.mgmt;
         set(&mut mgmt.bind, self.http_bind.or(self.bind));
         set(&mut mgmt.port, self.http_port);
-        set(&mut mgmt.tls_port, self.https_port);
+        set(&mut mgmt.tls_port, self.https_port.map(|p| u16::try_from(p).ok()));
         set_opt(&mut mgmt.unix_path, self.http_unix_path);
     }
 }

@@ -23,6 +23,22 @@ fn int<T: IntValue>(env: &dyn Fn(&str) -> Option<String>, var: &'static str) -> 
         .transpose()
 }
 
+/// A port variable where `-1` disables the listener.
+fn port_or_disabled(
+    env: &dyn Fn(&str) -> Option<String>,
+    var: &'static str,
+) -> Result<Option<Option<u16>>, ConfigError> {
+    get(env, var)
+        .map(|v| {
+            value::parse_port_or_disabled(&v).ok_or(ConfigError::InvalidEnvValue {
+                var,
+                value: v,
+                expected: value::PORT_OR_DISABLED_EXPECTED,
+            })
+        })
+        .transpose()
+}
+
 fn boolean(env: &dyn Fn(&str) -> Option<String>, var: &'static str) -> Result<Option<bool>, ConfigError> {
     get(env, var)
         .map(|v| {
@@ -74,7 +90,7 @@ pub(crate) fn apply(config: &mut Config, env: &dyn Fn(&str) -> Option<String>) -
     if let Some(v) = int(env, "LAVINMQ_AMQP_PORT")? {
         config.amqp.port = v;
     }
-    if let Some(v) = int(env, "LAVINMQ_AMQPS_PORT")? {
+    if let Some(v) = port_or_disabled(env, "LAVINMQ_AMQPS_PORT")? {
         config.amqp.tls_port = v;
     }
     if let Some(v) = get(env, "LAVINMQ_HTTP_BIND") {
@@ -83,7 +99,7 @@ pub(crate) fn apply(config: &mut Config, env: &dyn Fn(&str) -> Option<String>) -
     if let Some(v) = int(env, "LAVINMQ_HTTP_PORT")? {
         config.mgmt.port = v;
     }
-    if let Some(v) = int(env, "LAVINMQ_HTTPS_PORT")? {
+    if let Some(v) = port_or_disabled(env, "LAVINMQ_HTTPS_PORT")? {
         config.mgmt.tls_port = v;
     }
     Ok(())

@@ -288,7 +288,7 @@ fn apply_amqp(config: &mut Config, e: &Entry<'_>, warnings: &mut Vec<String>) ->
     match e.key {
         "bind" => a.bind = e.string(),
         "port" => a.port = e.int()?,
-        "tls_port" => a.tls_port = e.int()?,
+        "tls_port" => a.tls_port = e.port_or_disabled()?,
         "unix_path" => a.unix_path = e.opt_path(),
         // LavinMQ also takes the version it expects; both are accepted here.
         "tcp_proxy_protocol" => a.tcp_proxy_protocol = e.value.trim() == "2" || e.bool()?,
@@ -308,7 +308,7 @@ fn apply_mqtt(config: &mut Config, e: &Entry<'_>, warnings: &mut Vec<String>) ->
     match e.key {
         "bind" => m.bind = e.string(),
         "port" => m.port = e.int()?,
-        "tls_port" => m.tls_port = e.int()?,
+        "tls_port" => m.tls_port = e.port_or_disabled()?,
         "unix_path" => m.unix_path = e.opt_path(),
         "permission_check_enabled" => m.permission_check_enabled = e.bool()?,
         "client_id_validation" => m.client_id_validation = e.string(),
@@ -328,7 +328,7 @@ fn apply_mgmt(config: &mut Config, e: &Entry<'_>, warnings: &mut Vec<String>) ->
     match e.key {
         "bind" => m.bind = e.string(),
         "port" => m.port = e.int()?,
-        "tls_port" => m.tls_port = e.int()?,
+        "tls_port" => m.tls_port = e.port_or_disabled()?,
         "unix_path" => m.unix_path = e.opt_path(),
         _ => warnings.push(e.unknown()),
     }

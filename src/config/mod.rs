@@ -185,8 +185,9 @@ pub struct AmqpConfig {
     /// (`port`, `-p/--amqp-port`, `LAVINMQ_AMQP_PORT`).
     pub port: u16,
     /// AMQPS port, used when a certificate is configured
-    /// (`tls_port`, `--amqps-port`, `LAVINMQ_AMQPS_PORT`).
-    pub tls_port: u16,
+    /// (`tls_port`, `--amqps-port`, `LAVINMQ_AMQPS_PORT`); `-1` (`None`)
+    /// leaves it unbound.
+    pub tls_port: Option<u16>,
     /// Also listen on this Unix socket (`unix_path`, `--amqp-unix-path`).
     pub unix_path: Option<PathBuf>,
     /// Expect a PROXY protocol header (v1 or v2) before anything else on
@@ -217,8 +218,9 @@ pub struct MqttConfig {
     pub bind: String,
     /// Plain MQTT port; 0 picks an ephemeral port (`port`, `--mqtt-port`).
     pub port: u16,
-    /// MQTTS port (`tls_port`, `--mqtts-port`).
-    pub tls_port: u16,
+    /// MQTTS port (`tls_port`, `--mqtts-port`); `-1` (`None`) leaves it
+    /// unbound.
+    pub tls_port: Option<u16>,
     /// Also listen on this Unix socket (`unix_path`, `--mqtt-unix-path`).
     pub unix_path: Option<PathBuf>,
     /// Enforce vhost permissions for MQTT clients (`permission_check_enabled`).
@@ -241,8 +243,9 @@ pub struct MgmtConfig {
     /// Plain HTTP port; 0 picks an ephemeral port
     /// (`port`, `--http-port`, `LAVINMQ_HTTP_PORT`).
     pub port: u16,
-    /// HTTPS port (`tls_port`, `--https-port`, `LAVINMQ_HTTPS_PORT`).
-    pub tls_port: u16,
+    /// HTTPS port (`tls_port`, `--https-port`, `LAVINMQ_HTTPS_PORT`); `-1`
+    /// (`None`) leaves it unbound.
+    pub tls_port: Option<u16>,
     /// Also listen on this Unix socket (`unix_path`, `--http-unix-path`).
     pub unix_path: Option<PathBuf>,
 }
@@ -311,7 +314,7 @@ impl Default for AmqpConfig {
         Self {
             bind: "127.0.0.1".to_owned(),
             port: 5672,
-            tls_port: 5671,
+            tls_port: Some(5671),
             unix_path: None,
             tcp_proxy_protocol: false,
             proxy_protocol_trusted_sources: String::new(),
@@ -329,7 +332,7 @@ impl Default for MqttConfig {
         Self {
             bind: "127.0.0.1".to_owned(),
             port: 1883,
-            tls_port: 8883,
+            tls_port: Some(8883),
             unix_path: None,
             permission_check_enabled: false,
             client_id_validation: "none".to_owned(),
@@ -345,7 +348,7 @@ impl Default for MgmtConfig {
         Self {
             bind: "127.0.0.1".to_owned(),
             port: 15672,
-            tls_port: 15671,
+            tls_port: Some(15671),
             unix_path: None,
         }
     }

@@ -89,7 +89,7 @@ fn defaults_match_lavinmq() {
     assert_eq!(c.main.default_consistent_hash_algorithm, "ring");
 
     assert_eq!(c.amqp.bind, "127.0.0.1");
-    assert_eq!((c.amqp.port, c.amqp.tls_port), (5672, 5671));
+    assert_eq!((c.amqp.port, c.amqp.tls_port), (5672, Some(5671)));
     assert_eq!(c.amqp.unix_path, None);
     assert!(!c.amqp.tcp_proxy_protocol);
     assert_eq!(c.amqp.proxy_protocol_trusted_sources, "");
@@ -100,7 +100,7 @@ fn defaults_match_lavinmq() {
     assert_eq!(c.amqp.max_consumers_per_channel, 0);
 
     assert_eq!(c.mqtt.bind, "127.0.0.1");
-    assert_eq!((c.mqtt.port, c.mqtt.tls_port), (1883, 8883));
+    assert_eq!((c.mqtt.port, c.mqtt.tls_port), (1883, Some(8883)));
     assert!(!c.mqtt.permission_check_enabled);
     assert_eq!(c.mqtt.client_id_validation, "none");
     assert_eq!(c.mqtt.max_packet_size, 268_435_455);
@@ -108,7 +108,7 @@ fn defaults_match_lavinmq() {
     assert_eq!(c.mqtt.default_vhost, "/");
 
     assert_eq!(c.mgmt.bind, "127.0.0.1");
-    assert_eq!((c.mgmt.port, c.mgmt.tls_port), (15672, 15671));
+    assert_eq!((c.mgmt.port, c.mgmt.tls_port), (15672, Some(15671)));
     assert_eq!(c.mgmt.unix_path, None);
     assert!(c.validate().is_ok());
 }
@@ -225,7 +225,7 @@ unix_path = /run/http.sock
 
     let a = &c.amqp;
     assert_eq!(a.bind, "::");
-    assert_eq!((a.port, a.tls_port), (5673, 5674));
+    assert_eq!((a.port, a.tls_port), (5673, Some(5674)));
     assert_eq!(a.unix_path, Some(PathBuf::from("/run/amqp.sock")));
     assert!(a.tcp_proxy_protocol);
     assert_eq!(a.proxy_protocol_trusted_sources, "10.0.0.1, 192.168.0.0/24");
@@ -234,7 +234,7 @@ unix_path = /run/http.sock
 
     let q = &c.mqtt;
     assert_eq!(q.bind, "0.0.0.0");
-    assert_eq!((q.port, q.tls_port), (1884, 8884));
+    assert_eq!((q.port, q.tls_port), (1884, Some(8884)));
     assert_eq!(q.unix_path, Some(PathBuf::from("/run/mqtt.sock")));
     assert!(q.permission_check_enabled);
     assert_eq!(q.client_id_validation, "strict");
@@ -242,7 +242,7 @@ unix_path = /run/http.sock
     assert_eq!(q.default_vhost, "mqtt");
 
     assert_eq!(c.mgmt.bind, "::1");
-    assert_eq!((c.mgmt.port, c.mgmt.tls_port), (8080, 8443));
+    assert_eq!((c.mgmt.port, c.mgmt.tls_port), (8080, Some(8443)));
     assert_eq!(c.mgmt.unix_path, Some(PathBuf::from("/run/http.sock")));
 }
 
@@ -314,7 +314,7 @@ fn env_overrides_ini() {
     assert_eq!(c.amqp.port, 3333);
     assert_eq!(c.mgmt.port, 4444);
     // Not set in the environment, so the ini value stays.
-    assert_eq!(c.amqp.tls_port, 1112);
+    assert_eq!(c.amqp.tls_port, Some(1112));
     assert_eq!(c.mgmt.bind, "10.0.0.2");
 }
 
@@ -370,8 +370,14 @@ fn every_env_var_is_read() {
     ];
     let c = load(&[], &env).expect("load").config;
     assert_eq!(c.main.data_dir, PathBuf::from("/state"));
-    assert_eq!((c.amqp.bind.as_str(), c.amqp.port, c.amqp.tls_port), ("1.1.1.1", 1, 2));
-    assert_eq!((c.mgmt.bind.as_str(), c.mgmt.port, c.mgmt.tls_port), ("2.2.2.2", 3, 4));
+    assert_eq!(
+        (c.amqp.bind.as_str(), c.amqp.port, c.amqp.tls_port),
+        ("1.1.1.1", 1, Some(2))
+    );
+    assert_eq!(
+        (c.mgmt.bind.as_str(), c.mgmt.port, c.mgmt.tls_port),
+        ("2.2.2.2", 3, Some(4))
+    );
     assert_eq!(c.main.control_unix_path, PathBuf::from("/ctl.sock"));
     assert_eq!(c.main.tls_cert, Some(PathBuf::from("/cert")));
     assert_eq!(c.main.tls_key, Some(PathBuf::from("/key")));
@@ -648,14 +654,39 @@ fn port_zero_is_accepted_everywhere() {
     )
     .expect("load")
     .config;
-    assert_eq!((c.amqp.port, c.mgmt.port, c.mqtt.port, c.amqp.tls_port), (0, 0, 0, 0));
+    assert_eq!(
+        (c.amqp.port, c.mgmt.port, c.mqtt.port, c.amqp.tls_port),
+        (0, 0, 0, Some(0))
+    );
+}
+
+#[test]
+fn minus_one_disables_a_tls_port() {
+    let (c, _) = ini("[amqp]\ntls_port = -1\n[mqtt]\ntls_port = -1\n[mgmt]\ntls_port = 15671\n");
+    assert_eq!(
+        (c.amqp.tls_port, c.mqtt.tls_port, c.mgmt.tls_port),
+        (None, None, Some(15671))
+    );
+    let c = load(
+        &["--amqps-port", "-1", "--https-port", "-1"],
+        &[("LAVINMQ_AMQPS_PORT", "1")],
+    )
+    .expect("load")
+    .config;
+    assert_eq!(
+        (c.amqp.tls_port, c.mgmt.tls_port, c.mqtt.tls_port),
+        (None, None, Some(8883))
+    );
+    let c = load(&[], &[("LAVINMQ_HTTPS_PORT", "-1")]).expect("load").config;
+    assert_eq!(c.mgmt.tls_port, None);
+    assert!(ini_err("[amqp]\ntls_port = -2\n").contains("-1 (disabled)"));
 }
 
 #[test]
 fn http_section_is_a_deprecated_alias_of_mgmt() {
     let (c, warnings) = ini("[http]\nbind = ::\nport = 8080\ntls_port = 8443\nunix_path = /h.sock\n");
     assert_eq!(c.mgmt.bind, "::");
-    assert_eq!((c.mgmt.port, c.mgmt.tls_port), (8080, 8443));
+    assert_eq!((c.mgmt.port, c.mgmt.tls_port), (8080, Some(8443)));
     assert_eq!(c.mgmt.unix_path, Some(PathBuf::from("/h.sock")));
     assert_eq!(warnings, ["section [http] is deprecated, use [mgmt] instead"]);
     let (_, warnings) = ini("[http]\nnope = 1\n");
@@ -724,9 +755,9 @@ fn all_flags_are_applied() {
         ("h", "u")
     );
     assert_eq!(c.amqp.unix_path, Some(PathBuf::from("/a.sock")));
-    assert_eq!(c.mqtt.tls_port, 9);
+    assert_eq!(c.mqtt.tls_port, Some(9));
     assert_eq!(c.mqtt.unix_path, Some(PathBuf::from("/m.sock")));
-    assert_eq!(c.mgmt.tls_port, 10);
+    assert_eq!(c.mgmt.tls_port, Some(10));
     assert_eq!(c.mgmt.unix_path, Some(PathBuf::from("/h.sock")));
     assert_eq!(c.main.control_unix_path, PathBuf::from("/c.sock"));
     assert_eq!(c.main.tls_key, Some(PathBuf::from("/k")));

@@ -38,8 +38,19 @@ pub struct ConnectionInfo {
     pub channel_max: u16,
     /// Negotiated heartbeat in seconds.
     pub heartbeat: u16,
-    /// Over TLS.
-    pub tls: bool,
+    /// What the TLS handshake settled, when the connection is encrypted.
+    pub tls: Option<TlsInfo>,
+}
+
+/// The facts of an encrypted connection the management API shows.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsInfo {
+    /// Protocol version, as RabbitMQ names it (`tlsv1.3`).
+    pub protocol: &'static str,
+    /// Negotiated cipher suite, by its IANA name.
+    pub cipher: &'static str,
+    /// Subject CN of the verified client certificate, if one was presented.
+    pub peer_cn: Option<String>,
 }
 
 /// What the management API shows of a channel at one moment.

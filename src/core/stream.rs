@@ -228,20 +228,7 @@ impl StreamState {
             (Some(s), _) => s.clone(),
             (None, None) => StartAt::Next,
         };
-        let cursor = match start {
-            StartAt::First => self.store.cursor_first(),
-            StartAt::Next => self.store.cursor_next(),
-            StartAt::Last => {
-                let last = self
-                    .store
-                    .next_offset()
-                    .saturating_sub(1)
-                    .max(self.store.first_offset());
-                self.store.cursor_at(last)
-            }
-            StartAt::Offset(o) => self.store.cursor_at(o.max(self.store.first_offset())),
-            StartAt::Time(t) => self.store.cursor_at_time(t),
-        };
+        let cursor = self.cursor_for(&start);
         self.readers.insert(
             id,
             Reader {
@@ -257,6 +244,28 @@ impl StreamState {
                 },
             },
         );
+    }
+
+    /// A cursor at `start`, placed as for a consumer starting there. Reading
+    /// with it ([`StreamStore::read`]) consumes nothing: the management API's
+    /// stream read uses it to look at a stream without a reader. A cursor
+    /// for an offset past the end is at the end; skip offsets below the one
+    /// asked for, as [`StreamState::next_for`] does.
+    pub fn cursor_for(&mut self, start: &StartAt) -> StreamCursor {
+        match *start {
+            StartAt::First => self.store.cursor_first(),
+            StartAt::Next => self.store.cursor_next(),
+            StartAt::Last => {
+                let last = self
+                    .store
+                    .next_offset()
+                    .saturating_sub(1)
+                    .max(self.store.first_offset());
+                self.store.cursor_at(last)
+            }
+            StartAt::Offset(o) => self.store.cursor_at(o.max(self.store.first_offset())),
+            StartAt::Time(t) => self.store.cursor_at_time(t),
+        }
     }
 
     /// Removes consumer `id`'s reader, saving its tracked offset.

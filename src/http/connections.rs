@@ -19,11 +19,21 @@ fn connection_json(c: &ConnectionEntry) -> Value {
     let client_properties = table_to_json(&i.client_properties);
     let mut out = json!({"name": c.name, "user": c.info.user, "vhost": c.info.vhost, "protocol": c.info.protocol,
            "node": super::overview::NODE, "connected_at": c.connected_at, "channels": c.channel_count(),
-           "state": "running", "type": "network", "ssl": i.tls, "auth_mechanism": i.auth_mechanism,
+           "state": "running", "type": "network", "ssl": i.tls.is_some(), "auth_mechanism": i.auth_mechanism,
            "host": i.local.ip().to_string(), "port": i.local.port(),
            "peer_host": i.peer.ip().to_string(), "peer_port": i.peer.port(),
            "frame_max": i.frame_max, "channel_max": i.channel_max, "timeout": i.heartbeat,
            "client_properties": client_properties});
+    if let Some(tls) = &i.tls {
+        // RabbitMQ's names, and LavinMQ's (`tls_version`, `cipher`).
+        out["ssl_protocol"] = json!(tls.protocol);
+        out["ssl_cipher"] = json!(tls.cipher);
+        out["tls_version"] = json!(tls.protocol);
+        out["cipher"] = json!(tls.cipher);
+        if let Some(cn) = &tls.peer_cn {
+            out["peer_cert_subject"] = json!(format!("CN={cn}"));
+        }
+    }
     if let Some(name) = client_properties.get("connection_name") {
         out["user_provided_name"] = name.clone();
     }

@@ -33,7 +33,7 @@ const SHORTSTR_MAX: usize = 255;
 
 /// An integer given as a JSON number or a decimal string (RabbitMQ's UI sends
 /// both); `None` when absent or null.
-fn int_field(v: Option<&Value>, what: &str) -> ApiResult<Option<i64>> {
+pub(super) fn int_field(v: Option<&Value>, what: &str) -> ApiResult<Option<i64>> {
     let parsed = match v {
         None | Some(Value::Null) => return Ok(None),
         Some(Value::Number(n)) => n.as_i64(),
@@ -360,14 +360,61 @@ struct Taken {
 impl Taken {
     fn to_json(&self, base64_only: bool) -> Value {
         let props = BasicProperties::decode(&mut Bytes::copy_from_slice(&self.properties)).unwrap_or_default();
-        let (payload, encoding) = match std::str::from_utf8(&self.payload) {
-            Ok(text) if !base64_only => (text.to_string(), "string"),
-            _ => (B64.encode(&self.payload), "base64"),
-        };
-        json!({"payload_bytes": self.payload_bytes, "redelivered": self.redelivered,
-               "exchange": self.exchange, "routing_key": self.routing_key,
-               "message_count": self.remaining, "properties": properties_to_json(&props),
-               "payload": payload, "payload_encoding": encoding})
+        message_json(
+            &OutMessage {
+                exchange: &self.exchange,
+                routing_key: &self.routing_key,
+                properties: &props,
+                payload: &self.payload,
+                payload_bytes: self.payload_bytes,
+                redelivered: self.redelivered,
+                message_count: u64::from(self.remaining),
+            },
+            base64_only,
+        )
+    }
+}
+
+/// A message as a get or a stream read answers it.
+pub(super) struct OutMessage<'a> {
+    /// Exchange it was published to.
+    pub exchange: &'a str,
+    /// Routing key it was published with.
+    pub routing_key: &'a str,
+    /// Its properties.
+    pub properties: &'a BasicProperties,
+    /// The body, possibly truncated.
+    pub payload: &'a [u8],
+    /// Length of the whole body.
+    pub payload_bytes: usize,
+    /// Delivered before.
+    pub redelivered: bool,
+    /// Messages in the queue.
+    pub message_count: u64,
+}
+
+/// RabbitMQ's JSON for a message taken by a get: the payload as a string
+/// when it is UTF-8 and `base64_only` is off, else in base64.
+pub(super) fn message_json(m: &OutMessage<'_>, base64_only: bool) -> Value {
+    let (payload, encoding) = match std::str::from_utf8(m.payload) {
+        Ok(text) if !base64_only => (text.to_string(), "string"),
+        _ => (B64.encode(m.payload), "base64"),
+    };
+    json!({"payload_bytes": m.payload_bytes, "redelivered": m.redelivered,
+           "exchange": m.exchange, "routing_key": m.routing_key,
+           "message_count": m.message_count, "properties": properties_to_json(m.properties),
+           "payload": payload, "payload_encoding": encoding})
+}
+
+/// The `encoding` of a get or stream read: true for `base64` (every payload
+/// in base64), false for `auto` (the default).
+pub(super) fn base64_only(encoding: Option<&str>) -> ApiResult<bool> {
+    match encoding.unwrap_or("auto") {
+        "auto" => Ok(false),
+        "base64" => Ok(true),
+        other => Err(ApiError::bad_request(format!(
+            "unknown encoding '{other}': expected 'auto' or 'base64'"
+        ))),
     }
 }
 
@@ -386,15 +433,7 @@ pub async fn get(
         (None, Some(false)) => AckMode::AckRequeueFalse,
         (None, _) => AckMode::AckRequeueTrue,
     };
-    let base64_only = match body.encoding.as_deref().unwrap_or("auto") {
-        "auto" => false,
-        "base64" => true,
-        other => {
-            return Err(ApiError::bad_request(format!(
-                "unknown encoding '{other}': expected 'auto' or 'base64'"
-            )));
-        }
-    };
+    let base64_only = base64_only(body.encoding.as_deref())?;
     let count = int_field(body.count.as_ref(), "count")?.unwrap_or(1).max(0);
     let truncate = int_field(body.truncate.as_ref(), "truncate")?
         .map(|n| usize::try_from(n).map_err(|_| ApiError::bad_request("truncate must not be negative")))

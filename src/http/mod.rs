@@ -14,6 +14,7 @@ pub mod error;
 pub mod exchanges;
 pub mod https;
 pub mod listing;
+pub mod livelog;
 pub mod messages;
 pub mod metrics;
 pub mod metrics_text;
@@ -25,6 +26,7 @@ pub mod path;
 pub mod policies;
 pub mod queues;
 pub mod stats_json;
+pub mod stream_read;
 pub mod users;
 pub mod vhosts;
 pub mod websocket;
@@ -231,6 +233,12 @@ fn routes(state: Arc<HttpState>) -> Router {
             axum::routing::post(messages::publish),
         )
         .route("/api/queues/{vhost}/{name}/get", axum::routing::post(messages::get))
+        .route(
+            "/api/queues/{vhost}/{name}/stream",
+            axum::routing::post(stream_read::read),
+        )
+        .route("/api/livelog", get(livelog::livelog))
+        .route("/api/logs", get(livelog::download))
         .route("/api/parameters", get(parameters::list))
         .route("/api/parameters/{component}", get(parameters::list_component))
         .route(

@@ -110,7 +110,7 @@ where
             frame_max: 0,
             channel_max: 0,
             heartbeat: connect.keep_alive,
-            tls: peer.is_tls(),
+            tls: peer.tls_info(),
         };
         let limit = admitted.vhost.max_connections();
         let Some(registration) = ctx.broker.connections.register(info, Message::now_ms(), limit) else {

@@ -29,6 +29,10 @@ pub struct TlsPeer {
     /// that chained to the configured CA get this far, so it identifies the
     /// client (SASL EXTERNAL for AMQP, the default user name for MQTT).
     pub client_cn: Option<String>,
+    /// Negotiated protocol version, as RabbitMQ names it (`tlsv1.3`).
+    pub protocol: &'static str,
+    /// Negotiated cipher suite, by its IANA name.
+    pub cipher: &'static str,
 }
 
 impl Peer {
@@ -53,6 +57,15 @@ impl Peer {
     /// Whether the connection is encrypted.
     pub fn is_tls(&self) -> bool {
         self.tls.is_some()
+    }
+
+    /// What the management API shows of the connection's encryption.
+    pub fn tls_info(&self) -> Option<crate::core::connections::TlsInfo> {
+        self.tls.as_ref().map(|t| crate::core::connections::TlsInfo {
+            protocol: t.protocol,
+            cipher: t.cipher,
+            peer_cn: t.client_cn.clone(),
+        })
     }
 
     /// The verified client certificate's common name, if any.

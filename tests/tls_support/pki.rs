@@ -70,8 +70,27 @@ impl Ca {
         self.issue(cn, Vec::new(), ExtendedKeyUsagePurpose::ClientAuth)
     }
 
+    /// A client certificate with the subject CN `cn` that expired in 2020.
+    pub fn expired_client(&self, cn: &str) -> Issued {
+        self.issue_with(cn, Vec::new(), ExtendedKeyUsagePurpose::ClientAuth, |p| {
+            p.not_before = rcgen::date_time_ymd(2019, 1, 1);
+            p.not_after = rcgen::date_time_ymd(2020, 1, 1);
+        })
+    }
+
     fn issue(&self, cn: &str, names: Vec<String>, usage: ExtendedKeyUsagePurpose) -> Issued {
+        self.issue_with(cn, names, usage, |_| {})
+    }
+
+    fn issue_with(
+        &self,
+        cn: &str,
+        names: Vec<String>,
+        usage: ExtendedKeyUsagePurpose,
+        tweak: impl FnOnce(&mut CertificateParams),
+    ) -> Issued {
         let mut params = CertificateParams::new(names).unwrap();
+        tweak(&mut params);
         params.distinguished_name.push(DnType::CommonName, cn);
         params.extended_key_usages = vec![usage];
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];

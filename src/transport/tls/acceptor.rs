@@ -97,13 +97,26 @@ impl TlsAcceptor {
         let stream = tokio::time::timeout_at(deadline, start.into_stream(config))
             .await
             .map_err(|_| HandshakeError::Timeout)??;
-        let client_cn = stream
-            .get_ref()
-            .1
+        let session = stream.get_ref().1;
+        let client_cn = session
             .peer_certificates()
             .and_then(|chain| chain.first())
             .and_then(client_cert::common_name);
-        let tls = TlsPeer { server_name, client_cn };
+        let protocol = match session.protocol_version() {
+            Some(rustls::ProtocolVersion::TLSv1_3) => "tlsv1.3",
+            Some(rustls::ProtocolVersion::TLSv1_2) => "tlsv1.2",
+            _ => "unknown",
+        };
+        let cipher = session
+            .negotiated_cipher_suite()
+            .and_then(|s| s.suite().as_str())
+            .unwrap_or("unknown");
+        let tls = TlsPeer {
+            server_name,
+            client_cn,
+            protocol,
+            cipher,
+        };
         Ok((stream, Peer { tls: Some(tls), ..peer }))
     }
 }
