@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::request::Parts;
-use axum::http::{HeaderValue, header};
+use axum::http::{HeaderMap, HeaderValue, header};
 use base64::Engine;
 
 use super::HttpState;
@@ -117,6 +117,45 @@ pub fn basic_credentials(value: &HeaderValue) -> Option<(String, String)> {
     Some((user, password))
 }
 
+/// The user name and password of the management UI's login cookie `m`, or
+/// `None` without one. As LavinMQ's, its value is the URL-encoded base64 of
+/// `user:password`, optionally after a prefix ending in `:`.
+pub fn cookie_credentials(headers: &HeaderMap) -> Option<(String, String)> {
+    let value = headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .find_map(|c| c.trim().strip_prefix("m="))?;
+    let encoded = value.rsplit(':').next().unwrap_or(value);
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(percent_decode(encoded)?.trim())
+        .ok()?;
+    let (user, password) = String::from_utf8(raw)
+        .ok()?
+        .split_once(':')
+        .map(|(u, p)| (u.to_string(), p.to_string()))?;
+    Some((user, password))
+}
+
+/// Decodes `%XX` escapes; `None` for a malformed one.
+fn percent_decode(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
 impl FromRequestParts<Arc<HttpState>> for Authed {
     type Rejection = ApiError;
 
@@ -124,11 +163,13 @@ impl FromRequestParts<Arc<HttpState>> for Authed {
         if let Some(ctl) = parts.extensions.get::<super::control_socket::ControlSocket>() {
             return ctl.authed(&parts.headers, state);
         }
-        let (name, password) = parts
-            .headers
-            .get(header::AUTHORIZATION)
-            .and_then(basic_credentials)
-            .ok_or_else(|| ApiError::unauthorized("Login failed"))?;
+        // The Authorization header, else the UI's login cookie (so that a plain
+        // link, such as a download, is authenticated too).
+        let (name, password) = match parts.headers.get(header::AUTHORIZATION) {
+            Some(value) => basic_credentials(value),
+            None => cookie_credentials(&parts.headers),
+        }
+        .ok_or_else(|| ApiError::unauthorized("Login failed"))?;
         let user = state
             .broker
             .users
@@ -147,7 +188,7 @@ impl FromRequestParts<Arc<HttpState>> for Authed {
 
 #[cfg(test)]
 mod tests {
-    use super::loopback_refused;
+    use super::{cookie_credentials, loopback_refused};
 
     #[test]
     fn only_the_restricted_user_from_elsewhere_is_refused() {
@@ -162,5 +203,23 @@ mod tests {
         assert!(loopback_refused(Some("guest"), "guest", None));
         assert!(!loopback_refused(Some("guest"), "alice", remote));
         assert!(!loopback_refused(None, "guest", remote));
+    }
+
+    #[test]
+    fn the_login_cookie_carries_credentials() {
+        let mut h = axum::http::HeaderMap::new();
+        // base64("guest:guest") = Z3Vlc3Q6Z3Vlc3Q=, URL-encoded.
+        h.insert(
+            axum::http::header::COOKIE,
+            "a=b; m=Z3Vlc3Q6Z3Vlc3Q%3D".parse().expect("header"),
+        );
+        assert_eq!(cookie_credentials(&h), Some(("guest".into(), "guest".into())));
+        h.insert(
+            axum::http::header::COOKIE,
+            "m=|:Z3Vlc3Q6Z3Vlc3Q%3D".parse().expect("header"),
+        );
+        assert_eq!(cookie_credentials(&h), Some(("guest".into(), "guest".into())));
+        h.insert(axum::http::header::COOKIE, "m=%%%".parse().expect("header"));
+        assert_eq!(cookie_credentials(&h), None);
     }
 }

@@ -27,6 +27,7 @@ pub mod policies;
 pub mod queues;
 pub mod stats_json;
 pub mod stream_read;
+pub mod ui;
 pub mod users;
 pub mod vhosts;
 pub mod websocket;
@@ -273,11 +274,11 @@ fn routes(state: Arc<HttpState>) -> Router {
         .with_state(state)
 }
 
-/// The API with the WebSocket upgrade in front: what the HTTP and HTTPS
+/// The API and the browser UI, with the WebSocket upgrade in front: what the HTTP and HTTPS
 /// listeners serve.
 pub fn app(state: Arc<HttpState>) -> Router {
     let ws = axum::middleware::from_fn_with_state(state.clone(), websocket::upgrade);
-    router(state).layer(ws)
+    ui::with_ui(router(state)).layer(ws)
 }
 
 /// Serves the API (and WebSocket upgrades) on the Unix socket `listener`

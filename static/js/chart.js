@@ -1,0 +1,83 @@
+// Live line charts of rates and counts, drawn with the vendored uPlot
+// (static/vendor/uplot.iife.min.js, loaded by the layout as window.uPlot).
+
+const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
+
+/**
+ * A chart of a few series over time, fed one sample at a time. `series` is a
+ * list of labels; `opts.points` is how many samples are kept (default 60) and
+ * `opts.unit` is appended to values in the legend ("/s" for rates).
+ */
+export class LiveChart {
+  constructor(container, series, opts = {}) {
+    this.container = container;
+    this.points = opts.points ?? 60;
+    this.unit = opts.unit ?? "";
+    this.data = [[], ...series.map(() => [])];
+    container.classList.add("chart");
+    container.dataset.points = "0";
+    if (!window.uPlot) {
+      container.textContent = "The chart library did not load.";
+      return;
+    }
+    const fmt = (v) => (v === null || v === undefined ? "–" : `${Math.round(v * 10) / 10}${this.unit}`);
+    this.plot = new window.uPlot(
+      {
+        width: Math.max(container.clientWidth, 300),
+        height: opts.height ?? 200,
+        series: [
+          {},
+          ...series.map((label, i) => ({ label, stroke: COLORS[i % COLORS.length], width: 2, value: (u, v) => fmt(v) })),
+        ],
+        axes: [{}, { size: 60, values: (u, vals) => vals.map((v) => (Math.abs(v) >= 1000 ? `${v / 1000}k` : v)) }],
+        scales: {
+          // A window as wide as the kept samples, so that the first ones do not stretch over years.
+          x: { time: true, range: (u, min, max) => [(max || Date.now() / 1000) - (this.points * POLL_MS) / 1000, max || Date.now() / 1000] },
+          y: { range: (u, min, max) => [0, Math.max(max, 1)] },
+        },
+        cursor: { drag: { x: false, y: false } },
+      },
+      this.data,
+      container,
+    );
+    if (window.ResizeObserver) {
+      new ResizeObserver(() => {
+        const w = Math.max(container.clientWidth, 300);
+        if (this.plot && Math.abs(w - this.plot.width) > 2) this.plot.setSize({ width: w, height: this.plot.height });
+      }).observe(container);
+    }
+  }
+
+  /** Adds one sample: `values` in the order of the series, at time now. */
+  push(values) {
+    this.data[0].push(Date.now() / 1000);
+    values.forEach((v, i) => this.data[i + 1].push(Number(v) || 0));
+    if (this.data[0].length > this.points) this.data.forEach((s) => s.shift());
+    this.container.dataset.points = String(this.data[0].length);
+    if (this.plot) this.plot.setData(this.data);
+  }
+}
+
+/** How often live pages poll the API, in milliseconds. */
+export const POLL_MS = 5000;
+
+/**
+ * Calls `fn` now and every POLL_MS while the page is visible; failures go to
+ * `onError`.
+ */
+export function poll(fn, onError) {
+  let busy = false;
+  const tick = async () => {
+    if (busy || document.hidden) return;
+    busy = true;
+    try {
+      await fn();
+    } catch (e) {
+      onError?.(e);
+    } finally {
+      busy = false;
+    }
+  };
+  tick();
+  return setInterval(tick, POLL_MS);
+}

@@ -1,0 +1,51 @@
+// Consumers: a paged table of /api/consumers (or one vhost's); cancel one.
+
+import { apiPath, del, scoped, selectedVhost } from "../api.js";
+import { $, el, link } from "../dom.js";
+import { bool, json, num } from "../format.js";
+import { PagedTable } from "../table.js";
+import { confirmDialog, showError, toast } from "../ui.js";
+
+function cancelButton(c) {
+  return el(
+    "button",
+    {
+      type: "button",
+      class: "small danger",
+      "data-testid": "cancel-consumer",
+      "data-consumer-tag": c.consumer_tag,
+      onclick: async () => {
+        if (!(await confirmDialog(`Cancel consumer ${c.consumer_tag}?`, "Cancel consumer"))) return;
+        try {
+          const ch = c.channel_details;
+          await del(apiPath("consumers", c.queue.vhost, ch.connection_name, String(ch.number), c.consumer_tag));
+          toast("Consumer cancelled");
+          await table.reload();
+        } catch (e) {
+          showError(e);
+        }
+      },
+    },
+    "Cancel",
+  );
+}
+
+const table = new PagedTable({
+  id: "consumers-table",
+  container: $("consumers"),
+  url: () => scoped("consumers"),
+  sort: "consumer_tag",
+  filter: false,
+  empty: "No consumers",
+  columns: [
+    ...(selectedVhost() ? [] : [{ label: "Virtual host", key: "queue.vhost", render: (c) => c.queue.vhost }]),
+    { label: "Queue", key: "queue.name", render: (c) => link("queue", { vhost: c.queue.vhost, name: c.queue.name }, c.queue.name) },
+    { label: "Channel", key: "channel_details.name", render: (c) => link("channel", { name: c.channel_details.name }, c.channel_details.name) },
+    { label: "Consumer tag", key: "consumer_tag", render: (c) => c.consumer_tag },
+    { label: "Ack required", key: "ack_required", render: (c) => bool(c.ack_required) },
+    { label: "Exclusive", key: "exclusive", render: (c) => bool(c.exclusive) },
+    { label: "Prefetch", key: "prefetch_count", num: true, render: (c) => num(c.prefetch_count) },
+    { label: "Arguments", render: (c) => json(c.arguments) },
+    { label: "", render: cancelButton },
+  ],
+});

@@ -1,0 +1,2 @@
+// Operator policies: the policies page over /api/operator-policies.
+import "./policies.js";

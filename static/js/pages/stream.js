@@ -1,0 +1,60 @@
+// A stream queue (?vhost=&name=): reads messages from an offset with
+// POST /api/queues/{vhost}/{name}/stream, without consuming them.
+
+import { apiPath, post } from "../api.js";
+import { $, dl, el, fill, pageUrl, param } from "../dom.js";
+import { bool, bytes, json } from "../format.js";
+import { onClick, onSubmit } from "../forms.js";
+
+const vhost = param("vhost");
+const name = param("name");
+$("stream-name").textContent = name;
+$("stream-queue-link").href = pageUrl("queue", { vhost, name });
+document.title = `Stream ${name} · LavinMQ`;
+let nextOffset = null;
+
+/** The offset a text field holds: a number when it is one. */
+function offsetOf(text) {
+  const t = String(text ?? "").trim();
+  return /^\d+$/.test(t) ? Number(t) : t || "first";
+}
+
+async function read(offset, count, encoding) {
+  const msgs = await post(`${apiPath("queues", vhost, name)}/stream`, { offset, count, encoding });
+  const out = msgs.map((m) => {
+    const off = m.properties?.headers?.["x-stream-offset"];
+    if (off !== undefined) nextOffset = Number(off) + 1;
+    return el(
+      "div",
+      { class: "message", "data-testid": "message", "data-offset": off },
+      el("h3", {}, `Offset ${off ?? "?"}`),
+      dl([
+        ["Exchange", m.exchange === "" ? "(AMQP default)" : m.exchange],
+        ["Routing key", m.routing_key],
+        ["Redelivered", bool(m.redelivered)],
+        ["Properties", json(m.properties)],
+        ["Payload", `${bytes(m.payload_bytes)}, encoding: ${m.payload_encoding}`],
+      ]),
+      el("pre", { class: "payload", "data-testid": "message-payload" }, m.payload),
+    );
+  });
+  if (!out.length) out.push(el("p", { class: "hint" }, "No messages from this offset."));
+  fill("stream-messages", out);
+  $("stream-read-more").hidden = nextOffset === null || msgs.length === 0;
+  return msgs.length;
+}
+
+onSubmit(
+  $("stream-read-form"),
+  (v) => {
+    nextOffset = null;
+    return read(offsetOf(v.offset), v.count ?? 10, v.encoding);
+  },
+  { success: (n) => `${n} message(s)`, reset: false },
+);
+
+onClick($("stream-read-more"), async () => {
+  const f = $("stream-read-form");
+  f.elements.offset.value = String(nextOffset);
+  await read(nextOffset, Number(f.elements.count.value) || 10, f.elements.encoding.value);
+});
