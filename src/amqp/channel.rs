@@ -152,6 +152,10 @@ pub struct Channel {
     pub(super) route_buf: Vec<Arc<Queue>>,
     /// The exchange of the previous publish, to skip the lookup for the next.
     pub(super) last_exchange: Option<Arc<crate::core::exchange::Exchange>>,
+    /// The name of [`Channel::last_exchange`], kept in the channel: the
+    /// exchange's own copy sits in shared memory that other threads' writes
+    /// keep evicting, which made this per-message comparison a cache miss.
+    pub(super) last_exchange_name: smallvec::SmallVec<[u8; 32]>,
     /// The exchange (by address) and permission generation a publish was last
     /// allowed for, to skip the check while neither changes.
     pub(super) write_allowed: Option<(usize, u64)>,
@@ -200,6 +204,7 @@ impl Channel {
             last_queue: String::new(),
             route_buf: Vec::new(),
             last_exchange: None,
+            last_exchange_name: smallvec::SmallVec::new(),
             write_allowed: None,
             scratch: BytesMut::new(),
         }

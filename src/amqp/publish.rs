@@ -242,13 +242,14 @@ impl Channel {
     ) -> AmqpResult<bool> {
         let vhost = &info.vhost;
         let exchange = match &self.last_exchange {
-            Some(e) if e.name == *msg.exchange && !e.is_deleted() => e.clone(),
+            Some(e) if *self.last_exchange_name == *msg.exchange.as_bytes() && !e.is_deleted() => e.clone(),
             _ => {
                 let Some(e) = vhost.exchange(&msg.exchange) else {
                     let text = format!("no exchange '{}' in vhost '{}'", msg.exchange, vhost.name);
                     return Err(AmqpError::channel(code::NOT_FOUND, text));
                 };
                 self.last_exchange = Some(e.clone());
+                self.last_exchange_name = smallvec::SmallVec::from_slice(e.name.as_bytes());
                 e
             }
         };
