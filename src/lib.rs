@@ -12,6 +12,7 @@ pub mod core;
 pub mod data_dir_lock;
 pub mod http;
 pub mod log_tail;
+pub mod memory_trim;
 pub mod mqtt;
 pub mod server;
 pub mod store;

@@ -278,6 +278,7 @@ impl Server {
             mqtt_ctx.clone(),
         ));
         tokio::spawn(disk_check_loop(broker.clone(), shutdown.clone()));
+        tokio::spawn(crate::memory_trim::trim_after_churn(broker.clone(), shutdown.clone()));
         let stats_interval = Duration::from_millis(main.stats_interval.max(10));
         tokio::spawn(stats_loop(broker.clone(), stats_interval, shutdown.clone()));
         Ok(Server {
