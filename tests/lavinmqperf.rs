@@ -1,8 +1,15 @@
 //! Runs the `lavinmqperf` binary against an in-process broker.
 
+// Only the certificate helpers of the TLS tests (for `mqtts://`).
+#[allow(dead_code)]
+#[path = "tls_support/pki.rs"]
+mod pki;
+
 use std::process::Stdio;
 use std::time::Duration;
 
+use lapin::options::{BasicGetOptions, QueueDeclareOptions};
+use lapin::types::FieldTable;
 use lavinmq::config::Config;
 use lavinmq::server::Server;
 use tokio::process::Command;
@@ -16,6 +23,10 @@ struct Broker {
 }
 
 async fn start_broker() -> Broker {
+    start_broker_with(|_, _| {}).await
+}
+
+async fn start_broker_with(tweak: impl FnOnce(&mut Config, &std::path::Path)) -> Broker {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut config = Config::default();
     config.main.data_dir = dir.path().to_path_buf();
@@ -25,6 +36,7 @@ async fn start_broker() -> Broker {
     config.mqtt.port = 0;
     config.main.metrics_http_port = Some(0);
     config.main.control_unix_path = dir.path().join("ctl.sock");
+    tweak(&mut config, dir.path());
     let server = Server::start(&config).await.expect("server starts");
     Broker { server, _dir: dir }
 }
@@ -35,6 +47,7 @@ impl Broker {
     }
 }
 
+#[derive(Debug)]
 struct Run {
     code: Option<i32>,
     stdout: String,
@@ -89,6 +102,29 @@ async fn perf_at(uri: &str, line: &str) -> Run {
 
 fn assert_ok(run: &Run) {
     assert_eq!(run.code, Some(0), "stdout {:?} stderr {:?}", run.stdout, run.stderr);
+}
+
+/// Messages consumed in a run, from its JSON summary.
+fn consumed(json: &serde_json::Value) -> f64 {
+    (json["avg_consume_rate"].as_f64().unwrap() * json["elapsed_seconds"].as_f64().unwrap()).round()
+}
+
+/// Messages ready in `queue`, by a passive declare.
+async fn ready(uri: &str, queue: &str) -> u32 {
+    let conn = lapin::Connection::connect(uri, lapin::ConnectionProperties::default())
+        .await
+        .expect("connect");
+    let ch = conn.create_channel().await.expect("channel");
+    let passive = QueueDeclareOptions {
+        passive: true,
+        ..Default::default()
+    };
+    let q = ch
+        .queue_declare(queue.into(), passive, FieldTable::default())
+        .await
+        .expect("queue exists");
+    let _ = conn.close(200, "bye".into()).await;
+    q.message_count()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -315,4 +351,183 @@ async fn queue_count_declares_queues() {
 
     let run = perf_at(&uri, "queue-count --arguments [1] -z 1").await;
     assert_eq!(run.code, Some(2), "{}", run.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_checks_bodies() {
+    let broker = start_broker().await;
+    let uri = broker.uri();
+    // Fixed bodies, random bodies, and random bodies with latency timestamps.
+    for (i, extra) in ["", "--random-bodies -s 5000", "--random-bodies -l -s 100"]
+        .iter()
+        .enumerate()
+    {
+        let line = format!("throughput -V -C 2000 -D 2000 -a 50 -j -q -u verify-{i} {extra}");
+        let run = perf_at(&uri, &line).await;
+        assert_ok(&run);
+        let json = run.json();
+        assert!(json["avg_pub_rate"].as_u64().unwrap() > 0, "{extra}: {json}");
+        assert_eq!(json["verified"].as_u64(), Some(2000), "{extra}: {json}");
+        assert_eq!(json["verify_failures"].as_u64(), Some(0), "{extra}: {json}");
+    }
+    // Without -V the summary says nothing about verification.
+    let run = perf_at(&uri, "throughput -C 10 -D 10 -j -q -u unverified").await;
+    assert_ok(&run);
+    assert!(run.json().get("verified").is_none(), "{}", run.stdout);
+
+    // 20-byte messages waiting in a queue are not the 16-byte ones a
+    // verifying consumer expects.
+    let run = perf_at(&uri, "throughput -y 0 -C 10 -s 20 -u mismatched -q").await;
+    assert_ok(&run);
+    let run = perf_at(&uri, "throughput -x 0 -D 10 -V -j -q -u mismatched").await;
+    assert_eq!(run.code, Some(1), "{run:?}");
+    let json = run.json();
+    assert_eq!(json["verify_failures"].as_u64(), Some(10), "{json}");
+    assert_eq!(json["verified"].as_u64(), Some(0), "{json}");
+    assert!(run.stderr.contains("Verification failed: 10 of 10"), "{}", run.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn poll_and_ack_transactions() {
+    let broker = start_broker().await;
+    let uri = broker.uri();
+    // basic.get with no-ack, then with acks in transactions.
+    for (queue, extra) in [("polled", ""), ("polled-tx", "-a 1 -T 10")] {
+        let line = format!("throughput -g -V -C 1000 -D 1000 -j -q -u {queue} {extra}");
+        let run = perf_at(&uri, &line).await;
+        assert_ok(&run);
+        let json = run.json();
+        assert!(json["avg_pub_rate"].as_u64().unwrap() > 0, "{json}");
+        assert_eq!(consumed(&json), 1000.0, "{json}");
+        assert_eq!(json["verify_failures"].as_u64(), Some(0), "{json}");
+        assert_eq!(ready(&uri, queue).await, 0, "{queue}: every message acked");
+    }
+    // basic.consume with acks committed every 7 messages (the last
+    // transaction is committed at the end), and -T alone (acks every message).
+    for (queue, extra) in [("tx-acks", "-a 3 -T 7"), ("tx-only", "-T 100")] {
+        let line = format!("throughput -C 2000 -D 2000 -j -q -u {queue} {extra}");
+        let run = perf_at(&uri, &line).await;
+        assert_ok(&run);
+        let json = run.json();
+        assert_eq!(consumed(&json), 2000.0, "{json}");
+        assert!(!run.stderr.contains("not committed"), "{}", run.stderr);
+        assert_eq!(ready(&uri, queue).await, 0, "{queue}: acks committed");
+    }
+    // Publishing in transactions (-t) together with acking in them.
+    let run = perf_at(&uri, "throughput -z 1 -t 10 -a 5 --ack-tx 20 -j -u tx-both").await;
+    assert_ok(&run);
+    let json = run.json();
+    assert!(json["avg_pub_rate"].as_u64().unwrap() > 0, "{json}");
+    assert!(json["avg_consume_rate"].as_u64().unwrap() > 0, "{json}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn properties_are_published() {
+    let broker = start_broker().await;
+    let uri = broker.uri();
+    let props = r#"{"content_type":"text/plain","content_encoding":"utf-8","headers":{"h":"v","n":5},
+        "priority":4,"correlation_id":"corr","reply_to":"replies","expiration":"600000","message_id":"mid",
+        "timestamp":1700000000,"type":"perf","user_id":"guest","app_id":"lavinmqperf"}"#;
+    let mut args: Vec<&str> = "throughput -y 0 -C 20 -u props -p --random-bodies -s 64 -q -j"
+        .split_whitespace()
+        .collect();
+    args.extend(["--properties", props, "--uri", &uri]);
+    let run = perf(&args).await;
+    assert_ok(&run);
+    assert!(run.json()["avg_pub_rate"].as_u64().unwrap() > 0, "{}", run.stdout);
+
+    let conn = lapin::Connection::connect(&uri, lapin::ConnectionProperties::default())
+        .await
+        .expect("connect");
+    let ch = conn.create_channel().await.expect("channel");
+    let mut bodies = Vec::new();
+    while let Some(m) = ch
+        .basic_get("props".into(), BasicGetOptions { no_ack: true })
+        .await
+        .expect("basic.get")
+    {
+        let p = &m.delivery.properties;
+        let s = |v: &Option<lapin::types::ShortString>| v.as_ref().map(|x| x.as_str().to_owned());
+        assert_eq!(s(p.content_type()).as_deref(), Some("text/plain"));
+        assert_eq!(s(p.content_encoding()).as_deref(), Some("utf-8"));
+        assert_eq!(p.delivery_mode(), &Some(2), "-p on top of --properties");
+        assert_eq!(p.priority(), &Some(4));
+        assert_eq!(s(p.correlation_id()).as_deref(), Some("corr"));
+        assert_eq!(s(p.reply_to()).as_deref(), Some("replies"));
+        assert_eq!(s(p.expiration()).as_deref(), Some("600000"));
+        assert_eq!(s(p.message_id()).as_deref(), Some("mid"));
+        assert_eq!(p.timestamp(), &Some(1_700_000_000));
+        assert_eq!(s(p.kind()).as_deref(), Some("perf"));
+        assert_eq!(s(p.user_id()).as_deref(), Some("guest"));
+        assert_eq!(s(p.app_id()).as_deref(), Some("lavinmqperf"));
+        let headers = p.headers().as_ref().expect("headers");
+        assert!(
+            headers.inner().contains_key("h") && headers.inner().contains_key("n"),
+            "{headers:?}"
+        );
+        assert_eq!(m.delivery.data.len(), 64);
+        bodies.push(m.delivery.data);
+    }
+    assert_eq!(bodies.len(), 20);
+    bodies.sort();
+    bodies.dedup();
+    assert!(bodies.len() > 1, "random bodies differ");
+
+    let run = perf_at(&uri, r#"throughput -C 1 --properties {"priority":"high"}"#).await;
+    assert_eq!(run.code, Some(2), "{run:?}");
+    assert!(run.stderr.contains("priority"), "{}", run.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mqtt_verify_and_random_bodies() {
+    let broker = start_broker().await;
+    let uri = format!("mqtt://guest:guest@127.0.0.1:{}", broker.server.mqtt_addr().port());
+    for extra in ["", "--random-bodies -s 300"] {
+        let line = format!("mqtt throughput --qos 1 -V -C 1000 -D 1000 -j -q --clean-session -t verify {extra}");
+        let run = perf_at_mqtt(&uri, &line).await;
+        assert_ok(&run);
+        let json = run.json();
+        assert_eq!(json["total_published"].as_u64(), Some(1000), "{json}");
+        assert_eq!(json["total_consumed"].as_u64(), Some(1000), "{json}");
+        assert_eq!(json["verified"].as_u64(), Some(1000), "{json}");
+        assert_eq!(json["verify_failures"].as_u64(), Some(0), "{json}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mqtt_throughput_over_mqtts() {
+    let ca = pki::Ca::new("lavinmqperf test CA");
+    let mut ca_path = None;
+    let broker = start_broker_with(|c, dir| {
+        ca_path = Some(ca.write(dir, "ca.pem"));
+        let (cert, key) = ca.server("localhost", &["localhost", "127.0.0.1"]).write(dir, "server");
+        c.main.tls_cert = Some(cert);
+        c.main.tls_key = Some(key);
+        c.mqtt.tls_port = Some(0);
+        c.amqp.tls_port = None;
+        c.mgmt.tls_port = None;
+    })
+    .await;
+    let ca_path = ca_path.unwrap();
+    let port = broker.server.mqtts_addr().expect("MQTTS is bound").port();
+    let verified = format!("mqtts://guest:guest@localhost:{port}?cacertfile={}", ca_path.display());
+    let unverified = format!("mqtts://guest:guest@127.0.0.1:{port}?verify=none");
+    for (topic, uri) in [("tls-verified", &verified), ("tls-unverified", &unverified)] {
+        let line = format!("mqtt throughput --qos 1 -V -C 500 -D 500 -j -q --clean-session -t {topic}");
+        let run = perf_at_mqtt(uri, &line).await;
+        assert_ok(&run);
+        let json = run.json();
+        assert!(json["avg_consume_rate"].as_u64().unwrap() > 0, "{json}");
+        assert_eq!(json["verified"].as_u64(), Some(500), "{json}");
+    }
+    let run = perf_at_mqtt(&unverified, "mqtt throughput -z 1 -j --clean-session -t tls-timed").await;
+    assert_ok(&run);
+    assert!(run.json()["avg_pub_rate"].as_u64().unwrap() > 0, "{}", run.stdout);
+
+    // Verification is on by default: another CA's certificate is refused.
+    let other = pki::Ca::new("Other CA").write(ca_path.parent().unwrap(), "other-ca.pem");
+    let uri = format!("mqtts://guest:guest@localhost:{port}?cacertfile={}", other.display());
+    let run = perf_at_mqtt(&uri, "mqtt throughput -C 10 -D 10 -q").await;
+    assert_ne!(run.code, Some(0), "{run:?}");
+    assert!(run.stderr.contains("certificate"), "{}", run.stderr);
 }

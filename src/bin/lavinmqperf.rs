@@ -8,6 +8,8 @@
 
 // A binary's root file resolves `mod` paths like a `mod.rs`, so point at
 // the modules under `src/bin/lavinmqperf/` explicitly.
+#[path = "lavinmqperf/bodies.rs"]
+mod bodies;
 #[path = "lavinmqperf/churn.rs"]
 mod churn;
 #[path = "lavinmqperf/churn_loops.rs"]

@@ -9,7 +9,9 @@ use std::io;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use lavinmq::amqp::codec::{CodecError, FieldTable, FieldValue, Frame, Method, ShortStr, parse_frame, write_method};
+use lavinmq::amqp::codec::{
+    BasicProperties, CodecError, FieldTable, FieldValue, Frame, Method, ShortStr, parse_frame, write_method,
+};
 use tokio::io::AsyncReadExt;
 
 use crate::stream::{self, Reader, Writer};
@@ -182,6 +184,16 @@ pub fn deliver_tag(payload: &[u8]) -> Option<u64> {
     let tag_len = usize::from(*payload.get(4)?);
     let at = 5 + tag_len;
     Some(u64::from_be_bytes(payload.get(at..at + 8)?.try_into().ok()?))
+}
+
+/// The delivery tag of a basic.get-ok method payload, read in place
+/// (class 60, method 71, delivery-tag u64, ...). `None` if the payload is
+/// not a basic.get-ok.
+pub fn get_ok_tag(payload: &[u8]) -> Option<u64> {
+    if payload.get(..4)? != [0, 60, 0, 71] {
+        return None;
+    }
+    Some(u64::from_be_bytes(payload.get(4..12)?.try_into().ok()?))
 }
 
 /// The body size of a content header payload (class u16, weight u16, size u64).
@@ -649,6 +661,64 @@ pub fn json_to_table(json: &str) -> Result<FieldTable, String> {
     }
 }
 
+/// Converts a JSON object (from `--properties`) into message properties,
+/// with the AMQP names: `content_type`, `content_encoding`, `headers` (an
+/// object), `delivery_mode`, `priority`, `correlation_id`, `reply_to`,
+/// `expiration` (a string or a number of milliseconds), `message_id`,
+/// `timestamp` (seconds since the epoch), `type`, `user_id` and `app_id`.
+/// Nulls are skipped; anything else is an error, so that a misspelt name
+/// does not go unnoticed.
+pub fn json_to_properties(json: &str) -> Result<BasicProperties, String> {
+    use serde_json::Value;
+    let value: serde_json::Value = serde_json::from_str(json).map_err(|e| format!("invalid JSON {json:?}: {e}"))?;
+    let Value::Object(fields) = value else {
+        return Err(format!("expected a JSON object, got {json:?}"));
+    };
+    let mut p = BasicProperties::default();
+    for (key, v) in &fields {
+        let text = || match v {
+            Value::String(s) => Ok(ShortStr::from(s.as_str())),
+            _ => Err(format!("property {key:?} must be a string")),
+        };
+        let octet = || {
+            v.as_u64()
+                .and_then(|n| u8::try_from(n).ok())
+                .ok_or_else(|| format!("property {key:?} must be a number from 0 to 255"))
+        };
+        match key.as_str() {
+            _ if v.is_null() => {}
+            "content_type" => p.content_type = Some(text()?),
+            "content_encoding" => p.content_encoding = Some(text()?),
+            "correlation_id" => p.correlation_id = Some(text()?),
+            "reply_to" => p.reply_to = Some(text()?),
+            "message_id" => p.message_id = Some(text()?),
+            "type" => p.kind = Some(text()?),
+            "user_id" => p.user_id = Some(text()?),
+            "app_id" => p.app_id = Some(text()?),
+            "delivery_mode" => p.delivery_mode = Some(octet()?),
+            "priority" => p.priority = Some(octet()?),
+            "expiration" => {
+                p.expiration = Some(match v {
+                    Value::Number(n) if n.is_u64() => ShortStr::from(n.to_string().as_str()),
+                    _ => text().map_err(|_| format!("property {key:?} must be a string or a whole number"))?,
+                })
+            }
+            "timestamp" => {
+                p.timestamp = Some(
+                    v.as_u64()
+                        .ok_or_else(|| format!("property {key:?} must be a whole number of seconds"))?,
+                )
+            }
+            "headers" => match json_to_field(v) {
+                FieldValue::Table(t) => p.headers = Some(t),
+                _ => return Err(format!("property {key:?} must be an object")),
+            },
+            other => return Err(format!("unknown message property {other:?}")),
+        }
+    }
+    Ok(p)
+}
+
 fn json_to_field(v: &serde_json::Value) -> FieldValue {
     use serde_json::Value;
     match v {
@@ -751,6 +821,62 @@ mod tests {
     fn bad_frame_end() {
         let buf = [1u8, 0, 1, 0, 0, 0, 1, 9, 0x00];
         assert!(peek_frame(&buf).is_err());
+    }
+
+    #[test]
+    fn json_properties() {
+        let p = json_to_properties(
+            r#"{"content_type":"text/plain","content_encoding":"gzip","headers":{"a":1,"b":"x"},
+                "delivery_mode":2,"priority":5,"correlation_id":"c","reply_to":"r","expiration":60000,
+                "message_id":"m","timestamp":1700000000,"type":"t","user_id":"guest","app_id":"perf",
+                "cluster_id":null}"#,
+        )
+        .unwrap();
+        assert_eq!(p.content_type.as_deref(), Some("text/plain"));
+        assert_eq!(p.content_encoding.as_deref(), Some("gzip"));
+        let headers = p.headers.as_ref().unwrap();
+        assert_eq!(headers.get("a"), Some(&FieldValue::I64(1)));
+        assert_eq!(headers.get("b").and_then(FieldValue::as_str), Some("x"));
+        assert_eq!((p.delivery_mode, p.priority), (Some(2), Some(5)));
+        assert_eq!(p.correlation_id.as_deref(), Some("c"));
+        assert_eq!(p.reply_to.as_deref(), Some("r"));
+        assert_eq!(p.expiration.as_deref(), Some("60000"));
+        assert_eq!(p.message_id.as_deref(), Some("m"));
+        assert_eq!(p.timestamp, Some(1_700_000_000));
+        assert_eq!(p.kind.as_deref(), Some("t"));
+        assert_eq!(p.user_id.as_deref(), Some("guest"));
+        assert_eq!(p.app_id.as_deref(), Some("perf"));
+        assert_eq!(
+            json_to_properties(r#"{"expiration":"5"}"#)
+                .unwrap()
+                .expiration
+                .as_deref(),
+            Some("5")
+        );
+        for bad in [
+            "[]",
+            "{",
+            r#"{"priority":256}"#,
+            r#"{"delivery_mode":"2"}"#,
+            r#"{"headers":[1]}"#,
+            r#"{"content_typ":"x"}"#,
+            r#"{"timestamp":-1}"#,
+            r#"{"app_id":1}"#,
+        ] {
+            assert!(json_to_properties(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn get_ok_tag_in_place() {
+        let mut buf = BytesMut::new();
+        lavinmq::amqp::codec::write_basic_get_ok(&mut buf, 1, 42, false, "", "q", 7).unwrap();
+        let f = peek_frame(&buf).unwrap().unwrap();
+        assert_eq!(get_ok_tag(f.payload), Some(42));
+        assert_eq!(deliver_tag(f.payload), None);
+        buf.clear();
+        write_method(&mut buf, 1, &Method::BasicGetEmpty).unwrap();
+        assert_eq!(get_ok_tag(peek_frame(&buf).unwrap().unwrap().payload), None);
     }
 
     #[test]

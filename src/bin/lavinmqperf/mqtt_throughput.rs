@@ -5,6 +5,7 @@
 //!
 //! Built on the broker's own MQTT codec; QoS 0 publishers copy one encoded
 //! PUBLISH into a reused buffer, so the tool allocates nothing per message.
+//! `mqtts://` connects over TLS, verified like `amqps://`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,12 +16,12 @@ use lavinmq::mqtt::codec::{
     Connect, MAX_REMAINING_LENGTH, MqttStr, Packet, ProtocolVersion, QoS, Subscribe, parse_packet, write_packet,
     write_publish,
 };
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-use tokio::net::tcp::OwnedReadHalf;
+use tokio::io::AsyncReadExt;
 use tokio::sync::{Notify, watch};
 
+use crate::bodies::{Bodies, SlotPicker};
 use crate::client::Error;
+use crate::stream::{self, Reader, Writer};
 use crate::throughput::{Event, Events, Pacer, RunArgs, Shared, drive};
 use crate::uri::{self, AmqpUri};
 
@@ -36,7 +37,8 @@ const WINDOW: u64 = 1024;
     about = "Publish to and subscribe on an MQTT topic"
 )]
 pub struct MqttThroughputArgs {
-    /// URI to connect to
+    /// URI to connect to (mqtt://, or mqtts:// for TLS; add ?verify=none for
+    /// a self-signed certificate or ?cacertfile=PATH to trust a CA)
     #[arg(short = 'u', long, default_value = "mqtt://localhost:1883")]
     pub uri: String,
     /// Clients, message size, rate and limits.
@@ -54,15 +56,14 @@ pub struct MqttThroughputArgs {
     /// Connect with clean session
     #[arg(long)]
     pub clean_session: bool,
-    /// Random message bodies (one per batch of publishes)
-    #[arg(long)]
-    pub random_bodies: bool,
 }
 
 struct Settings {
     args: MqttThroughputArgs,
     uri: AmqpUri,
     qos: QoS,
+    /// What publishers send and subscribers verify.
+    bodies: Bodies,
 }
 
 /// Runs the MQTT throughput test; returns the process exit code.
@@ -79,8 +80,10 @@ pub async fn run(args: MqttThroughputArgs) -> i32 {
     } else {
         QoS::AtMostOnce
     };
-    let plan = args.run.plan();
-    let cfg = Arc::new(Settings { args, uri, qos });
+    let mut plan = args.run.plan();
+    plan.totals = true;
+    let bodies = Bodies::new(args.run.size, 0, args.run.random_bodies, args.run.verify);
+    let cfg = Arc::new(Settings { args, uri, qos, bodies });
     let shared = Arc::new(Shared::new(false));
     let ids = Arc::new(AtomicU64::new(0));
     let (cfg1, shared1, ids1) = (cfg.clone(), shared.clone(), ids.clone());
@@ -115,14 +118,8 @@ fn mqtt_str(s: String) -> Result<MqttStr, Error> {
 }
 
 /// A connected client: CONNECT sent and CONNACK accepted.
-async fn connect(
-    cfg: &Settings,
-    role: &str,
-    n: u64,
-) -> Result<(OwnedReadHalf, tokio::net::tcp::OwnedWriteHalf, BytesMut), Error> {
-    let stream = TcpStream::connect((cfg.uri.host.as_str(), cfg.uri.port)).await?;
-    let _ = stream.set_nodelay(true);
-    let (mut rd, mut wr) = stream.into_split();
+async fn connect(cfg: &Settings, role: &str, n: u64) -> Result<(Reader, Writer, BytesMut), Error> {
+    let (mut rd, mut wr) = stream::connect(&cfg.uri).await?;
     let client_id = format!("lavinmqperf-{role}-{}-{n}", std::process::id());
     let anonymous = !cfg.args.uri.contains('@');
     let connect = Connect {
@@ -140,7 +137,7 @@ async fn connect(
     };
     let mut out = BytesMut::new();
     write_packet(&mut out, &Packet::Connect(Box::new(connect))).map_err(|e| protocol(e.to_string()))?;
-    wr.write_all(&out).await?;
+    wr.send(&out).await?;
     let mut buf = BytesMut::with_capacity(256 * 1024);
     match read_packet(&mut rd, &mut buf).await? {
         Packet::Connack(c) if c.return_code as u8 == 0 => Ok((rd, wr, buf)),
@@ -150,7 +147,7 @@ async fn connect(
 }
 
 /// Reads until one whole packet is buffered.
-async fn read_packet(rd: &mut OwnedReadHalf, buf: &mut BytesMut) -> Result<Packet, Error> {
+async fn read_packet(rd: &mut Reader, buf: &mut BytesMut) -> Result<Packet, Error> {
     loop {
         if let Some(p) = parse_packet(buf, MAX_REMAINING_LENGTH).map_err(|e| protocol(e.to_string()))? {
             return Ok(p);
@@ -161,7 +158,8 @@ async fn read_packet(rd: &mut OwnedReadHalf, buf: &mut BytesMut) -> Result<Packe
     }
 }
 
-/// One subscriber: counts PUBLISHes, acknowledging QoS 1 ones.
+/// One subscriber: counts (and with `--verify` checks) PUBLISHes,
+/// acknowledging QoS 1 ones.
 async fn subscriber(
     cfg: &Settings,
     shared: &Shared,
@@ -176,7 +174,7 @@ async fn subscriber(
         filters: vec![(mqtt_str(cfg.args.topic.clone())?, cfg.qos)],
     };
     write_packet(&mut out, &Packet::Subscribe(subscribe)).map_err(|e| protocol(e.to_string()))?;
-    wr.write_all(&out).await?;
+    wr.send(&out).await?;
     match read_packet(&mut rd, &mut buf).await? {
         Packet::Suback(s) if s.return_codes.iter().all(|c| c.to_u8() < 0x80) => {}
         p => return Err(protocol(format!("subscription refused ({})", p.name()))),
@@ -185,19 +183,32 @@ async fn subscriber(
     let _ = go.wait_for(|go| *go).await;
     let mut done = shared.consume_done.subscribe();
     let limit = cfg.args.run.cmessages;
+    let verify = cfg.args.run.verify;
+    let mut told = false;
     loop {
-        let mut received = 0;
+        let (mut received, mut mismatches) = (0, 0);
         out.clear();
         while let Some(p) = parse_packet(&mut buf, MAX_REMAINING_LENGTH).map_err(|e| protocol(e.to_string()))? {
             if let Packet::Publish(p) = p {
                 received += 1;
+                if verify && !cfg.bodies.check(&p.payload) {
+                    mismatches += 1;
+                    if !told {
+                        told = true;
+                        eprintln!("Subscriber: a message body differs from what was published");
+                    }
+                }
                 if p.qos != QoS::AtMostOnce {
                     let _ = write_packet(&mut out, &Packet::Puback { packet_id: p.packet_id });
                 }
             }
         }
         if !out.is_empty() {
-            wr.write_all(&out).await?;
+            wr.send(&out).await?;
+        }
+        if verify && received > 0 {
+            shared.verified.fetch_add(received - mismatches, Ordering::Relaxed);
+            shared.mismatches.fetch_add(mismatches, Ordering::Relaxed);
         }
         let total = shared.consumes.fetch_add(received, Ordering::Relaxed) + received;
         if limit > 0 && total >= limit {
@@ -217,12 +228,7 @@ async fn subscriber(
 }
 
 /// Counts PUBACKs for a QoS 1 publisher.
-async fn count_acks(
-    mut rd: OwnedReadHalf,
-    mut buf: BytesMut,
-    acked: &AtomicU64,
-    progress: &Notify,
-) -> Result<(), Error> {
+async fn count_acks(mut rd: Reader, mut buf: BytesMut, acked: &AtomicU64, progress: &Notify) -> Result<(), Error> {
     loop {
         let mut n = 0;
         while let Some(p) = parse_packet(&mut buf, MAX_REMAINING_LENGTH).map_err(|e| protocol(e.to_string()))? {
@@ -262,18 +268,23 @@ async fn publisher(
             }
         }
     });
-    let mut body: Vec<u8> = (0..cfg.args.run.size).map(|i| (i % 27 + 64) as u8).collect();
+    // One PUBLISH encoded up front; every message is a copy of it with its
+    // packet id (QoS 1) and, for random bodies, its payload written over.
+    let bodies = &cfg.bodies;
+    let mut picker = SlotPicker::new();
     let mut template = BytesMut::new();
+    let qos1 = cfg.qos != QoS::AtMostOnce;
     write_publish(
         &mut template,
         &cfg.args.topic,
-        &body,
-        QoS::AtMostOnce,
-        0,
+        bodies.body(0),
+        cfg.qos,
+        u16::from(qos1),
         cfg.args.retain,
         false,
     )
     .map_err(|e| protocol(e.to_string()))?;
+    let payload_at = template.len() - bodies.size();
     let per_batch = (BATCH_BYTES / template.len()).max(1) as u64;
     let mut out = BytesMut::with_capacity(BATCH_BYTES + template.len() + 64);
     let mut pacer = Pacer::new(cfg.args.run.rate);
@@ -281,7 +292,7 @@ async fn publisher(
     let limit = cfg.args.run.pmessages;
     loop {
         let mut count = per_batch.min(pacer.wait().await);
-        if cfg.qos != QoS::AtMostOnce {
+        if qos1 {
             while published - acked.load(Ordering::Acquire) >= WINDOW {
                 progress.notified().await;
             }
@@ -298,28 +309,20 @@ async fn publisher(
                 last = true;
             }
         }
-        if cfg.args.random_bodies {
-            rand::fill(&mut body[..]);
-        }
         out.clear();
         for _ in 0..count {
-            if cfg.qos == QoS::AtMostOnce && !cfg.args.random_bodies {
-                out.extend_from_slice(&template);
-            } else {
+            let at = out.len();
+            out.extend_from_slice(&template);
+            if qos1 {
                 packet_id = packet_id.checked_add(1).unwrap_or(1);
-                write_publish(
-                    &mut out,
-                    &cfg.args.topic,
-                    &body,
-                    cfg.qos,
-                    packet_id,
-                    cfg.args.retain,
-                    false,
-                )
-                .map_err(|e| protocol(e.to_string()))?;
+                out[at + payload_at - 2..at + payload_at].copy_from_slice(&packet_id.to_be_bytes());
+            }
+            if bodies.is_random() {
+                let body = bodies.body(picker.next(bodies.slots()));
+                out[at + payload_at..at + template.len()].copy_from_slice(body);
             }
         }
-        wr.write_all(&out).await?;
+        wr.send(&out).await?;
         published += count;
         shared.pubs.fetch_add(count, Ordering::Relaxed);
         pacer.record(count);
@@ -342,7 +345,7 @@ async fn publisher(
     }
     out.clear();
     let _ = write_packet(&mut out, &Packet::Disconnect);
-    wr.write_all(&out).await?;
+    wr.send(&out).await?;
     reader.abort();
     Ok(())
 }

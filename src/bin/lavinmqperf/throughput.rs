@@ -2,9 +2,11 @@
 //! connection, hammering one queue while the rates are reported every second.
 //!
 //! Hot paths never allocate per message: publishers copy a pre-encoded
-//! publish/header/body frame triple into one reused write buffer per batch;
-//! consumers read into a large buffer and look at deliveries in place,
-//! handing every other frame to the codec.
+//! publish/header/body frame triple into one reused write buffer per batch
+//! (with `--random-bodies` overwriting the body with a slice of a random
+//! pool); consumers read into a large buffer and look at deliveries (or
+//! basic.get replies with `--poll`) in place, handing every other frame to
+//! the codec.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,10 +23,12 @@ use lavinmq::amqp::codec::{
 use parking_lot::Mutex;
 use tokio::sync::{Notify, mpsc, watch};
 
+use crate::bodies::{Bodies, BodyCheck, SlotPicker};
 use crate::client::{
     self, CLOSE_TIMEOUT, Connection, Error, FRAME_BODY, FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD, FrameReader,
-    QueueDeclare, close_error, deliver_tag, header_body_size, peek_frame,
+    QueueDeclare, close_error, deliver_tag, get_ok_tag, header_body_size, peek_frame,
 };
+use crate::stream::Writer;
 use crate::uri::{self, AmqpUri};
 use crate::{exit_signal, now_ns};
 
@@ -56,6 +60,17 @@ pub struct ThroughputArgs {
     /// Publish in transactions of N messages (0 = no transactions)
     #[arg(short = 't', long, default_value_t = 0)]
     pub transaction: u64,
+    /// Ack in transactions: consumers commit after every N acknowledged
+    /// messages (0 = no transactions; with --ack 0 every message is acked)
+    #[arg(short = 'T', long = "ack-transaction", visible_alias = "ack-tx", default_value_t = 0)]
+    pub ack_transaction: u64,
+    /// Poll with basic.get instead of consuming with basic.consume
+    #[arg(short = 'g', long)]
+    pub poll: bool,
+    /// Properties of published messages as a JSON object, e.g.
+    /// '{"content_type":"text/plain","headers":{"a":1},"priority":5}'
+    #[arg(long)]
+    pub properties: Option<String>,
     /// Queue name ("" = a server-named, auto-delete queue per consumer)
     #[arg(short = 'u', long, default_value = "perf-test")]
     pub queue: String,
@@ -126,6 +141,15 @@ pub struct RunArgs {
     /// Output the summary as JSON
     #[arg(short = 'j', long)]
     pub json: bool,
+    /// Consumers verify every body against what was published; any
+    /// mismatch makes the exit code 1 (random bodies verify only when this
+    /// run published them)
+    #[arg(short = 'V', long)]
+    pub verify: bool,
+    /// Every message gets a different random body (a slice of a pool of
+    /// random bytes filled at start)
+    #[arg(long)]
+    pub random_bodies: bool,
 }
 
 impl RunArgs {
@@ -137,6 +161,8 @@ impl RunArgs {
             seconds: self.time,
             quiet: self.quiet,
             json: self.json,
+            verify: self.verify,
+            totals: false,
         }
     }
 }
@@ -147,6 +173,12 @@ struct Settings {
     uri: AmqpUri,
     queue_args: FieldTable,
     consumer_args: FieldTable,
+    /// Properties of every published message (`--properties`, `-p`).
+    props: BasicProperties,
+    /// What publishers send and consumers verify.
+    bodies: Arc<Bodies>,
+    /// Consumers ack every this many messages (0 = no-ack).
+    ack_every: u64,
 }
 
 impl Settings {
@@ -166,20 +198,44 @@ impl Settings {
         };
         let queue_args = table(&args.queue_args)?;
         let consumer_args = table(&args.consumer_args)?;
-        if let (Some(p), true) = (args.prefetch, args.ack > 0)
-            && p > 0
-            && args.ack > u64::from(p)
-        {
-            eprintln!(
-                "Warning: acking every {} messages with prefetch {p} will stall",
-                args.ack
-            );
+        let mut props = match &args.properties {
+            Some(json) => client::json_to_properties(json)?,
+            None => BasicProperties::default(),
+        };
+        if args.persistent {
+            props.delivery_mode = Some(2);
         }
+        // Acks in transactions need acks: with --ack 0 every message is acked.
+        let ack_every = if args.ack == 0 && args.ack_transaction > 0 {
+            1
+        } else {
+            args.ack
+        };
+        if let Some(p) = args.prefetch.filter(|&p| p > 0) {
+            if ack_every > u64::from(p) {
+                eprintln!("Warning: acking every {ack_every} messages with prefetch {p} will stall");
+            } else if args.ack_transaction > u64::from(p) {
+                eprintln!(
+                    "Warning: committing acks every {} messages with prefetch {p} will stall",
+                    args.ack_transaction
+                );
+            }
+        }
+        let skip = if args.measure_latency { 8 } else { 0 };
+        let bodies = Arc::new(Bodies::new(
+            args.run.size,
+            skip,
+            args.run.random_bodies,
+            args.run.verify,
+        ));
         Ok(Settings {
             args,
             uri,
             queue_args,
             consumer_args,
+            props,
+            bodies,
+            ack_every,
         })
     }
 
@@ -267,6 +323,10 @@ pub struct Shared {
     queue_name: OnceLock<String>,
     /// Set once `--cmessages` were consumed, so that idle consumers stop too.
     pub consume_done: watch::Sender<bool>,
+    /// Bodies `--verify` found equal to what was published.
+    pub verified: AtomicU64,
+    /// Bodies `--verify` found different from anything published.
+    pub mismatches: AtomicU64,
     latency: Option<Mutex<Latencies>>,
 }
 
@@ -279,6 +339,8 @@ impl Shared {
             pclaimed: AtomicU64::new(0),
             queue_name: OnceLock::new(),
             consume_done: watch::Sender::new(false),
+            verified: AtomicU64::new(0),
+            mismatches: AtomicU64::new(0),
             latency: latency.then(|| Mutex::new(Latencies::new())),
         }
     }
@@ -346,6 +408,10 @@ pub struct Plan {
     pub quiet: bool,
     /// Print the summary as JSON.
     pub json: bool,
+    /// Report what `--verify` found, and fail the run on a mismatch.
+    pub verify: bool,
+    /// Also print the total numbers of messages published and consumed.
+    pub totals: bool,
 }
 
 /// Starts the consumers, then the publishers (each told to go at once, so
@@ -408,7 +474,15 @@ pub async fn drive(
             }
         }
     }
-    summary(plan.json, shared, start);
+    summary(&plan, shared, start);
+    let mismatches = shared.mismatches.load(Ordering::Relaxed);
+    if plan.verify && mismatches > 0 {
+        eprintln!(
+            "Verification failed: {mismatches} of {} consumed messages differ from what was published",
+            mismatches + shared.verified.load(Ordering::Relaxed)
+        );
+        return 1;
+    }
     0
 }
 
@@ -459,17 +533,31 @@ fn report(shared: &Shared, (t0, pubs0, cons0): (Instant, u64, u64)) -> (Instant,
     (now, pubs, cons)
 }
 
-/// Prints the averages since `start` (and overall latency percentiles).
-fn summary(json: bool, shared: &Shared, start: Instant) {
+/// Prints the averages since `start` (and overall latency percentiles,
+/// totals and verification results when the plan asks for them).
+fn summary(plan: &Plan, shared: &Shared, start: Instant) {
     let elapsed = start.elapsed().as_secs_f64();
     let avg = |n: u64| (n as f64 / elapsed.max(1e-9)).round() as u64;
-    let avg_pub = avg(shared.pubs.load(Ordering::Relaxed));
-    let avg_consume = avg(shared.consumes.load(Ordering::Relaxed));
+    let (pubs, consumes) = (
+        shared.pubs.load(Ordering::Relaxed),
+        shared.consumes.load(Ordering::Relaxed),
+    );
+    let (avg_pub, avg_consume) = (avg(pubs), avg(consumes));
+    let (verified, mismatches) = (
+        shared.verified.load(Ordering::Relaxed),
+        shared.mismatches.load(Ordering::Relaxed),
+    );
     let latency = shared.latency.as_ref().and_then(|l| LatencyStats::of(&l.lock().total));
     println!();
-    if json {
+    if plan.json {
         let mut json =
             format!("{{\"elapsed_seconds\":{elapsed},\"avg_pub_rate\":{avg_pub},\"avg_consume_rate\":{avg_consume}");
+        if plan.totals {
+            json.push_str(&format!(",\"total_published\":{pubs},\"total_consumed\":{consumes}"));
+        }
+        if plan.verify {
+            json.push_str(&format!(",\"verified\":{verified},\"verify_failures\":{mismatches}"));
+        }
         if let Some(s) = latency {
             let r = |v: f64| (v * 1000.0).round() / 1000.0;
             json.push_str(&format!(
@@ -488,6 +576,13 @@ fn summary(json: bool, shared: &Shared, start: Instant) {
         println!("Summary:");
         println!("Average publish rate: {avg_pub} msgs/s");
         println!("Average consume rate: {avg_consume} msgs/s");
+        if plan.totals {
+            println!("Total published: {pubs}");
+            println!("Total consumed: {consumes}");
+        }
+        if plan.verify {
+            println!("Verified: {verified} messages, {mismatches} differed from what was published");
+        }
         if let Some(s) = latency {
             println!("Latency (ms, n={}):", s.count);
             println!("  min:    {:.3}", s.min);
@@ -558,6 +653,13 @@ struct Template {
     frames: BytesMut,
     /// Offset of the first body byte, where `-l` writes the timestamp.
     timestamp_at: Option<usize>,
+    /// Where the body frames' payloads sit in `frames`: (offset in
+    /// `frames`, offset in the body, length); `--random-bodies` overwrites
+    /// them for every message.
+    body_spans: Vec<(usize, usize, usize)>,
+    /// The bodies and how this publisher picks among them.
+    bodies: Arc<Bodies>,
+    picker: SlotPicker,
 }
 
 impl Template {
@@ -570,25 +672,42 @@ impl Template {
             immediate: false,
         };
         write_method(&mut frames, channel, &publish)?;
-        let props = BasicProperties {
-            delivery_mode: cfg.args.persistent.then_some(2),
-            ..Default::default()
-        };
-        write_header(&mut frames, channel, cfg.args.run.size as u64, &props)?;
-        let body_at = frames.len() + 7;
-        let body: Vec<u8> = (0..cfg.args.run.size).map(|i| (i % 27 + 64) as u8).collect();
-        write_body(&mut frames, channel, &body, frame_max);
+        let bodies = cfg.bodies.clone();
+        write_header(&mut frames, channel, bodies.size() as u64, &cfg.props)?;
+        let body_at = frames.len();
+        write_body(&mut frames, channel, bodies.body(0), frame_max);
+        let mut body_spans = Vec::new();
+        let (mut at, mut in_body) = (body_at, 0);
+        while let Some(frame) = peek_frame(&frames[at..])? {
+            body_spans.push((at + 7, in_body, frame.payload.len()));
+            in_body += frame.payload.len();
+            at += frame.len;
+        }
         Ok(Template {
             frames,
-            timestamp_at: cfg.args.measure_latency.then_some(body_at),
+            timestamp_at: cfg.args.measure_latency.then_some(body_at + 7),
+            body_spans,
+            bodies,
+            picker: SlotPicker::new(),
         })
     }
 
+    /// Whether every message is the same bytes.
+    fn is_static(&self) -> bool {
+        self.timestamp_at.is_none() && !self.bodies.is_random()
+    }
+
     /// Appends `n` messages to `out`.
-    fn append(&self, out: &mut BytesMut, n: u64) {
+    fn append(&mut self, out: &mut BytesMut, n: u64) {
         for _ in 0..n {
             let at = out.len();
             out.extend_from_slice(&self.frames);
+            if self.bodies.is_random() {
+                let body = self.bodies.body(self.picker.next(self.bodies.slots()));
+                for &(to, from, len) in &self.body_spans {
+                    out[at + to..at + to + len].copy_from_slice(&body[from..from + len]);
+                }
+            }
             if let Some(ts) = self.timestamp_at {
                 out[at + ts..at + ts + 8].copy_from_slice(&now_ns().to_le_bytes());
             }
@@ -718,7 +837,7 @@ async fn publisher(
     let _ = ev.send(Event::Ready);
     let _ = go.wait_for(|go| *go).await;
 
-    let template = Template::new(cfg, ch, &cfg.publish_key(shared, n), conn.tuning.frame_max)?;
+    let mut template = Template::new(cfg, ch, &cfg.publish_key(shared, n), conn.tuning.frame_max)?;
     let Connection { reader, mut writer, .. } = conn;
     let st = Arc::new(PubState::default());
     let reader_task = tokio::spawn({
@@ -759,7 +878,7 @@ async fn publisher(
             }
         }
         let commit = tx_size > 0 && in_tx + n == tx_size;
-        if n == 1 && !commit && template.timestamp_at.is_none() {
+        if n == 1 && !commit && template.is_static() {
             writer.send(&template.frames).await?;
         } else {
             out.clear();
@@ -813,6 +932,15 @@ struct ConsumeState {
     channel: u16,
     ack_every: u64,
     since_ack: u64,
+    /// Commit after this many acknowledged messages (0 = no transactions).
+    tx_every: u64,
+    /// Messages acked since the last tx.commit.
+    uncommitted: u64,
+    /// A tx.commit frame, encoded once.
+    commit: BytesMut,
+    /// tx.commit frames sent and tx.commit-ok replies received.
+    commits_sent: u64,
+    commits_ok: u64,
     /// Tag of the delivery whose content is arriving (or arrived last).
     tag: u64,
     /// Tag of the last complete message.
@@ -823,6 +951,15 @@ struct ConsumeState {
     first_body: bool,
     measure_latency: bool,
     samples: Vec<u64>,
+    /// What bodies must equal, with `--verify`.
+    verify: Option<Arc<Bodies>>,
+    /// The check of the body arriving.
+    check: BodyCheck,
+    /// Bodies verified, and found different, since the last flush.
+    verified: u64,
+    mismatches: u64,
+    /// A mismatch was reported on stderr already.
+    told: bool,
 }
 
 /// What one pass over the receive buffer did.
@@ -831,22 +968,82 @@ struct Pass {
     delivered: u64,
     /// Stopped because `budget` messages were received (more may be buffered).
     budget_hit: bool,
+    /// A basic.get found the queue empty (the pass stops there).
+    empty: bool,
     /// connection.close-ok arrived.
     closed: bool,
 }
 
 impl ConsumeState {
-    /// A message is complete: count it and ack every `ack_every`.
+    fn new(channel: u16, ack_every: u64, tx_every: u64, measure_latency: bool, verify: Option<Arc<Bodies>>) -> Self {
+        let mut commit = BytesMut::new();
+        write_method(&mut commit, channel, &Method::TxCommit).expect("tx.commit encodes");
+        ConsumeState {
+            channel,
+            ack_every,
+            since_ack: 0,
+            tx_every,
+            uncommitted: 0,
+            commit,
+            commits_sent: 0,
+            commits_ok: 0,
+            tag: 0,
+            last_tag: 0,
+            body_left: 0,
+            first_body: false,
+            measure_latency,
+            samples: Vec::with_capacity(if measure_latency { SAMPLE_FLUSH } else { 0 }),
+            verify,
+            check: BodyCheck::default(),
+            verified: 0,
+            mismatches: 0,
+            told: false,
+        }
+    }
+
+    /// A message is complete: count (and verify) it, ack every `ack_every`
+    /// and commit every `tx_every` acked messages.
     fn complete(&mut self, pass: &mut Pass, wbuf: &mut BytesMut) {
         pass.delivered += 1;
         self.last_tag = self.tag;
+        if self.verify.is_some() {
+            if self.check.ok() {
+                self.verified += 1;
+            } else {
+                self.mismatches += 1;
+                if !self.told {
+                    self.told = true;
+                    eprintln!(
+                        "Consumer: the body of delivery {} differs from what was published",
+                        self.tag
+                    );
+                }
+            }
+        }
         if self.ack_every > 0 {
             self.since_ack += 1;
             if self.since_ack >= self.ack_every {
-                write_basic_ack(wbuf, self.channel, self.tag, true);
-                self.since_ack = 0;
+                self.ack(wbuf);
             }
         }
+    }
+
+    /// Acks everything received (multiple), committing when `tx_every` acked
+    /// messages are due.
+    fn ack(&mut self, wbuf: &mut BytesMut) {
+        write_basic_ack(wbuf, self.channel, self.last_tag, true);
+        self.uncommitted += self.since_ack;
+        self.since_ack = 0;
+        if self.tx_every > 0 && self.uncommitted >= self.tx_every {
+            self.commit_now(wbuf);
+        }
+    }
+
+    /// Appends a tx.commit.
+    fn commit_now(&mut self, wbuf: &mut BytesMut) {
+        wbuf.extend_from_slice(&self.commit);
+        self.uncommitted = 0;
+        self.commits_sent += 1;
     }
 
     /// Handles every complete frame in `rbuf` (stopping after `budget`
@@ -869,6 +1066,7 @@ impl ConsumeState {
         let mut pass = Pass {
             delivered: 0,
             budget_hit: false,
+            empty: false,
             closed: false,
         };
         loop {
@@ -881,7 +1079,7 @@ impl ConsumeState {
             };
             let len = frame.len;
             match frame.kind {
-                FRAME_METHOD => match deliver_tag(frame.payload) {
+                FRAME_METHOD => match deliver_tag(frame.payload).or_else(|| get_ok_tag(frame.payload)) {
                     Some(tag) => self.tag = tag,
                     None => {
                         // Anything but a delivery goes through the codec.
@@ -901,6 +1099,11 @@ impl ConsumeState {
                                 Method::BasicCancel { consumer_tag, .. } => {
                                     return Err(Error::ConsumerCancelled(consumer_tag.to_string()));
                                 }
+                                Method::BasicGetEmpty => {
+                                    pass.empty = true;
+                                    return Ok(pass);
+                                }
+                                Method::TxCommitOk => self.commits_ok += 1,
                                 Method::ConnectionCloseOk => {
                                     pass.closed = true;
                                     return Ok(pass);
@@ -918,6 +1121,9 @@ impl ConsumeState {
                 FRAME_HEADER => {
                     self.body_left = header_body_size(frame.payload).unwrap_or(0);
                     self.first_body = true;
+                    if let Some(bodies) = &self.verify {
+                        self.check.start(bodies, self.body_left);
+                    }
                     if self.body_left == 0 {
                         self.complete(&mut pass, wbuf);
                     }
@@ -935,6 +1141,9 @@ impl ConsumeState {
                             }
                         }
                     }
+                    if let Some(bodies) = &self.verify {
+                        self.check.frame(bodies, frame.payload);
+                    }
                     self.body_left = self.body_left.saturating_sub(frame.payload.len() as u64);
                     if self.body_left == 0 {
                         self.complete(&mut pass, wbuf);
@@ -947,8 +1156,22 @@ impl ConsumeState {
         }
     }
 
-    /// Merges buffered latency samples into the shared histograms.
+    /// Merges the verification counts into the shared figures.
+    fn flush_verified(&mut self, shared: &Shared) {
+        if self.verified > 0 {
+            shared.verified.fetch_add(self.verified, Ordering::Relaxed);
+            self.verified = 0;
+        }
+        if self.mismatches > 0 {
+            shared.mismatches.fetch_add(self.mismatches, Ordering::Relaxed);
+            self.mismatches = 0;
+        }
+    }
+
+    /// Merges buffered latency samples (and verification counts) into the
+    /// shared figures.
     fn flush_samples(&mut self, shared: &Shared) {
+        self.flush_verified(shared);
         if self.samples.is_empty() {
             return;
         }
@@ -989,7 +1212,8 @@ async fn declare_queue(conn: &mut Connection, cfg: &Settings, name: &str) -> Res
     }
 }
 
-/// One consumer connection: declares (and binds) the queue, then consumes.
+/// One consumer connection: declares (and binds) the queue, then consumes
+/// (or polls with basic.get) until done.
 async fn consumer(
     cfg: &Settings,
     shared: &Shared,
@@ -1005,6 +1229,9 @@ async fn consumer(
         // Messages already in the queue would skew the latency.
         conn.queue_purge(ch, &queue).await?;
     }
+    if args.ack_transaction > 0 {
+        conn.tx_select(ch).await?;
+    }
     if let Some(prefetch) = args.prefetch {
         conn.qos(ch, prefetch).await?;
     }
@@ -1014,7 +1241,9 @@ async fn consumer(
     }
     let _ = ev.send(Event::Ready);
     let _ = go.wait_for(|go| *go).await;
-    conn.consume(ch, &queue, args.ack == 0, &cfg.consumer_args).await?;
+    if !args.poll {
+        conn.consume(ch, &queue, cfg.ack_every == 0, &cfg.consumer_args).await?;
+    }
 
     let Connection {
         mut reader,
@@ -1023,68 +1252,26 @@ async fn consumer(
         ..
     } = conn;
     wbuf.clear();
-    let mut state = ConsumeState {
-        channel: ch,
-        ack_every: args.ack,
-        since_ack: 0,
-        tag: 0,
-        last_tag: 0,
-        body_left: 0,
-        first_body: false,
-        measure_latency: args.measure_latency,
-        samples: Vec::with_capacity(SAMPLE_FLUSH),
+    let verify = args.run.verify.then(|| cfg.bodies.clone());
+    let mut state = ConsumeState::new(ch, cfg.ack_every, args.ack_transaction, args.measure_latency, verify);
+    let mut io = ConsumerIo {
+        reader: &mut reader,
+        writer: &mut writer,
+        wbuf: &mut wbuf,
     };
-    let limit = args.run.cmessages;
-    let mut consume_done = shared.consume_done.subscribe();
-    let mut pacer = Pacer::new(args.consumer_rate);
-    loop {
-        // With --cmessages count one at a time so the total is exact.
-        let budget = if limit > 0 { 1 } else { pacer.wait().await };
-        let pass = match state.process(&mut reader.buf, &mut wbuf, budget) {
-            Ok(p) => p,
-            Err(e) => {
-                let _ = writer.send(&wbuf).await;
-                return Err(e);
-            }
-        };
-        if !wbuf.is_empty() {
-            writer.send(&wbuf).await?;
-            wbuf.clear();
-        }
-        if pass.delivered > 0 {
-            pacer.record(pass.delivered);
-            if limit > 0 {
-                let counted = shared
-                    .consumes
-                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| (c < limit).then_some(c + 1));
-                if counted.map_or(true, |c| c + 1 >= limit) {
-                    shared.consume_done.send_replace(true);
-                    break;
-                }
-                if args.consumer_rate > 0 {
-                    pacer.wait().await;
-                }
-            } else {
-                shared.consumes.fetch_add(pass.delivered, Ordering::Relaxed);
-            }
-        }
-        if state.samples.len() >= SAMPLE_FLUSH {
-            state.flush_samples(shared);
-        }
-        if !pass.budget_hit {
-            state.flush_samples(shared);
-            tokio::select! {
-                r = reader.fill() => r?,
-                // Another consumer took the last of --cmessages.
-                _ = consume_done.wait_for(|done| *done) => break,
-            }
-        }
+    if args.poll {
+        poll_loop(cfg, shared, &queue, &mut state, &mut io).await?;
+    } else {
+        consume_loop(cfg, shared, &mut state, &mut io).await?;
     }
 
-    // Done (--cmessages): ack what was counted, then close.
+    // Done (--cmessages): ack and commit what was counted, then close.
     state.flush_samples(shared);
-    if args.ack > 0 && state.since_ack > 0 {
-        write_basic_ack(&mut wbuf, ch, state.last_tag, true);
+    if state.since_ack > 0 {
+        state.ack(&mut wbuf);
+    }
+    if state.uncommitted > 0 {
+        state.commit_now(&mut wbuf);
     }
     write_method(&mut wbuf, 0, &client::close_method())?;
     writer.send(&wbuf).await?;
@@ -1096,11 +1283,155 @@ async fn consumer(
             if pass.closed {
                 return Ok::<(), Error>(());
             }
-            reader.fill().await?;
+            if !pass.empty {
+                reader.fill().await?;
+            }
         }
     };
     let _ = tokio::time::timeout(CLOSE_TIMEOUT, drain).await;
+    if state.commits_ok < state.commits_sent {
+        eprintln!(
+            "Consumer: {} of {} ack transactions were not committed",
+            state.commits_sent - state.commits_ok,
+            state.commits_sent
+        );
+    }
     Ok(())
+}
+
+/// A consumer's connection halves and write buffer, for its loops.
+struct ConsumerIo<'a> {
+    reader: &'a mut FrameReader,
+    writer: &'a mut Writer,
+    wbuf: &'a mut BytesMut,
+}
+
+impl ConsumerIo<'_> {
+    /// Walks the receive buffer (see [`ConsumeState::process`]) and sends
+    /// the acks and commits that produced. On an error what is pending
+    /// (such as channel.close-ok) is still sent.
+    async fn process(&mut self, state: &mut ConsumeState, budget: u64) -> Result<Pass, Error> {
+        let pass = match state.process(&mut self.reader.buf, self.wbuf, budget) {
+            Ok(p) => p,
+            Err(e) => {
+                let _ = self.writer.send(self.wbuf).await;
+                return Err(e);
+            }
+        };
+        if !self.wbuf.is_empty() {
+            self.writer.send(self.wbuf).await?;
+            self.wbuf.clear();
+        }
+        Ok(pass)
+    }
+}
+
+/// Counts `delivered` consumed messages; true once `--cmessages` (`limit`,
+/// counted one at a time so that the total is exact) are all consumed.
+fn count_consumed(shared: &Shared, limit: u64, delivered: u64) -> bool {
+    if limit == 0 {
+        shared.consumes.fetch_add(delivered, Ordering::Relaxed);
+        return false;
+    }
+    let counted = shared
+        .consumes
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| (c < limit).then_some(c + 1));
+    if counted.map_or(true, |c| c + 1 >= limit) {
+        shared.consume_done.send_replace(true);
+        return true;
+    }
+    false
+}
+
+/// Receives deliveries of basic.consume until `--cmessages` are consumed.
+async fn consume_loop(
+    cfg: &Settings,
+    shared: &Shared,
+    state: &mut ConsumeState,
+    io: &mut ConsumerIo<'_>,
+) -> Result<(), Error> {
+    let args = &cfg.args;
+    let limit = args.run.cmessages;
+    let mut consume_done = shared.consume_done.subscribe();
+    let mut pacer = Pacer::new(args.consumer_rate);
+    loop {
+        // With --cmessages count one at a time so the total is exact.
+        let budget = if limit > 0 { 1 } else { pacer.wait().await };
+        let pass = io.process(state, budget).await?;
+        if pass.delivered > 0 {
+            pacer.record(pass.delivered);
+            state.flush_verified(shared);
+            if count_consumed(shared, limit, pass.delivered) {
+                return Ok(());
+            }
+            if limit > 0 && args.consumer_rate > 0 {
+                pacer.wait().await;
+            }
+        }
+        if state.samples.len() >= SAMPLE_FLUSH {
+            state.flush_samples(shared);
+        }
+        if !pass.budget_hit {
+            state.flush_samples(shared);
+            tokio::select! {
+                r = io.reader.fill() => r?,
+                // Another consumer took the last of --cmessages.
+                _ = consume_done.wait_for(|done| *done) => return Ok(()),
+            }
+        }
+    }
+}
+
+/// `--poll`: basic.get in a loop, one at a time, until `--cmessages` are
+/// consumed; an empty queue is asked again at once. Acks and commits go out
+/// with the next basic.get.
+async fn poll_loop(
+    cfg: &Settings,
+    shared: &Shared,
+    queue: &str,
+    state: &mut ConsumeState,
+    io: &mut ConsumerIo<'_>,
+) -> Result<(), Error> {
+    let args = &cfg.args;
+    let mut get = BytesMut::new();
+    let method = Method::BasicGet {
+        queue: ShortStr::from(queue),
+        no_ack: cfg.ack_every == 0,
+    };
+    write_method(&mut get, state.channel, &method)?;
+    let limit = args.run.cmessages;
+    let mut consume_done = shared.consume_done.subscribe();
+    let mut pacer = Pacer::new(args.consumer_rate);
+    loop {
+        if *consume_done.borrow() {
+            return Ok(());
+        }
+        pacer.wait().await;
+        io.wbuf.extend_from_slice(&get);
+        io.writer.send(io.wbuf).await?;
+        io.wbuf.clear();
+        let pass = loop {
+            let pass = io.process(state, 1).await?;
+            if pass.delivered > 0 || pass.empty {
+                break pass;
+            }
+            tokio::select! {
+                r = io.reader.fill() => r?,
+                _ = consume_done.wait_for(|done| *done) => return Ok(()),
+            }
+        };
+        // Like LavinMQ's poller, the consumer rate paces attempts.
+        pacer.record(1);
+        if pass.delivered > 0 {
+            state.flush_verified(shared);
+            if count_consumed(shared, limit, pass.delivered) {
+                return Ok(());
+            }
+        }
+        if pass.empty || state.samples.len() >= SAMPLE_FLUSH {
+            state.flush_samples(shared);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -1126,17 +1457,7 @@ mod tests {
     }
 
     fn consume_state(ack_every: u64) -> ConsumeState {
-        ConsumeState {
-            channel: 1,
-            ack_every,
-            since_ack: 0,
-            tag: 0,
-            last_tag: 0,
-            body_left: 0,
-            first_body: false,
-            measure_latency: true,
-            samples: Vec::new(),
-        }
+        ConsumeState::new(1, ack_every, 0, true, None)
     }
 
     fn delivery(buf: &mut BytesMut, tag: u64, body: &[u8], frame_max: u32) {
@@ -1218,6 +1539,144 @@ mod tests {
         write_method(&mut rbuf, 0, &Method::ConnectionCloseOk).unwrap();
         let pass = st.process(&mut rbuf, &mut wbuf, u64::MAX).unwrap();
         assert!(pass.closed);
+    }
+
+    #[test]
+    fn verify_counts_bodies_that_differ() {
+        let bodies = Arc::new(Bodies::new(5000, 8, true, true));
+        let mut st = ConsumeState::new(1, 0, 0, true, Some(bodies.clone()));
+        let mut rbuf = BytesMut::new();
+        let mut good = bodies.body(7).to_vec();
+        good[..8].copy_from_slice(&now_ns().to_le_bytes());
+        delivery(&mut rbuf, 1, &good, 4096); // two body frames
+        let mut bad = good.clone();
+        bad[4999] ^= 1;
+        delivery(&mut rbuf, 2, &bad, 4096);
+        delivery(&mut rbuf, 3, &good[..4999], 4096);
+        delivery(&mut rbuf, 4, &good, 4096);
+        let mut wbuf = BytesMut::new();
+        let pass = st.process(&mut rbuf, &mut wbuf, u64::MAX).unwrap();
+        assert_eq!(pass.delivered, 4);
+        let shared = Shared::new(true);
+        st.flush_samples(&shared);
+        assert_eq!(shared.verified.load(Ordering::Relaxed), 2);
+        assert_eq!(shared.mismatches.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn acks_are_committed_every_n_messages() {
+        let mut st = ConsumeState::new(1, 2, 4, false, None);
+        let mut rbuf = BytesMut::new();
+        for tag in 1..=5 {
+            delivery(&mut rbuf, tag, b"x", 4096);
+        }
+        write_method(&mut rbuf, 1, &Method::TxCommitOk).unwrap();
+        let mut wbuf = BytesMut::new();
+        let pass = st.process(&mut rbuf, &mut wbuf, u64::MAX).unwrap();
+        assert_eq!(pass.delivered, 5);
+        let mut sent = Vec::new();
+        while let Some(Frame::Method { method, .. }) = parse_frame(&mut wbuf, 0).unwrap() {
+            sent.push(method);
+        }
+        let ack = |delivery_tag| Method::BasicAck {
+            delivery_tag,
+            multiple: true,
+        };
+        assert_eq!(sent, [ack(2), ack(4), Method::TxCommit]);
+        assert_eq!((st.commits_sent, st.commits_ok), (1, 1));
+        assert_eq!((st.since_ack, st.uncommitted), (1, 0));
+        // The rest is acked and committed at the end.
+        st.ack(&mut wbuf);
+        st.commit_now(&mut wbuf);
+        assert!(matches!(
+            parse_frame(&mut wbuf, 0).unwrap(),
+            Some(Frame::Method {
+                method: Method::BasicAck { delivery_tag: 5, .. },
+                ..
+            })
+        ));
+        assert!(matches!(
+            parse_frame(&mut wbuf, 0).unwrap(),
+            Some(Frame::Method {
+                method: Method::TxCommit,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn polled_messages_and_empty_replies() {
+        let mut st = ConsumeState::new(1, 1, 0, false, None);
+        let mut rbuf = BytesMut::new();
+        lavinmq::amqp::codec::write_basic_get_ok(&mut rbuf, 1, 9, false, "", "q", 0).unwrap();
+        write_header(&mut rbuf, 1, 3, &BasicProperties::default()).unwrap();
+        write_body(&mut rbuf, 1, b"abc", 4096);
+        write_method(&mut rbuf, 1, &Method::BasicGetEmpty).unwrap();
+        let mut wbuf = BytesMut::new();
+        let pass = st.process(&mut rbuf, &mut wbuf, 1).unwrap();
+        assert_eq!((pass.delivered, pass.empty), (1, false));
+        assert!(matches!(
+            parse_frame(&mut wbuf, 0).unwrap(),
+            Some(Frame::Method {
+                method: Method::BasicAck { delivery_tag: 9, .. },
+                ..
+            })
+        ));
+        let pass = st.process(&mut rbuf, &mut wbuf, 1).unwrap();
+        assert_eq!((pass.delivered, pass.empty), (0, true));
+        assert!(rbuf.is_empty());
+    }
+
+    #[test]
+    fn template_sends_properties_and_random_bodies() {
+        let args = ThroughputArgs::parse_from([
+            "perf",
+            "-s",
+            "9000",
+            "--random-bodies",
+            "-V",
+            "-p",
+            "--properties",
+            r#"{"content_type":"application/x-perf","priority":3,"headers":{"h":"v"}}"#,
+        ]);
+        let cfg = Settings::new(args).unwrap();
+        let mut template = Template::new(&cfg, 1, "rk", 4096).unwrap();
+        assert!(!template.is_static());
+        let mut out = BytesMut::new();
+        template.append(&mut out, 2);
+        let mut bodies = Vec::new();
+        for _ in 0..2 {
+            assert!(matches!(
+                parse_frame(&mut out, 0).unwrap(),
+                Some(Frame::Method {
+                    method: Method::BasicPublish { .. },
+                    ..
+                })
+            ));
+            let Some(Frame::Header {
+                body_size, properties, ..
+            }) = parse_frame(&mut out, 0).unwrap()
+            else {
+                panic!("no header");
+            };
+            assert_eq!(body_size, 9000);
+            assert_eq!(properties.content_type.as_deref(), Some("application/x-perf"));
+            assert_eq!((properties.priority, properties.delivery_mode), (Some(3), Some(2)));
+            assert!(properties.headers.is_some());
+            let mut body = Vec::new();
+            while body.len() < 9000 {
+                let Some(Frame::Body { payload, .. }) = parse_frame(&mut out, 0).unwrap() else {
+                    panic!("no body");
+                };
+                body.extend_from_slice(&payload);
+            }
+            assert!(cfg.bodies.check(&body), "a body from the pool");
+            bodies.push(body);
+        }
+        assert!(out.is_empty());
+        // Two of 65536 slots: equal only by a rare coincidence.
+        let fixed = Bodies::new(9000, 0, false, false);
+        assert_ne!(bodies[0], fixed.body(0));
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! `amqp://user:password@host:port/vhost` and `amqps://...` parsing (the
-//! subset lavinmqperf needs).
+//! `amqp://user:password@host:port/vhost`, `amqps://...`, `mqtt://...` and
+//! `mqtts://...` parsing (the subset lavinmqperf needs).
 
 use std::fmt;
 use std::path::PathBuf;
@@ -17,11 +17,11 @@ pub struct AmqpUri {
     pub password: String,
     /// Virtual host (default `/`).
     pub vhost: String,
-    /// Set for `amqps://`: connect over TLS.
+    /// Set for `amqps://` and `mqtts://`: connect over TLS.
     pub tls: Option<TlsParams>,
 }
 
-/// How an `amqps://` URI asks for the server to be verified.
+/// How an `amqps://` or `mqtts://` URI asks for the server to be verified.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TlsParams {
     /// Verify the server's certificate and name; `?verify=none` turns it off
@@ -55,7 +55,7 @@ pub fn parse(input: &str) -> Result<AmqpUri, String> {
     parse_scheme(input, "amqp", 5672)
 }
 
-/// The TLS parameters in the query of an `amqps://` URI.
+/// The TLS parameters in the query of an `amqps://` or `mqtts://` URI.
 fn tls_params(input: &str) -> Result<TlsParams, String> {
     let mut params = TlsParams {
         verify: true,
@@ -86,8 +86,14 @@ fn tls_params(input: &str) -> Result<TlsParams, String> {
 }
 
 /// Parses an MQTT URI, `mqtt://user:password@host:port` (port 1883 by
-/// default; the path, if any, is ignored by MQTT clients).
+/// default; the path, if any, is ignored by MQTT clients). `mqtts://` means
+/// TLS (port 8883 by default) with the same query parameters as `amqps://`.
 pub fn parse_mqtt(input: &str) -> Result<AmqpUri, String> {
+    if input.starts_with("mqtts://") {
+        let mut uri = parse_scheme(input, "mqtts", 8883)?;
+        uri.tls = Some(tls_params(input)?);
+        return Ok(uri);
+    }
     parse_scheme(input, "mqtt", 1883)
 }
 
@@ -200,6 +206,21 @@ mod tests {
         assert_eq!((u.host.as_str(), u.port), ("localhost", 1883));
         assert_eq!(parse_mqtt("mqtt://u:p@h:1999").unwrap().port, 1999);
         assert!(parse_mqtt("amqp://h").is_err());
+        assert_eq!(parse_mqtt("mqtt://h?verify=none").unwrap().tls, None);
+    }
+
+    #[test]
+    fn mqtts() {
+        let u = parse_mqtt("mqtts://u:p@broker.example?verify=none").unwrap();
+        assert_eq!(
+            (u.host.as_str(), u.port, u.user.as_str()),
+            ("broker.example", 8883, "u")
+        );
+        assert_eq!(u.tls.as_ref().map(|t| t.verify), Some(false));
+        let u = parse_mqtt("mqtts://localhost:8884?cacertfile=%2Ftmp%2Fca.pem").unwrap();
+        assert_eq!(u.port, 8884);
+        assert_eq!(u.tls.unwrap().ca_file, Some(PathBuf::from("/tmp/ca.pem")));
+        assert!(parse_mqtt("mqtts://localhost?verify=maybe").is_err());
     }
 
     #[test]
@@ -222,7 +243,7 @@ mod tests {
 
     #[test]
     fn errors() {
-        assert!(parse_mqtt("mqtts://localhost").is_err());
+        assert!(parse("amqpss://localhost").is_err());
         assert!(parse("http://localhost").is_err());
         assert!(parse("amqp://h:notaport").is_err());
         assert!(parse("amqp://h/%zz").is_err());
