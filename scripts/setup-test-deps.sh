@@ -4,7 +4,10 @@
 #   - the build's own needs (scripts/setup-build-deps.sh: C linker, Rust)
 #   - Python 3 and a venv at ./.venv with pinned pika, kombu, pytest, requests,
 #     paho-mqtt
-#   - npm packages for tests/compat/node (amqplib and mqtt, pinned)
+#   - npm packages for tests/compat/node (amqplib, mqtt and playwright-core,
+#     pinned)
+#   - Debian's chromium, which the browser tests of the management UI drive
+#     (tests/compat/node/ui_e2e.js)
 # Installs nothing of the broker itself.
 set -euo pipefail
 
@@ -47,7 +50,9 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
     apt_install nodejs npm
 fi
 NSTAMP="$NODE_DIR/node_modules/.compat-package.json"
-if [ -d "$NODE_DIR/node_modules/amqplib" ] && [ -d "$NODE_DIR/node_modules/mqtt" ] && [ -f "$NSTAMP" ] && cmp -s "$NODE_DIR/package.json" "$NSTAMP"; then
+if [ -d "$NODE_DIR/node_modules/amqplib" ] && [ -d "$NODE_DIR/node_modules/mqtt" ] \
+    && [ -d "$NODE_DIR/node_modules/playwright-core" ] \
+    && [ -f "$NSTAMP" ] && cmp -s "$NODE_DIR/package.json" "$NSTAMP"; then
     log "node modules up to date ($NODE_DIR/node_modules)"
 else
     (
@@ -60,6 +65,16 @@ else
     )
     cp "$NODE_DIR/package.json" "$NSTAMP"
     log "node modules ready ($NODE_DIR/node_modules)"
+fi
+
+# --- Chromium for the UI tests ----------------------------------------------
+# Debian's own build (playwright-core downloads no browser); it runs headless,
+# so no display server is needed, and fonts-dejavu-core gives pages a font.
+if [ -x /usr/bin/chromium ]; then
+    log "chromium present ($(/usr/bin/chromium --version 2>/dev/null | head -n 1))"
+else
+    apt_install chromium fonts-dejavu-core
+    log "chromium installed ($(/usr/bin/chromium --version 2>/dev/null | head -n 1))"
 fi
 
 log "done"

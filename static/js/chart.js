@@ -21,18 +21,40 @@ export class LiveChart {
       return;
     }
     const fmt = (v) => (v === null || v === undefined ? "–" : `${Math.round(v * 10) / 10}${this.unit}`);
+    const timeFmt = window.uPlot.fmtDate("{h}:{mm}:{ss} {aa}");
+    // Without the cursor over the chart, the legend shows the newest sample.
+    const shown = (u, v, si, idx) => (idx === null || idx === undefined ? latest(u.data[si]) : v);
+    // The x axis spans as many samples as are kept and ends at the newest
+    // (uPlot's own range for a single sample is a day or more wide).
+    const span = (this.points * POLL_MS) / 1000;
     this.plot = new window.uPlot(
       {
         width: Math.max(container.clientWidth, 300),
         height: opts.height ?? 200,
         series: [
-          {},
-          ...series.map((label, i) => ({ label, stroke: COLORS[i % COLORS.length], width: 2, value: (u, v) => fmt(v) })),
+          {
+            value: (u, v, si, idx) => {
+              const t = shown(u, v, si, idx);
+              return t === null || t === undefined ? "–" : timeFmt(new Date(t * 1000));
+            },
+          },
+          ...series.map((label, i) => ({
+            label,
+            stroke: COLORS[i % COLORS.length],
+            width: 2,
+            points: { size: 5 },
+            value: (u, v, si, idx) => fmt(shown(u, v, si, idx)),
+          })),
         ],
         axes: [{}, { size: 60, values: (u, vals) => vals.map((v) => (Math.abs(v) >= 1000 ? `${v / 1000}k` : v)) }],
         scales: {
-          // A window as wide as the kept samples, so that the first ones do not stretch over years.
-          x: { time: true, range: (u, min, max) => [(max || Date.now() / 1000) - (this.points * POLL_MS) / 1000, max || Date.now() / 1000] },
+          x: {
+            time: true,
+            range: (u) => {
+              const end = latest(u.data[0]) ?? Date.now() / 1000;
+              return [end - span, end];
+            },
+          },
           y: { range: (u, min, max) => [0, Math.max(max, 1)] },
         },
         cursor: { drag: { x: false, y: false } },
@@ -54,8 +76,18 @@ export class LiveChart {
     values.forEach((v, i) => this.data[i + 1].push(Number(v) || 0));
     if (this.data[0].length > this.points) this.data.forEach((s) => s.shift());
     this.container.dataset.points = String(this.data[0].length);
-    if (this.plot) this.plot.setData(this.data);
+    // The newest sample, in the order of the series, for whoever reads the page without seeing it.
+    this.container.dataset.last = JSON.stringify(this.data.slice(1).map((s) => s[s.length - 1]));
+    if (this.plot) {
+      this.plot.setData(this.data);
+      this.plot.setLegend({});
+    }
   }
+}
+
+/** The last value of `list`, or null. */
+function latest(list) {
+  return list && list.length ? list[list.length - 1] : null;
 }
 
 /** How often live pages poll the API, in milliseconds. */

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Cross-client compatibility tests (pika/pytest with paho-mqtt, kombu,
-# amqplib, mqtt.js).
+# amqplib, mqtt.js), then the management UI's end-to-end tests in headless
+# Chromium (tests/compat/node/ui_e2e.js, screenshots of every page in
+# target/ui-screenshots/).
 #
 # Builds nothing. Either
 #   - starts the broker binary $LAVINMQ_BIN (default target/release/lavinmq) on
@@ -13,6 +15,9 @@
 #   LAVINMQ_ARGS     extra arguments for the broker binary
 #   PYTEST_ARGS      extra arguments for pytest (e.g. "-k topic -x")
 #   COMPAT_RECORD    file to append broker error replies to (see conftest.py)
+#   LAVINMQ_HTTP_URL with COMPAT_TARGET_URL: the broker's HTTP port for the UI
+#                    tests (http://host:port); without it they are left out
+#   UI_E2E=0         leave the UI tests out
 # Requires scripts/setup-test-deps.sh to have been run (.venv, node_modules).
 set -euo pipefail
 
@@ -21,7 +26,8 @@ cd "$ROOT"
 COMPAT="$ROOT/tests/compat"
 PY="$ROOT/.venv/bin/python"
 
-if [ ! -x "$PY" ] || [ ! -d "$COMPAT/node/node_modules/amqplib" ] || [ ! -d "$COMPAT/node/node_modules/mqtt" ]; then
+if [ ! -x "$PY" ] || [ ! -d "$COMPAT/node/node_modules/amqplib" ] || [ ! -d "$COMPAT/node/node_modules/mqtt" ] \
+    || [ ! -d "$COMPAT/node/node_modules/playwright-core" ]; then
     echo "compat: test dependencies missing; run scripts/setup-test-deps.sh first" >&2
     exit 2
 fi
@@ -67,6 +73,7 @@ else
     export AMQP_URL="amqp://guest:guest@127.0.0.1:$PORT/%2F"
     export MGMT_URL="http://guest:guest@127.0.0.1:$HTTP_PORT"
     export MQTT_URL="mqtt://127.0.0.1:$MQTT_PORT"
+    export LAVINMQ_HTTP_URL="http://127.0.0.1:$HTTP_PORT"
     HOST_PORT="127.0.0.1 $PORT"
     echo "compat: started $BIN (pid $BROKER_PID) on 127.0.0.1:$PORT"
 fi
@@ -120,6 +127,17 @@ echo "== pika test suite (pytest)"
 # shellcheck disable=SC2086
 if ! (cd "$COMPAT/python" && timeout 300 "$PY" -m pytest -q -p no:cacheprovider ${PYTEST_ARGS:-}); then
     FAILED+=("pytest")
+fi
+
+if [ "${UI_E2E:-1}" = 0 ]; then
+    echo "== management UI in headless Chromium: left out (UI_E2E=0)"
+elif [ -z "${LAVINMQ_HTTP_URL:-}" ]; then
+    echo "== management UI in headless Chromium: left out (no LAVINMQ_HTTP_URL for the broker at $AMQP_URL)"
+else
+    echo "== management UI in headless Chromium (screenshots in target/ui-screenshots/)"
+    if ! (cd "$COMPAT/node" && timeout 420 node --test-reporter=spec ui_e2e.js); then
+        FAILED+=("ui-e2e")
+    fi
 fi
 
 if [ -n "$BROKER_PID" ] && ! kill -0 "$BROKER_PID" 2>/dev/null; then

@@ -1,6 +1,9 @@
 // The live log: server-sent events from GET /api/livelog (authenticated by
 // the login cookie, as EventSource cannot set headers), each
-// [severity, source, message].
+// [severity, source, message]. An event's id is the line's time in
+// milliseconds since the Unix epoch (moved up by one when lines share a
+// millisecond), so the time shown is when the broker logged the line, also
+// for the kept lines sent on connecting.
 
 import { $, el } from "../dom.js";
 import { showError } from "../ui.js";
@@ -11,13 +14,28 @@ const status = $("log-status");
 const filter = $("log-filter");
 let paused = false;
 let source = null;
+// The newest line shown: after a pause the new stream starts over with every
+// kept line, and those already shown are skipped.
+let lastId = 0;
 
 function matches(line) {
   const f = filter.value.trim().toLowerCase();
   return !f || line.textContent.toLowerCase().includes(f);
 }
 
+/** The time of a line from its event id (ms since the epoch); now when it has none. */
+function lineTime(id) {
+  const ms = /^\d+$/.test(id || "") ? Number(id) : Date.now();
+  const d = new Date(ms);
+  return `${d.toLocaleDateString()} ${d.toLocaleTimeString()}.${String(d.getMilliseconds()).padStart(3, "0")}`;
+}
+
 function add(ev) {
+  const id = /^\d+$/.test(ev.lastEventId || "") ? Number(ev.lastEventId) : 0;
+  if (id) {
+    if (id <= lastId) return;
+    lastId = id;
+  }
   let severity = "";
   let from = "";
   let message = ev.data;
@@ -26,8 +44,11 @@ function add(ev) {
   } catch {
     // not LavinMQ's array: show the text as it is
   }
-  const time = new Date().toLocaleTimeString();
-  const line = el("div", { class: `line lvl-${severity}`, "data-testid": "log-line" }, `${time} ${severity} ${from}: ${message}`);
+  const line = el(
+    "div",
+    { class: `line lvl-${severity}`, "data-testid": "log-line", "data-id": ev.lastEventId || null },
+    `${lineTime(ev.lastEventId)} ${severity} ${from}: ${message}`,
+  );
   line.hidden = !matches(line);
   log.append(line);
   while (log.childElementCount > MAX_LINES) log.firstElementChild.remove();

@@ -1,0 +1,685 @@
+#!/usr/bin/env node
+// End-to-end tests of the management web UI in headless Chromium (Debian's
+// `chromium`, driven by playwright-core), with node's own test runner:
+//
+//   LAVINMQ_HTTP_URL=http://127.0.0.1:15672 node --test-reporter=spec tests/compat/node/ui_e2e.js
+//
+// Knobs (environment):
+//   LAVINMQ_HTTP_URL  the broker's HTTP port (default http://127.0.0.1:15672)
+//   UI_USER/UI_PASS   an administrator (default guest/guest)
+//   CHROMIUM          the browser binary (default /usr/bin/chromium)
+//   UI_SCREENSHOTS    where the screenshots go (default target/ui-screenshots)
+//
+// Every test makes the entities it needs under names of its own and removes
+// them afterwards. Waits are generous (a busy 2-core CI machine); none of
+// them is an assertion on how fast something happens.
+'use strict';
+
+const { describe, test, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const crypto = require('node:crypto');
+const fs = require('node:fs');
+const path = require('node:path');
+const amqp = require('amqplib');
+const { chromium } = require('playwright-core');
+
+const BASE = (process.env.LAVINMQ_HTTP_URL || 'http://127.0.0.1:15672').replace(/\/+$/, '');
+const USER = process.env.UI_USER || 'guest';
+const PASS = process.env.UI_PASS || 'guest';
+const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+const ROOT = path.resolve(__dirname, '..', '..', '..');
+const SHOTS = path.resolve(ROOT, process.env.UI_SCREENSHOTS || 'target/ui-screenshots');
+const AUTH = 'Basic ' + Buffer.from(`${USER}:${PASS}`).toString('base64');
+
+/** The default wait for anything to appear or change. */
+const WAIT_MS = 30000;
+/** Waits that span the pages' 5 s polling several times. */
+const LONG_WAIT_MS = 90000;
+/** The most one test may take. */
+const TEST_TIMEOUT_MS = 240000;
+
+const suffix = () => crypto.randomBytes(4).toString('hex');
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// --- the API, from node ------------------------------------------------------
+
+/** An API call as the administrator; returns {status, body}. */
+async function api(method, p, body) {
+  const headers = { Authorization: AUTH, Accept: 'application/json' };
+  const init = { method, headers };
+  if (body !== undefined) {
+    headers['Content-Type'] = 'application/json';
+    init.body = JSON.stringify(body);
+  }
+  const resp = await fetch(BASE + p, init);
+  const text = await resp.text();
+  let parsed = text;
+  try {
+    parsed = text ? JSON.parse(text) : null;
+  } catch {
+    // not JSON
+  }
+  return { status: resp.status, body: parsed };
+}
+
+/** An API call that must succeed; returns the body. */
+async function apiOk(method, p, body) {
+  const r = await api(method, p, body);
+  assert.ok(r.status >= 200 && r.status < 300, `${method} ${p}: ${r.status} ${JSON.stringify(r.body)}`);
+  return r.body;
+}
+
+/** Deletes, ignoring what is already gone. */
+async function apiDelete(p) {
+  try {
+    const r = await api('DELETE', p);
+    if (r.status >= 300 && r.status !== 404) console.error(`cleanup: DELETE ${p}: ${r.status}`);
+  } catch (e) {
+    console.error(`cleanup: DELETE ${p}: ${e.message}`);
+  }
+}
+
+const enc = encodeURIComponent;
+
+/** Waits until `fn` returns a truthy value; fails after `ms` with `what`. */
+async function eventually(fn, what, ms = WAIT_MS) {
+  const deadline = Date.now() + ms;
+  let last;
+  for (;;) {
+    try {
+      last = await fn();
+      if (last) return last;
+    } catch (e) {
+      if (e instanceof assert.AssertionError) throw e;
+      last = e;
+    }
+    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what} (last: ${last instanceof Error ? last.message : JSON.stringify(last)})`);
+    await sleep(250);
+  }
+}
+
+/** The broker's AMQP URL, from the listeners /api/overview reports. */
+async function amqpUrl(vhost) {
+  const o = await apiOk('GET', '/api/overview');
+  const l = (o.listeners || []).find((x) => x.protocol === 'amqp');
+  assert.ok(l, 'an AMQP listener in /api/overview');
+  const host = new URL(BASE).hostname;
+  return `amqp://${enc(USER)}:${enc(PASS)}@${host}:${l.port}/${enc(vhost)}`;
+}
+
+// --- the browser ------------------------------------------------------------
+
+let browser;
+
+before(async () => {
+  assert.ok(fs.existsSync(CHROMIUM), `${CHROMIUM} is missing (scripts/setup-test-deps.sh installs it)`);
+  // Playwright gives the browser a fresh, temporary user data dir; each test
+  // opens its own context (cookies, localStorage) in it.
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    timeout: 120000,
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
+  });
+  // Screenshots of this run only.
+  fs.mkdirSync(SHOTS, { recursive: true });
+  for (const f of fs.readdirSync(SHOTS)) if (f.endsWith('.png')) fs.rmSync(path.join(SHOTS, f));
+});
+
+after(async () => {
+  await browser?.close();
+});
+
+/** The contexts the running test opened (uiTest closes them). */
+let opened = [];
+
+/**
+ * A fresh browser context (its own cookies and localStorage) with one page
+ * whose console errors and uncaught errors are collected in `errors`.
+ */
+async function open({ login = true, vhost } = {}) {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, baseURL: BASE });
+  context.setDefaultTimeout(WAIT_MS);
+  context.setDefaultNavigationTimeout(WAIT_MS);
+  // The header's vhost choice (kept in localStorage) scopes the listings.
+  if (vhost) await context.addInitScript((v) => localStorage.setItem('vhost', v), vhost);
+  if (login) {
+    // The cookie the login page sets: base64 "user:password", URL-encoded.
+    const value = enc(Buffer.from(`${USER}:${PASS}`).toString('base64'));
+    await context.addCookies([{ name: 'm', value, url: BASE, sameSite: 'Strict' }]);
+  }
+  const page = await context.newPage();
+  const errors = watch(page);
+  opened.push({ context, page });
+  return { context, page, errors };
+}
+
+/**
+ * A test of the UI: when it fails, each of its pages still open is saved as
+ * target/ui-screenshots/failed-<test>-<n>.png; its contexts are closed after.
+ */
+function uiTest(name, fn) {
+  test(name, { timeout: TEST_TIMEOUT_MS }, async () => {
+    opened = [];
+    try {
+      await fn();
+    } catch (e) {
+      const slug = name.replace(/[^a-z0-9]+/gi, '-').replace(/^-|-$/g, '').slice(0, 40);
+      let n = 0;
+      for (const { page } of opened) {
+        if (page.isClosed()) continue;
+        await page.screenshot({ path: path.join(SHOTS, `failed-${slug}-${++n}.png`), fullPage: true }).catch(() => undefined);
+      }
+      throw e;
+    } finally {
+      for (const { context } of opened) await context.close().catch(() => undefined);
+      opened = [];
+    }
+  });
+}
+
+/** Collects the console errors and uncaught errors of `page`. */
+function watch(page) {
+  const errors = [];
+  page.on('console', (m) => {
+    if (m.type() === 'error') errors.push(`console: ${m.text()} (${m.location()?.url || page.url()})`);
+  });
+  page.on('pageerror', (e) => errors.push(`uncaught: ${e.message} (${page.url()})`));
+  return errors;
+}
+
+/** Only the uncaught errors of `errors` (console errors can be expected). */
+const uncaught = (errors) => errors.filter((e) => e.startsWith('uncaught'));
+
+const byTestId = (page, id) => page.getByTestId(id);
+
+/** Waits for the toast to say `text` (a string it includes, or a RegExp). */
+async function expectToast(page, text) {
+  const toast = byTestId(page, 'toast');
+  const banner = byTestId(page, 'error-banner');
+  await eventually(async () => {
+    if (await banner.isVisible()) assert.fail(`error banner instead of toast "${text}": ${await byTestId(page, 'error-text').textContent()}`);
+    if (!(await toast.isVisible())) return false;
+    const t = await toast.textContent();
+    return typeof text === 'string' ? t.includes(text) : text.test(t);
+  }, `toast "${text}"`);
+}
+
+/** Fails when the error banner shows. */
+async function expectNoErrorBanner(page) {
+  const banner = byTestId(page, 'error-banner');
+  if (await banner.isVisible()) assert.fail(`error banner: ${await byTestId(page, 'error-text').textContent()}`);
+}
+
+/** Waits for the error banner and returns its text. */
+async function errorBannerText(page) {
+  await byTestId(page, 'error-banner').waitFor({ state: 'visible' });
+  return (await byTestId(page, 'error-text').textContent()).trim();
+}
+
+/** Opens a collapsed <details> panel. */
+async function openPanel(page, id) {
+  const details = page.locator(`#${id}`);
+  if (!(await details.evaluate((d) => d.open))) await details.locator('summary').click();
+}
+
+/** Selects `value` in a <select> once the page has filled it with that option. */
+async function selectWhenFilled(page, testid, value) {
+  const select = byTestId(page, testid);
+  await eventually(() => select.evaluate((s, v) => [...s.options].some((o) => o.value === v), value), `option "${value}" in ${testid}`);
+  await select.selectOption(value);
+}
+
+/** Confirms the confirm dialog. */
+async function confirm(page) {
+  const dialog = byTestId(page, 'confirm-dialog');
+  await dialog.waitFor({ state: 'visible' });
+  await byTestId(page, 'confirm-ok').click();
+}
+
+/** Waits for a paged table to have loaded (and its body to hold `text`, when given). */
+async function tableLoaded(page, id, text) {
+  await page.locator(`#${id}[data-loaded="true"]`).waitFor();
+  if (text !== undefined) await page.locator(`#${id} tbody`).getByText(text, { exact: true }).first().waitFor();
+}
+
+/**
+ * Types `name` into a paged table's filter (whatever else the broker holds,
+ * the row is then on the first page) and waits for its row.
+ */
+async function findRow(page, id, name) {
+  await page.locator(`#${id}[data-loaded="true"]`).waitFor();
+  await byTestId(page, `${id}-filter`).fill(name);
+  await page.locator(`#${id} tbody`).getByText(name, { exact: true }).first().waitFor();
+}
+
+// --- the tests ---------------------------------------------------------------
+
+describe('management UI', () => {
+  uiTest('login: a wrong password is shown on the login page, logout returns to it', async () => {
+    const { page, errors } = await open({ login: false });
+    // Without the cookie any page sends the browser to the login page.
+    await page.goto('/queues');
+    await page.waitForURL((u) => u.pathname === '/login');
+    assert.equal(new URL(page.url()).searchParams.get('next'), '/queues');
+
+    await byTestId(page, 'login-username').fill(USER);
+    await byTestId(page, 'login-password').fill(`${PASS}-wrong`);
+    await byTestId(page, 'login-submit').click();
+    const text = await errorBannerText(page);
+    assert.ok(text.length > 0, 'the error banner says why');
+    assert.equal(new URL(page.url()).pathname, '/login');
+    // The reason the API gives is what the user sees.
+    const wrong = await fetch(`${BASE}/api/whoami`, {
+      headers: { Authorization: 'Basic ' + Buffer.from(`${USER}:${PASS}-wrong`).toString('base64') },
+    });
+    assert.equal(wrong.status, 401);
+    const reason = (await wrong.json().catch(() => ({}))).reason;
+    if (reason) assert.ok(text.includes(reason), `banner "${text}" shows the API's reason "${reason}"`);
+
+    await byTestId(page, 'login-password').fill(PASS);
+    await byTestId(page, 'login-submit').click();
+    // Back to the page asked for.
+    await page.waitForURL((u) => u.pathname === '/queues');
+    await tableLoaded(page, 'queues-table');
+    assert.equal(await byTestId(page, 'username').textContent(), USER);
+    await expectNoErrorBanner(page);
+
+    await byTestId(page, 'logout').click();
+    await page.waitForURL((u) => u.pathname === '/login');
+    await page.goto('/');
+    await page.waitForURL((u) => u.pathname === '/login');
+    assert.deepEqual(uncaught(errors), []);
+  });
+
+  uiTest('create a vhost, user, permission, queue and policy; publish, get, delete', async () => {
+    const id = suffix();
+    const vhost = `ui-e2e-vhost-${id}`;
+    const user = `ui-e2e-user-${id}`;
+    const queue = `ui-e2e-queue-${id}`;
+    const policy = `ui-e2e-policy-${id}`;
+    const payload = `hello from the UI ${id}`;
+    const { page, errors } = await open({ login: false });
+    try {
+      // A real login through the form.
+      await page.goto('/login');
+      await byTestId(page, 'login-username').fill(USER);
+      await byTestId(page, 'login-password').fill(PASS);
+      await byTestId(page, 'login-submit').click();
+      await page.waitForURL((u) => u.pathname === '/');
+
+      // Virtual host.
+      await page.goto('/vhosts');
+      await tableLoaded(page, 'vhosts-table');
+      await openPanel(page, 'add-vhost-panel');
+      await byTestId(page, 'add-vhost-name').fill(vhost);
+      await byTestId(page, 'add-vhost-description').fill('made by the UI tests');
+      await byTestId(page, 'add-vhost-submit').click();
+      await expectToast(page, `Virtual host ${vhost} added`);
+      await findRow(page, 'vhosts-table', vhost);
+      assert.equal((await api('GET', `/api/vhosts/${enc(vhost)}`)).status, 200);
+
+      // Our own permission on it, from the vhost's page.
+      await page.goto(`/vhost?name=${enc(vhost)}`);
+      await byTestId(page, 'vhost-details-list').waitFor();
+      await page.locator('#vhost-permissions-table').waitFor();
+      await selectWhenFilled(page, 'set-permission-user', USER);
+      await byTestId(page, 'set-permission-submit').click();
+      await expectToast(page, 'Permission set');
+      await page.locator('#vhost-permissions-table tbody').getByText(USER, { exact: true }).waitFor();
+
+      // User.
+      await page.goto('/users');
+      await tableLoaded(page, 'users-table');
+      await openPanel(page, 'add-user-panel');
+      await byTestId(page, 'add-user-name').fill(user);
+      await byTestId(page, 'add-user-password').fill(`pw-${id}`);
+      await byTestId(page, 'add-user-tags').fill('management');
+      await byTestId(page, 'add-user-submit').click();
+      await expectToast(page, `User ${user} added`);
+      await findRow(page, 'users-table', user);
+      assert.equal((await api('GET', `/api/users/${enc(user)}`)).status, 200);
+
+      // Permission on the vhost, from the user's page.
+      await page.goto(`/user?name=${enc(user)}`);
+      await page.locator('#user-permissions-table').waitFor();
+      await selectWhenFilled(page, 'set-permission-vhost', vhost);
+      await byTestId(page, 'set-permission-submit').click();
+      await expectToast(page, 'Permission set');
+      await page.locator('#user-permissions-table tbody').getByText(vhost, { exact: true }).waitFor();
+      const perm = await apiOk('GET', `/api/permissions/${enc(vhost)}/${enc(user)}`);
+      assert.equal(perm.configure, '.*');
+
+      // Queue in the vhost.
+      await page.goto('/queues');
+      await tableLoaded(page, 'queues-table');
+      await openPanel(page, 'declare-queue-panel');
+      await selectWhenFilled(page, 'declare-queue-vhost', vhost);
+      await byTestId(page, 'declare-queue-name').fill(queue);
+      await byTestId(page, 'declare-queue-submit').click();
+      await expectToast(page, `Queue ${queue} added`);
+      await findRow(page, 'queues-table', queue);
+      const q = await apiOk('GET', `/api/queues/${enc(vhost)}/${enc(queue)}`);
+      assert.equal(q.durable, true);
+
+      // Bind it to amq.direct and publish there, from the exchange's page.
+      await page.goto(`/exchange?vhost=${enc(vhost)}&name=amq.direct`);
+      await page.locator('#exchange-bindings-source-table').waitFor();
+      await byTestId(page, 'bind-exchange-destination').fill(queue);
+      await byTestId(page, 'bind-exchange-routing-key').fill(queue);
+      await byTestId(page, 'bind-exchange-submit').click();
+      await expectToast(page, 'Binding added');
+      await page.locator('#exchange-bindings-source-table tbody').getByRole('link', { name: queue, exact: true }).waitFor();
+      await openPanel(page, 'publish-panel');
+      await byTestId(page, 'publish-routing-key').fill(queue);
+      await byTestId(page, 'publish-payload').fill(payload);
+      await byTestId(page, 'publish-submit').click();
+      await expectToast(page, /^Message published$/);
+      await expectNoErrorBanner(page);
+
+      // Get it from the queue's page, acknowledging it.
+      await page.goto(`/queue?vhost=${enc(vhost)}&name=${enc(queue)}`);
+      await byTestId(page, 'queue-details-list').waitFor();
+      await openPanel(page, 'get-panel');
+      await byTestId(page, 'get-messages-ackmode').selectOption('ack_requeue_false');
+      await byTestId(page, 'get-messages-submit').click();
+      await expectToast(page, '1 message(s)');
+      assert.equal((await byTestId(page, 'message-payload').textContent()).trim(), payload);
+      await eventually(async () => {
+        const r = await apiOk('GET', `/api/queues/${enc(vhost)}/${enc(queue)}`);
+        return r.messages === 0;
+      }, 'the queue to be empty after an acknowledged get');
+
+      // A policy on the queue.
+      await page.goto('/policies');
+      await tableLoaded(page, 'policies-table');
+      await selectWhenFilled(page, 'policy-vhost', vhost);
+      await byTestId(page, 'policy-name').fill(policy);
+      await byTestId(page, 'policy-pattern').fill(`^${queue}$`);
+      await byTestId(page, 'policy-apply-to').selectOption('queues');
+      await byTestId(page, 'policy-definition').fill('{"max-length": 100}');
+      await byTestId(page, 'policy-submit').click();
+      await expectToast(page, `Policy ${policy} saved`);
+      await findRow(page, 'policies-table', policy);
+      await eventually(async () => {
+        const r = await apiOk('GET', `/api/queues/${enc(vhost)}/${enc(queue)}`);
+        return r.policy === policy;
+      }, 'the policy to apply to the queue');
+
+      // Delete the queue, the user and the vhost from their pages.
+      await page.goto(`/queue?vhost=${enc(vhost)}&name=${enc(queue)}`);
+      await byTestId(page, 'queue-details-list').waitFor();
+      await byTestId(page, 'queue-delete').click();
+      await confirm(page);
+      await page.waitForURL((u) => u.pathname === '/queues');
+      assert.equal((await api('GET', `/api/queues/${enc(vhost)}/${enc(queue)}`)).status, 404);
+
+      await page.goto(`/user?name=${enc(user)}`);
+      await byTestId(page, 'user-details-list').waitFor();
+      await byTestId(page, 'user-delete').click();
+      await confirm(page);
+      await page.waitForURL((u) => u.pathname === '/users');
+      assert.equal((await api('GET', `/api/users/${enc(user)}`)).status, 404);
+
+      await page.goto(`/vhost?name=${enc(vhost)}`);
+      await byTestId(page, 'vhost-details-list').waitFor();
+      await byTestId(page, 'vhost-delete').click();
+      await confirm(page);
+      await page.waitForURL((u) => u.pathname === '/vhosts');
+      assert.equal((await api('GET', `/api/vhosts/${enc(vhost)}`)).status, 404);
+      assert.equal((await api('GET', `/api/policies/${enc(vhost)}/${enc(policy)}`)).status, 404);
+      await byTestId(page, 'vhosts-table-filter').fill(vhost);
+      await page.locator('#vhosts-table tbody tr.empty').waitFor();
+      assert.equal(await page.locator('#vhosts-table tbody').getByText(vhost, { exact: true }).count(), 0);
+      assert.deepEqual(uncaught(errors), []);
+    } finally {
+      await apiDelete(`/api/users/${enc(user)}`);
+      await apiDelete(`/api/vhosts/${enc(vhost)}`);
+    }
+  });
+
+  uiTest('the overview chart moves while messages flow', async () => {
+    const queue = `ui-e2e-rates-${suffix()}`;
+    await apiOk('PUT', `/api/queues/%2F/${enc(queue)}`, { durable: false, arguments: { 'x-max-length': 1000 } });
+    const { page, errors } = await open();
+    let publishing = true;
+    let published = 0;
+    const publisher = (async () => {
+      while (publishing) {
+        await apiOk('POST', '/api/exchanges/%2F/amq.default/publish', {
+          routing_key: queue,
+          payload: `tick ${published}`,
+          payload_encoding: 'string',
+          properties: {},
+        });
+        published++;
+        await sleep(20);
+      }
+    })();
+    try {
+      await page.goto('/');
+      const chart = byTestId(page, 'message-rates-chart');
+      const points = async () => Number(await chart.getAttribute('data-points'));
+      await eventually(async () => (await points()) >= 1, 'the first sample of the rates chart');
+      const firstPoints = await points();
+      // The chart gains samples, and the publish rate (its first series) and
+      // the queued-message totals leave zero while the publisher runs.
+      await eventually(async () => (await points()) > firstPoints, 'the rates chart to gain samples', LONG_WAIT_MS);
+      await eventually(async () => {
+        const last = JSON.parse((await chart.getAttribute('data-last')) || '[]');
+        return last[0] > 0;
+      }, 'a publish rate above zero in the rates chart', LONG_WAIT_MS);
+      await eventually(async () => {
+        const last = JSON.parse((await byTestId(page, 'queue-totals-chart').getAttribute('data-last')) || '[]');
+        return last[0] > 0;
+      }, 'queued messages in the queued-messages chart', LONG_WAIT_MS);
+      await eventually(async () => {
+        const t = (await byTestId(page, 'total-messages').textContent()).replace(/,/g, '');
+        return Number(t) > 0;
+      }, 'the total of messages to count the published ones', LONG_WAIT_MS);
+      assert.ok(published > 0);
+      await expectNoErrorBanner(page);
+      assert.deepEqual(errors, []);
+    } finally {
+      publishing = false;
+      await publisher.catch((e) => console.error(`publisher: ${e.message}`));
+      await apiDelete(`/api/queues/%2F/${enc(queue)}`);
+    }
+  });
+
+  uiTest('API errors are shown in the error banner', async () => {
+    const queue = `ui-e2e-errors-${suffix()}`;
+    const missing = `ui-e2e-missing-${suffix()}`;
+    await apiOk('PUT', `/api/queues/%2F/${enc(queue)}`, { durable: false });
+    const { page, errors } = await open();
+    try {
+      // An argument the API refuses: the banner has the API's reason.
+      await page.goto('/queues');
+      await tableLoaded(page, 'queues-table');
+      await openPanel(page, 'declare-queue-panel');
+      await selectWhenFilled(page, 'declare-queue-vhost', '/');
+      const bad = `${queue}-bad`;
+      const args = { 'x-max-length': 'not a number' };
+      await byTestId(page, 'declare-queue-name').fill(bad);
+      await byTestId(page, 'declare-queue-arguments').fill(JSON.stringify(args));
+      await byTestId(page, 'declare-queue-submit').click();
+      let text = await errorBannerText(page);
+      const refused = await api('PUT', `/api/queues/%2F/${enc(bad)}`, { durable: true, auto_delete: false, arguments: args });
+      assert.ok(refused.status >= 400 && refused.status < 500, `the API refuses the argument (${refused.status})`);
+      assert.ok(refused.body?.reason, 'the API gives a reason');
+      assert.ok(text.includes(refused.body.reason), `banner "${text}" shows the API's reason "${refused.body.reason}"`);
+      // The banner can be dismissed.
+      await byTestId(page, 'error-close').click();
+      await byTestId(page, 'error-banner').waitFor({ state: 'hidden' });
+
+      // Arguments that are not JSON are caught before the API is called.
+      await byTestId(page, 'declare-queue-arguments').fill('{not json');
+      await byTestId(page, 'declare-queue-submit').click();
+      text = await errorBannerText(page);
+      assert.match(text, /Arguments is not valid JSON/);
+
+      // A binding from an exchange that does not exist, on the queue's page.
+      await page.goto(`/queue?vhost=%2F&name=${enc(queue)}`);
+      await byTestId(page, 'queue-details-list').waitFor();
+      await byTestId(page, 'bind-queue-exchange').fill(missing);
+      await byTestId(page, 'bind-queue-routing-key').fill('rk');
+      await byTestId(page, 'bind-queue-submit').click();
+      text = await errorBannerText(page);
+      const missingBind = await api('POST', `/api/bindings/%2F/e/${enc(missing)}/q/${enc(queue)}`, { routing_key: 'rk', arguments: {} });
+      assert.ok(missingBind.status >= 400, `the API refuses the binding (${missingBind.status})`);
+      assert.ok(text.includes(missingBind.body.reason), `banner "${text}" shows the API's reason "${missingBind.body.reason}"`);
+
+      // A page for a queue that does not exist says so.
+      await page.goto(`/queue?vhost=%2F&name=${enc(missing)}`);
+      text = await errorBannerText(page);
+      assert.ok(text.length > 0);
+      assert.deepEqual(uncaught(errors), []);
+    } finally {
+      await apiDelete(`/api/queues/%2F/${enc(queue)}`);
+      await apiDelete(`/api/queues/%2F/${enc(queue)}-bad`);
+    }
+  });
+
+  uiTest('the live log shows lines, with the time the broker logged them', async () => {
+    const { page, errors } = await open();
+    const nobody = `ui-e2e-nobody-${suffix()}`;
+    await page.goto('/logs');
+    await page.getByTestId('log-line').first().waitFor();
+    await eventually(async () => (await byTestId(page, 'log-status').textContent()) === 'Live', 'the live log to connect');
+    // A failed AMQP login is logged, with the user's name.
+    const url = new URL(await amqpUrl('/'));
+    url.username = nobody;
+    url.password = 'wrong';
+    await amqp.connect(url.toString()).then(
+      (c) => c.close().then(() => assert.fail('a login with an unknown user succeeded')),
+      () => undefined,
+    );
+    const line = page.getByTestId('log-line').filter({ hasText: nobody }).first();
+    await line.waitFor({ timeout: LONG_WAIT_MS });
+    // The time shown is the line's own (its event id), not when the browser got it.
+    const { id, text, shown } = await line.evaluate((l) => {
+      const d = new Date(Number(l.dataset.id));
+      return { id: l.dataset.id, text: l.textContent, shown: d.toLocaleTimeString() };
+    });
+    assert.match(id, /^\d+$/);
+    assert.ok(text.includes(shown), `"${text}" shows the time of event id ${id} (${shown})`);
+    assert.ok(Math.abs(Number(id) - Date.now()) < 10 * 60 * 1000, 'the event id is a time in milliseconds');
+    await expectNoErrorBanner(page);
+    assert.deepEqual(errors, []);
+  });
+
+  uiTest('every page renders without errors (screenshots in target/ui-screenshots)', async () => {
+    const id = suffix();
+    const vhost = `ui-e2e-shots-${id}`;
+    const user = `ui-e2e-shots-user-${id}`;
+    const queue = `ui-e2e-shots-queue-${id}`;
+    const stream = `ui-e2e-shots-stream-${id}`;
+    const exchange = `ui-e2e-shots-exchange-${id}`;
+    const V = enc(vhost);
+    let conn;
+    try {
+      // Something on every page: a vhost with a queue, a stream, an exchange
+      // bound to the queue, messages, policies, a user, and an AMQP connection
+      // with a consumer.
+      await apiOk('PUT', `/api/vhosts/${V}`, { description: 'screenshots', tags: 'ui-e2e' });
+      await apiOk('PUT', `/api/permissions/${V}/${enc(USER)}`, { configure: '.*', write: '.*', read: '.*' });
+      await apiOk('PUT', `/api/users/${enc(user)}`, { password: `pw-${id}`, tags: 'monitoring' });
+      await apiOk('PUT', `/api/permissions/${V}/${enc(user)}`, { configure: '.*', write: '.*', read: '.*' });
+      await apiOk('PUT', `/api/queues/${V}/${enc(queue)}`, { durable: true, arguments: { 'x-max-length': 1000 } });
+      await apiOk('PUT', `/api/queues/${V}/${enc(stream)}`, { durable: true, arguments: { 'x-queue-type': 'stream' } });
+      await apiOk('PUT', `/api/exchanges/${V}/${enc(exchange)}`, { type: 'topic', durable: true });
+      await apiOk('POST', `/api/bindings/${V}/e/${enc(exchange)}/q/${enc(queue)}`, { routing_key: '#', arguments: {} });
+      await apiOk('PUT', `/api/policies/${V}/ui-e2e-shots-policy`, { pattern: '^ui-e2e-shots-queue', 'apply-to': 'queues', priority: 1, definition: { 'message-ttl': 600000 } });
+      await apiOk('PUT', `/api/operator-policies/${V}/ui-e2e-shots-op-policy`, { pattern: '.*', 'apply-to': 'queues', priority: 0, definition: { 'max-length': 100000 } });
+      await apiOk('PUT', `/api/vhost-limits/${V}/max-queues`, { value: 100 });
+      for (let i = 0; i < 3; i++) {
+        await apiOk('POST', `/api/exchanges/${V}/${enc(exchange)}/publish`, { routing_key: `k.${i}`, payload: `message ${i}`, payload_encoding: 'string', properties: {} });
+        await apiOk('POST', `/api/exchanges/${V}/amq.default/publish`, { routing_key: stream, payload: `stream message ${i}`, payload_encoding: 'string', properties: {} });
+      }
+      conn = await amqp.connect(await amqpUrl(vhost), { clientProperties: { connection_name: `ui-e2e-${id}` } });
+      const ch = await conn.createChannel();
+      await ch.prefetch(1);
+      await ch.consume(queue, () => undefined, { noAck: false, consumerTag: `ui-e2e-consumer-${id}` });
+      const c = await eventually(async () => {
+        const list = await apiOk('GET', `/api/vhosts/${V}/connections`);
+        const items = Array.isArray(list) ? list : list.items;
+        return items.length ? items[0] : null;
+      }, 'the AMQP connection in the API');
+      const channel = await eventually(async () => {
+        const list = await apiOk('GET', `/api/connections/${enc(c.name)}/channels`);
+        const items = Array.isArray(list) ? list : list.items;
+        return items.length ? items[0] : null;
+      }, 'the channel in the API');
+
+      // [screenshot name, URL, what shows the page has loaded, action before
+      // the shot, more selectors that must be there]
+      const pages = [
+        ['login', '/login', '#login-form'],
+        ['overview', '/', '[data-testid="message-rates-chart"]:not([data-points="0"])', null, '#listeners-table', '[data-testid="node-props"]'],
+        ['queues', '/queues', '#queues-table[data-loaded="true"]', null, `#queues-table tbody >> text=${queue}`],
+        ['queue', `/queue?vhost=${V}&name=${enc(queue)}`, '[data-testid="queue-details-list"]', null, '#queue-bindings-table'],
+        ['stream', `/stream?vhost=${V}&name=${enc(stream)}`, '#stream-read-form', async (page) => {
+          await byTestId(page, 'stream-read-submit').click();
+          await byTestId(page, 'message-payload').first().waitFor();
+        }],
+        ['exchanges', '/exchanges', '#exchanges-table[data-loaded="true"]', null, `#exchanges-table tbody >> text=${exchange}`],
+        ['exchange', `/exchange?vhost=${V}&name=${enc(exchange)}`, '[data-testid="exchange-details-list"]', null, '#exchange-bindings-source-table'],
+        ['connections', '/connections', '#connections-table[data-loaded="true"]', null, `#connections-table tbody >> text=${c.name}`],
+        ['connection', `/connection?name=${enc(c.name)}`, '[data-testid="connection-details-list"]', null, '#connection-channels-table[data-loaded="true"]'],
+        ['channels', '/channels', '#channels-table[data-loaded="true"]', null, `#channels-table tbody >> text=${channel.name}`],
+        ['channel', `/channel?name=${enc(channel.name)}`, '[data-testid="channel-details-list"]', null, '#channel-consumers-table'],
+        ['consumers', '/consumers', '#consumers-table[data-loaded="true"]', null, `#consumers-table tbody >> text=ui-e2e-consumer-${id}`],
+        ['vhosts', `/vhosts?name=${enc('ui-e2e-shots')}`, '#vhosts-table[data-loaded="true"]', null, `#vhosts-table tbody >> text=${vhost}`],
+        ['vhost', `/vhost?name=${V}`, '[data-testid="vhost-details-list"]', null, '#vhost-permissions-table', '#vhost-limits-table'],
+        ['users', `/users?name=${enc('ui-e2e-shots')}`, '#users-table[data-loaded="true"]', null, `#users-table tbody >> text=${user}`],
+        ['user', `/user?name=${enc(user)}`, '[data-testid="user-details-list"]', null, '#user-permissions-table'],
+        ['policies', '/policies', '#policies-table[data-loaded="true"]', null, '#policies-table tbody >> text=ui-e2e-shots-policy'],
+        ['operator-policies', '/operator-policies', '#policies-table[data-loaded="true"]', null, '#policies-table tbody >> text=ui-e2e-shots-op-policy'],
+        ['definitions', '/definitions', `#export-definitions-vhost option[value="${vhost}"]`],
+        ['nodes', '/nodes', '#nodes-table', null, '[data-testid="node-memory-chart"]:not([data-points="0"])'],
+        ['logs', '/logs', '[data-testid="log-line"] >> nth=0'],
+      ];
+      const problems = [];
+      for (const [name, url, ready, action, ...more] of pages) {
+        // Listings scoped to the vhost made here: whatever else the broker
+        // holds, its entities are on the first page.
+        const { context, page, errors } = await open({ vhost });
+        try {
+          const resp = await page.goto(url);
+          assert.equal(resp.status(), 200, `${url}: HTTP ${resp.status()}`);
+          await page.locator(ready).first().waitFor({ state: 'attached' });
+          for (const sel of more) await page.locator(sel).first().waitFor({ state: 'attached' });
+          if (action) await action(page);
+          await page.evaluate(() => document.fonts.ready);
+          await page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: true });
+          if (await byTestId(page, 'error-banner').isVisible()) {
+            problems.push(`${name}: error banner: ${await byTestId(page, 'error-text').textContent()}`);
+          }
+          for (const e of errors) problems.push(`${name}: ${e}`);
+        } catch (e) {
+          await page.screenshot({ path: path.join(SHOTS, `${name}.failed.png`), fullPage: true }).catch(() => undefined);
+          problems.push(`${name}: ${e.message.split('\n')[0]}`);
+        } finally {
+          page.removeAllListeners('console');
+          page.removeAllListeners('pageerror');
+          await context.close();
+        }
+      }
+      assert.deepEqual(problems, []);
+      for (const [name] of pages) assert.ok(fs.existsSync(path.join(SHOTS, `${name}.png`)), `${name}.png`);
+    } finally {
+      await conn?.close().catch(() => undefined);
+      await apiDelete(`/api/users/${enc(user)}`);
+      await apiDelete(`/api/vhosts/${V}`);
+    }
+  });
+});
