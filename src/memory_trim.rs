@@ -1,4 +1,6 @@
-//! Gives memory back to the operating system after connections close.
+//! Gives memory back to the operating system after connections close, or
+//! after something else asked for it (a management API answer listing
+//! thousands of queues builds a large JSON tree for a moment).
 //!
 //! Each connection allocates its buffers on whichever worker thread served
 //! it, so glibc spreads them over its per-thread arenas; freed, that memory
@@ -8,6 +10,7 @@
 //! blocking thread: it walks every arena, which would stall a worker.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
@@ -17,7 +20,17 @@ use crate::core::broker::Broker;
 /// How often to look for closed connections.
 pub const TRIM_INTERVAL: Duration = Duration::from_secs(10);
 
-/// Trims after each interval in which a connection closed, until `shutdown`.
+/// Set by [`request`], cleared by the next trim.
+static REQUESTED: AtomicBool = AtomicBool::new(false);
+
+/// Asks for a trim at the next interval: for code that has just freed a lot
+/// of heap.
+pub fn request() {
+    REQUESTED.store(true, Ordering::Relaxed);
+}
+
+/// Trims after each interval in which a connection closed or a trim was
+/// [`request`]ed, until `shutdown`.
 pub async fn trim_after_churn(broker: Arc<Broker>, shutdown: CancellationToken) {
     let churn = broker.connections.churn.clone();
     let mut seen = churn.connection_closed.get();
@@ -27,7 +40,7 @@ pub async fn trim_after_churn(broker: Arc<Broker>, shutdown: CancellationToken) 
             _ = shutdown.cancelled() => return,
         }
         let closed = churn.connection_closed.get();
-        if closed != seen {
+        if closed != seen || REQUESTED.swap(false, Ordering::Relaxed) {
             seen = closed;
             let _ = tokio::task::spawn_blocking(trim).await;
         }

@@ -173,6 +173,9 @@ fn select_columns(item: &Value, columns: &[String]) -> Value {
     out
 }
 
+/// An answer above this many bytes asks for a memory trim.
+const BIG_ANSWER: usize = 1 << 20;
+
 /// The layer: reshapes successful JSON array answers to GETs with listing
 /// parameters; everything else passes through.
 pub async fn layer(req: Request, next: Next) -> Response {
@@ -181,11 +184,21 @@ pub async fn layer(req: Request, next: Next) -> Response {
     }
     // A bad parameter is an error only for a listing: other answers ignore it.
     let query = match ListQuery::parse(req.uri().query().unwrap_or("")) {
-        Ok(Some(q)) => Ok(q),
-        Ok(None) => return next.run(req).await,
-        Err(e) => Err(e),
+        Ok(Some(q)) => Some(Ok(q)),
+        Ok(None) => None,
+        Err(e) => Some(Err(e)),
     };
     let resp = next.run(req).await;
+    let big = axum::body::HttpBody::size_hint(resp.body())
+        .exact()
+        .is_some_and(|len| len > BIG_ANSWER as u64);
+    if big {
+        // Building it took many times its size in short-lived allocations.
+        crate::memory_trim::request();
+    }
+    let Some(query) = query else {
+        return resp;
+    };
     let is_json = resp
         .headers()
         .get(header::CONTENT_TYPE)
