@@ -151,30 +151,51 @@ fn parse(header: &[u8]) -> Result<Option<(SocketAddr, SocketAddr)>, ProxyError> 
             return Ok(None);
         }
         return Ok(match h.addresses {
-            Addresses::IPv4(a) => Some((
-                SocketAddr::new(a.source_address.into(), a.source_port),
-                SocketAddr::new(a.destination_address.into(), a.destination_port),
-            )),
-            Addresses::IPv6(a) => Some((
-                SocketAddr::new(a.source_address.into(), a.source_port),
-                SocketAddr::new(a.destination_address.into(), a.destination_port),
-            )),
+            Addresses::IPv4(a) => pair(
+                a.source_address,
+                a.source_port,
+                a.destination_address,
+                a.destination_port,
+            ),
+            Addresses::IPv6(a) => pair(
+                a.source_address,
+                a.source_port,
+                a.destination_address,
+                a.destination_port,
+            ),
             Addresses::Unspecified | Addresses::Unix(_) => None,
         });
     }
     use ppp::v1::{Addresses, Header};
     let h = Header::try_from(header).map_err(|e| malformed(&e))?;
     Ok(match h.addresses {
-        Addresses::Tcp4(a) => Some((
-            SocketAddr::new(a.source_address.into(), a.source_port),
-            SocketAddr::new(a.destination_address.into(), a.destination_port),
-        )),
-        Addresses::Tcp6(a) => Some((
-            SocketAddr::new(a.source_address.into(), a.source_port),
-            SocketAddr::new(a.destination_address.into(), a.destination_port),
-        )),
+        Addresses::Tcp4(a) => pair(
+            a.source_address,
+            a.source_port,
+            a.destination_address,
+            a.destination_port,
+        ),
+        Addresses::Tcp6(a) => pair(
+            a.source_address,
+            a.source_port,
+            a.destination_address,
+            a.destination_port,
+        ),
         Addresses::Unknown => None,
     })
+}
+
+/// A header's source and destination as socket addresses.
+fn pair(
+    source: impl Into<IpAddr>,
+    source_port: u16,
+    destination: impl Into<IpAddr>,
+    destination_port: u16,
+) -> Option<(SocketAddr, SocketAddr)> {
+    Some((
+        SocketAddr::new(source.into(), source_port),
+        SocketAddr::new(destination.into(), destination_port),
+    ))
 }
 
 #[cfg(test)]
