@@ -713,3 +713,38 @@ async fn ack_after_queue_deletion_keeps_channel_open() {
     declare_queue(&ch, &uniq("after")).await;
     assert!(ch.status().connected());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn global_prefetch_holds_when_two_queues_deliver_at_once() {
+    use futures_lite::{FutureExt, StreamExt};
+    let broker = start().await;
+    let (conn, ch) = broker.channel().await;
+    let (qa, qb) = (uniq("qa"), uniq("qb"));
+    declare_queue(&ch, &qa).await;
+    declare_queue(&ch, &qb).await;
+    fill(&conn, &qa, 0..150).await;
+    fill(&conn, &qb, 0..150).await;
+    qos(&ch, 1, true).await;
+    let mut ca = consume(&ch, &qa).await;
+    let mut cb = consume(&ch, &qb).await;
+    // Each ack wakes both consumers; their queues deliver in parallel, and
+    // exactly one of them may take the freed slot.
+    for round in 0..150 {
+        let d = within("a delivery", async {
+            let a = async { ca.next().await };
+            let b = async { cb.next().await };
+            a.or(b).await
+        })
+        .await
+        .expect("consumer open")
+        .expect("delivery");
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        let extra_a = futures_lite::future::poll_once(ca.next()).await;
+        let extra_b = futures_lite::future::poll_once(cb.next()).await;
+        assert!(
+            extra_a.is_none() && extra_b.is_none(),
+            "round {round}: a second delivery arrived while one was unacked"
+        );
+        d.ack(BasicAckOptions::default()).await.expect("ack");
+    }
+}

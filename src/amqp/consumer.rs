@@ -129,6 +129,28 @@ impl Consumer for AmqpConsumer {
         (self.prefetch == 0 || self.unacked.load(Ordering::Acquire) < self.prefetch) && self.channel.global_capacity()
     }
 
+    /// Counts the delivery in the channel's unacked total before it is made,
+    /// refusing when a channel-wide prefetch is reached: consumers of the
+    /// channel on other queues deliver in parallel.
+    fn reserve(&self) -> bool {
+        if self.no_ack {
+            return true;
+        }
+        let limit = self.channel.global_prefetch.load(Ordering::Acquire);
+        self.channel
+            .global_unacked
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (limit == 0 || n < limit).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    fn unreserve(&self) {
+        if !self.no_ack {
+            self.channel.global_unacked.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
     fn deliver(&self, m: &RecordView<'_>, pos: SegPos, redelivered: bool) -> bool {
         let ch = self.channel.number;
         let mut unacked = self.channel.unacked.lock();
@@ -146,8 +168,8 @@ impl Consumer for AmqpConsumer {
             counters.deliver_no_ack.incr();
         } else {
             counters.deliver.incr();
+            // The channel-wide count was taken by `reserve`.
             self.unacked.fetch_add(1, Ordering::AcqRel);
-            self.channel.global_unacked.fetch_add(1, Ordering::AcqRel);
             let timeout = self.queue.consumer_timeout().or(self.channel.consumer_timeout);
             unacked.push(Unacked {
                 tag,

@@ -13,8 +13,18 @@ pub trait Consumer: Send + Sync {
     /// True while the consumer may take another message (prefetch, flow, a full
     /// socket buffer). Called under the queue lock: must not lock the queue.
     fn has_capacity(&self) -> bool;
+    /// Takes a delivery slot just before [`Consumer::deliver`]. Consumers of
+    /// different queues can share a limit (AMQP's channel-wide prefetch), and
+    /// their queues deliver in parallel: `has_capacity()` is only a look, so
+    /// both could see the last free slot. False when the slot is gone;
+    /// [`Consumer::unreserve`] gives it back when no message follows.
+    fn reserve(&self) -> bool {
+        true
+    }
+    /// Returns a slot taken by [`Consumer::reserve`] that no delivery used.
+    fn unreserve(&self) {}
     /// Hands a stored message to the consumer. Called under the queue lock, only
-    /// when `has_capacity()` was true; the consumer buffers it for sending.
+    /// after `reserve()` succeeded; the consumer buffers it for sending.
     /// Returns true when the message is settled by the delivery itself (no-ack
     /// consumers, MQTT QoS 0): no ack will come for it.
     fn deliver(&self, msg: &RecordView<'_>, pos: SegPos, redelivered: bool) -> bool;

@@ -506,11 +506,17 @@ impl Queue {
         while progress && delivered < DELIVERY_BATCH {
             progress = false;
             for c in &st.consumers {
-                if delivered >= DELIVERY_BATCH || !c.has_capacity() || !s.has_next(c.id()) {
+                if delivered >= DELIVERY_BATCH || !c.has_capacity() || !s.has_next(c.id()) || !c.reserve() {
                     continue;
                 }
-                let Some(next) = s.next_for(c.id()) else { continue };
-                let Some(view) = s.store.view(next.at) else { continue };
+                let Some(next) = s.next_for(c.id()) else {
+                    c.unreserve();
+                    continue;
+                };
+                let Some(view) = s.store.view(next.at) else {
+                    c.unreserve();
+                    continue;
+                };
                 let view = with_header(view, "x-stream-offset", next.offset as i64, &mut st.props_scratch);
                 c.deliver(&view, stream::offset_pos(next.offset), false);
                 st.unacked += 1;
@@ -617,17 +623,24 @@ impl Queue {
                 return false;
             }
             let Some(i) = st.pick_consumer() else { return false };
+            if !st.consumers[i].reserve() {
+                // Another queue took the consumer's last shared slot meanwhile.
+                continue;
+            }
             let Some((pos, redelivered)) = st.store.shift() else {
+                st.consumers[i].unreserve();
                 return false;
             };
             let Some(view) = st.store.read_at(pos) else {
                 tracing::error!(queue = %self.name, "unreadable message at {pos:?} dropped");
+                st.consumers[i].unreserve();
                 let _ = st.store.ack(pos);
                 continue;
             };
             if let Some(at) = expires_at(&st.settings, &view)
                 && now >= at
             {
+                st.consumers[i].unreserve();
                 self.drop_stored(st, pos, Reason::Expired);
                 continue;
             }
