@@ -257,7 +257,7 @@ impl Server {
                 tokio::spawn(crate::http::https::serve(
                     listener,
                     tls,
-                    mqtt_edge.socket,
+                    SocketOptions::from_config(main),
                     state,
                     shutdown.clone(),
                 ));

@@ -222,7 +222,11 @@ async fn asset(Path(path): Path<String>, headers: HeaderMap) -> Response {
         StatusCode::OK,
         common,
         [(header::CONTENT_TYPE, mime)],
-        file.data.into_owned(),
+        // Embedded files are static in release builds: served without a copy.
+        match file.data {
+            std::borrow::Cow::Borrowed(bytes) => axum::body::Body::from(bytes),
+            std::borrow::Cow::Owned(bytes) => axum::body::Body::from(bytes),
+        },
     )
         .into_response()
 }

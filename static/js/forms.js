@@ -59,15 +59,15 @@ export function onSubmit(form, handler, { success, reset = true } = {}) {
 }
 
 /**
- * Makes `button` run `action` after the user confirms `question`, then shows
- * `success`; failures go to the error banner.
+ * Makes `button` run `action` after the user confirms `question` (none when
+ * it is null), then shows `success`; failures go to the error banner.
  */
 export function onConfirmedClick(button, question, action, success) {
   if (!button) return;
   button.addEventListener("click", async () => {
     clearError();
     const q = typeof question === "function" ? question() : question;
-    if (!(await confirmDialog(q))) return;
+    if (q !== null && !(await confirmDialog(q))) return;
     button.disabled = true;
     try {
       await action();
@@ -82,19 +82,7 @@ export function onConfirmedClick(button, question, action, success) {
 
 /** Makes `button` run `action` (no confirmation), with the same feedback. */
 export function onClick(button, action, success) {
-  if (!button) return;
-  button.addEventListener("click", async () => {
-    clearError();
-    button.disabled = true;
-    try {
-      await action();
-      if (success) toast(success);
-    } catch (e) {
-      showError(e);
-    } finally {
-      button.disabled = false;
-    }
-  });
+  onConfirmedClick(button, null, action, success);
 }
 
 /** Fills a <select> with `options` ([value, label] or strings), keeping `selected`. */

@@ -1,10 +1,11 @@
 // One channel (?name=): details, rates chart, its consumers (cancel one).
 
-import { apiPath, del, get } from "../api.js";
+import { apiPath, get } from "../api.js";
 import { LiveChart, poll } from "../chart.js";
-import { $, dl, el, fill, link, param, simpleTable } from "../dom.js";
+import { $, dl, fill, link, param, simpleTable } from "../dom.js";
 import { bool, json, num, rateOf } from "../format.js";
-import { confirmDialog, showError, toast } from "../ui.js";
+import { showError } from "../ui.js";
+import { cancelButton } from "./common.js";
 
 const name = param("name");
 const path = apiPath("channels", name);
@@ -17,31 +18,6 @@ const RATES = [
   ["ack", "Ack"],
 ];
 const chart = new LiveChart($("channel-rates-chart"), RATES.map(([, l]) => l), { unit: "/s" });
-
-/** A button cancelling consumer `c` (as listed with its channel_details). */
-export function cancelButton(c, after) {
-  return el(
-    "button",
-    {
-      type: "button",
-      class: "small danger",
-      "data-testid": "cancel-consumer",
-      "data-consumer-tag": c.consumer_tag,
-      onclick: async () => {
-        if (!(await confirmDialog(`Cancel consumer ${c.consumer_tag}?`, "Cancel consumer"))) return;
-        try {
-          const ch = c.channel_details;
-          await del(apiPath("consumers", c.queue.vhost, ch.connection_name, String(ch.number), c.consumer_tag));
-          toast("Consumer cancelled");
-          await after();
-        } catch (e) {
-          showError(e);
-        }
-      },
-    },
-    "Cancel",
-  );
-}
 
 async function load() {
   const ch = await get(path);

@@ -1,9 +1,10 @@
 // Pieces several pages share: the vhost choice of declare forms, the publish
 // form, binding tables and the features column.
 
-import { apiPath, get, post, selectedVhost } from "../api.js";
+import { apiPath, del, get, post, selectedVhost } from "../api.js";
 import { el, link } from "../dom.js";
 import { parseJson } from "../forms.js";
+import { confirmDialog, showError, toast } from "../ui.js";
 
 /** Fills `select` with the vhosts the user sees, the header's choice first selected. */
 export async function fillVhostSelect(select) {
@@ -59,4 +60,32 @@ export async function publishFrom(vhost, exchange, v) {
 /** The toast text for a publish answer. */
 export function publishResult(r) {
   return r && r.routed === false ? "Message published, but not routed to any queue" : "Message published";
+}
+
+/**
+ * A button cancelling consumer `c` (as listed with its channel_details), then
+ * running `after` (a reload of the table it sits in).
+ */
+export function cancelButton(c, after) {
+  return el(
+    "button",
+    {
+      type: "button",
+      class: "small danger",
+      "data-testid": "cancel-consumer",
+      "data-consumer-tag": c.consumer_tag,
+      onclick: async () => {
+        if (!(await confirmDialog(`Cancel consumer ${c.consumer_tag}?`, "Cancel consumer"))) return;
+        try {
+          const ch = c.channel_details;
+          await del(apiPath("consumers", c.queue.vhost, ch.connection_name, String(ch.number), c.consumer_tag));
+          toast("Consumer cancelled");
+          await after();
+        } catch (e) {
+          showError(e);
+        }
+      },
+    },
+    "Cancel",
+  );
 }

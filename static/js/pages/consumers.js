@@ -1,34 +1,10 @@
 // Consumers: a paged table of /api/consumers (or one vhost's); cancel one.
 
-import { apiPath, del, scoped, selectedVhost } from "../api.js";
-import { $, el, link } from "../dom.js";
+import { scoped, selectedVhost } from "../api.js";
+import { $, link } from "../dom.js";
 import { bool, json, num } from "../format.js";
 import { PagedTable } from "../table.js";
-import { confirmDialog, showError, toast } from "../ui.js";
-
-function cancelButton(c) {
-  return el(
-    "button",
-    {
-      type: "button",
-      class: "small danger",
-      "data-testid": "cancel-consumer",
-      "data-consumer-tag": c.consumer_tag,
-      onclick: async () => {
-        if (!(await confirmDialog(`Cancel consumer ${c.consumer_tag}?`, "Cancel consumer"))) return;
-        try {
-          const ch = c.channel_details;
-          await del(apiPath("consumers", c.queue.vhost, ch.connection_name, String(ch.number), c.consumer_tag));
-          toast("Consumer cancelled");
-          await table.reload();
-        } catch (e) {
-          showError(e);
-        }
-      },
-    },
-    "Cancel",
-  );
-}
+import { cancelButton } from "./common.js";
 
 const table = new PagedTable({
   id: "consumers-table",
@@ -46,6 +22,6 @@ const table = new PagedTable({
     { label: "Exclusive", key: "exclusive", render: (c) => bool(c.exclusive) },
     { label: "Prefetch", key: "prefetch_count", num: true, render: (c) => num(c.prefetch_count) },
     { label: "Arguments", render: (c) => json(c.arguments) },
-    { label: "", render: cancelButton },
+    { label: "", render: (c) => cancelButton(c, () => table.reload()) },
   ],
 });
