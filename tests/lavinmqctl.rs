@@ -612,6 +612,12 @@ async fn connections_are_listed_and_closed_with_a_reason() {
     let text = expect_error(&mut conn_events, 320).await;
     assert!(text.contains("maintenance now"), "{text}");
     wait_connection_closed(&conn).await;
+    // The client sees its socket close a moment before the broker drops the
+    // connection from its registry; wait for that before asking again.
+    eventually("closed connection unlisted", || async {
+        api.get_ok("/api/connections").await.as_array().map(Vec::len) == Some(0)
+    })
+    .await;
 
     let missing = ctl(&b, &["close_connection", &name]).await.fails_with(1);
     assert!(missing.stderr.contains("404"), "{missing:?}");
@@ -629,6 +635,10 @@ async fn connections_are_listed_and_closed_with_a_reason() {
     assert_eq!(closed.as_array().map(Vec::len), Some(2), "{closed}");
     wait_connection_closed(&c1).await;
     wait_connection_closed(&c2).await;
+    eventually("closed connections unlisted", || async {
+        api.get_ok("/api/connections").await.as_array().map(Vec::len) == Some(0)
+    })
+    .await;
     let none = ctl(&b, &["-q", "close_all_connections"]).await.ok();
     assert_eq!(none.stdout.trim(), "name");
 }
