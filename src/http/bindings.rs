@@ -27,6 +27,7 @@ use serde_json::{Map, Value, json};
 use super::HttpState;
 use super::auth::Authed;
 use super::error::{ApiError, ApiResult};
+use super::listing::Listing;
 use super::path::encode_segment;
 use crate::core::exchange::Destination;
 use crate::core::permissions::Access;
@@ -205,21 +206,17 @@ pub fn of_vhost(v: &VHost) -> Vec<BindingView> {
     out
 }
 
-fn to_json(bindings: impl IntoIterator<Item = BindingView>) -> Json<Value> {
-    Json(Value::Array(bindings.into_iter().map(|b| b.to_json()).collect()))
+fn to_json(bindings: impl IntoIterator<Item = BindingView>) -> Listing {
+    Listing(bindings.into_iter().map(|b| b.to_json()).collect())
 }
 
 /// Every binding in the vhosts the user may see.
-pub async fn list(State(s): State<Arc<HttpState>>, user: Authed) -> Json<Value> {
+pub async fn list(State(s): State<Arc<HttpState>>, user: Authed) -> Listing {
     to_json(s.visible_vhosts(&user).iter().flat_map(|v| of_vhost(v)))
 }
 
 /// Every binding of a vhost.
-pub async fn list_vhost(
-    State(s): State<Arc<HttpState>>,
-    user: Authed,
-    Path(v): Path<String>,
-) -> ApiResult<Json<Value>> {
+pub async fn list_vhost(State(s): State<Arc<HttpState>>, user: Authed, Path(v): Path<String>) -> ApiResult<Listing> {
     let v = s.vhost_for(&user, &v)?;
     Ok(to_json(of_vhost(&v)))
 }
@@ -229,7 +226,7 @@ pub async fn exchange_source(
     State(s): State<Arc<HttpState>>,
     user: Authed,
     Path((v, name)): Path<(String, String)>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Listing> {
     let v = s.vhost_for(&user, &v)?;
     let name = exchange_name(&name);
     v.exchange(name).ok_or_else(ApiError::not_found)?;
@@ -241,7 +238,7 @@ pub async fn exchange_destination(
     State(s): State<Arc<HttpState>>,
     user: Authed,
     Path((v, name)): Path<(String, String)>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Listing> {
     let v = s.vhost_for(&user, &v)?;
     let name = exchange_name(&name);
     v.exchange(name).ok_or_else(ApiError::not_found)?;
@@ -257,7 +254,7 @@ pub async fn queue_bindings(
     State(s): State<Arc<HttpState>>,
     user: Authed,
     Path((v, name)): Path<(String, String)>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Listing> {
     let v = s.vhost_for(&user, &v)?;
     v.queue(&name).ok_or_else(ApiError::not_found)?;
     Ok(to_json(
@@ -383,12 +380,7 @@ fn parse_body(body: &[u8]) -> ApiResult<(String, Value)> {
     Ok((routing_key, arguments))
 }
 
-fn list_between(
-    s: &HttpState,
-    user: &Authed,
-    path: (String, String, String),
-    to_queue: bool,
-) -> ApiResult<Json<Value>> {
+fn list_between(s: &HttpState, user: &Authed, path: (String, String, String), to_queue: bool) -> ApiResult<Listing> {
     let (v, source, destination) = path;
     let ends = Ends::resolve(s, user, &v, &source, &destination, to_queue)?;
     Ok(to_json(ends.bindings()))
@@ -464,7 +456,7 @@ pub async fn list_eq(
     State(s): State<Arc<HttpState>>,
     user: Authed,
     Path(path): Path<(String, String, String)>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Listing> {
     list_between(&s, &user, path, true)
 }
 
@@ -473,7 +465,7 @@ pub async fn list_ee(
     State(s): State<Arc<HttpState>>,
     user: Authed,
     Path(path): Path<(String, String, String)>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Listing> {
     list_between(&s, &user, path, false)
 }
 

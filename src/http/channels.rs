@@ -12,6 +12,7 @@ use super::HttpState;
 use super::auth::Authed;
 use super::connections::visible;
 use super::error::{ApiError, ApiResult};
+use super::listing::Listing;
 use super::stats_json;
 use crate::core::connections::{ChannelView, ConnectionEntry};
 
@@ -55,8 +56,8 @@ fn channels_where(s: &HttpState, user: &Authed, keep: impl Fn(&ConnectionEntry) 
 }
 
 /// Every channel the user may see.
-pub async fn list(State(s): State<Arc<HttpState>>, user: Authed) -> Json<Value> {
-    Json(Value::Array(channels_where(&s, &user, |_| true)))
+pub async fn list(State(s): State<Arc<HttpState>>, user: Authed) -> Listing {
+    Listing(channels_where(&s, &user, |_| true))
 }
 
 /// The channels on connections to one vhost.
@@ -64,9 +65,9 @@ pub async fn list_vhost(
     State(s): State<Arc<HttpState>>,
     user: Authed,
     Path(vhost): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Listing> {
     s.vhost_for(&user, &vhost)?;
-    Ok(Json(Value::Array(channels_where(&s, &user, |c| c.info.vhost == vhost))))
+    Ok(Listing(channels_where(&s, &user, |c| c.info.vhost == vhost)))
 }
 
 /// The channels of one connection.
@@ -128,8 +129,8 @@ fn consumers_where(s: &HttpState, user: &Authed, keep: impl Fn(&ConnectionEntry)
 }
 
 /// Every consumer the user may see.
-pub async fn consumers(State(s): State<Arc<HttpState>>, user: Authed) -> Json<Value> {
-    Json(Value::Array(consumers_where(&s, &user, |_| true)))
+pub async fn consumers(State(s): State<Arc<HttpState>>, user: Authed) -> Listing {
+    Listing(consumers_where(&s, &user, |_| true))
 }
 
 /// The consumers in one vhost.
@@ -137,11 +138,9 @@ pub async fn consumers_vhost(
     State(s): State<Arc<HttpState>>,
     user: Authed,
     Path(vhost): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Listing> {
     s.vhost_for(&user, &vhost)?;
-    Ok(Json(Value::Array(consumers_where(&s, &user, |c| {
-        c.info.vhost == vhost
-    }))))
+    Ok(Listing(consumers_where(&s, &user, |c| c.info.vhost == vhost)))
 }
 
 /// The consumers of one queue, as RabbitMQ nests them in a queue's details.

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use super::HttpState;
 use super::auth::Authed;
 use super::error::{ApiError, ApiResult};
+use super::listing::Listing;
 use super::stats_json;
 use crate::core::connections::ConnectionEntry;
 use crate::core::table_json::table_to_json;
@@ -52,22 +53,18 @@ pub fn visible(user: &Authed, c: &ConnectionEntry) -> bool {
 }
 
 /// Every connection the user may see.
-pub async fn list(State(s): State<Arc<HttpState>>, user: Authed) -> Json<Value> {
+pub async fn list(State(s): State<Arc<HttpState>>, user: Authed) -> Listing {
     let all = s.broker.connections.list();
-    Json(Value::Array(
+    Listing(
         all.iter()
             .filter(|c| visible(&user, c))
             .map(|c| connection_json(c))
             .collect(),
-    ))
+    )
 }
 
 /// The connections to one vhost.
-pub async fn list_vhost(
-    State(s): State<Arc<HttpState>>,
-    user: Authed,
-    Path(v): Path<String>,
-) -> ApiResult<Json<Value>> {
+pub async fn list_vhost(State(s): State<Arc<HttpState>>, user: Authed, Path(v): Path<String>) -> ApiResult<Listing> {
     s.vhost_for(&user, &v)?;
     let all = s.broker.connections.list();
     let out = all
@@ -75,7 +72,7 @@ pub async fn list_vhost(
         .filter(|c| c.info.vhost == v && visible(&user, c))
         .map(|c| connection_json(c))
         .collect();
-    Ok(Json(Value::Array(out)))
+    Ok(Listing(out))
 }
 
 /// One connection.

@@ -12,6 +12,7 @@ use super::HttpState;
 use super::auth::Authed;
 use super::body::JsonBody;
 use super::error::{ApiError, ApiResult};
+use super::listing::Listing;
 use crate::core::exchange::Exchange;
 use crate::core::permissions::Access;
 use crate::core::table_json::{json_to_table, table_to_json};
@@ -31,20 +32,14 @@ fn of_vhost(v: &VHost) -> Vec<Value> {
 }
 
 /// Exchanges of every vhost the user may see.
-pub async fn list(State(s): State<Arc<HttpState>>, user: Authed) -> Json<Value> {
-    Json(Value::Array(
-        s.visible_vhosts(&user).iter().flat_map(|v| of_vhost(v)).collect(),
-    ))
+pub async fn list(State(s): State<Arc<HttpState>>, user: Authed) -> Listing {
+    Listing(s.visible_vhosts(&user).iter().flat_map(|v| of_vhost(v)).collect())
 }
 
 /// Exchanges of one vhost.
-pub async fn list_vhost(
-    State(s): State<Arc<HttpState>>,
-    user: Authed,
-    Path(v): Path<String>,
-) -> ApiResult<Json<Value>> {
+pub async fn list_vhost(State(s): State<Arc<HttpState>>, user: Authed, Path(v): Path<String>) -> ApiResult<Listing> {
     let v = s.vhost_for(&user, &v)?;
-    Ok(Json(Value::Array(of_vhost(&v))))
+    Ok(Listing(of_vhost(&v)))
 }
 
 /// One exchange (the default exchange is `amq.default` in the API).

@@ -12,6 +12,7 @@ use super::HttpState;
 use super::auth::Authed;
 use super::body::JsonBody;
 use super::error::{ApiError, ApiResult};
+use super::listing::Listing;
 use super::stats_json;
 use crate::core::permissions::Access;
 use crate::core::queue::Queue;
@@ -46,21 +47,15 @@ fn sorted(mut qs: Vec<Arc<Queue>>) -> Vec<Arc<Queue>> {
 }
 
 /// Queues of every vhost the user may see.
-pub async fn list(State(s): State<Arc<HttpState>>, user: Authed) -> Json<Value> {
+pub async fn list(State(s): State<Arc<HttpState>>, user: Authed) -> Listing {
     let all = s.visible_vhosts(&user).iter().flat_map(|v| v.queues()).collect();
-    Json(Value::Array(sorted(all).iter().map(|q| queue_json(q)).collect()))
+    Listing(sorted(all).iter().map(|q| queue_json(q)).collect())
 }
 
 /// Queues of one vhost.
-pub async fn list_vhost(
-    State(s): State<Arc<HttpState>>,
-    user: Authed,
-    Path(v): Path<String>,
-) -> ApiResult<Json<Value>> {
+pub async fn list_vhost(State(s): State<Arc<HttpState>>, user: Authed, Path(v): Path<String>) -> ApiResult<Listing> {
     let v = s.vhost_for(&user, &v)?;
-    Ok(Json(Value::Array(
-        sorted(v.queues()).iter().map(|q| queue_json(q)).collect(),
-    )))
+    Ok(Listing(sorted(v.queues()).iter().map(|q| queue_json(q)).collect()))
 }
 
 /// One queue.
