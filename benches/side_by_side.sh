@@ -309,12 +309,16 @@ scenarios() {
     # its socket buffers (RabbitMQ: up to a minute).
     # shellcheck disable=SC2046
     delete_queues "$uri" $(seq -f "$q-m-%g" 100)
-    # bind + unbind of a server-named exclusive queue to amq.direct, new key each time.
+    # Binds a server-named exclusive queue to amq.direct, a new key each time,
+    # the bindings accumulating (as LavinMQ's bind-churn does).
     run "bind churn, transient queue (bindings/s)" "$broker" "$pid" summary \
         "$PERF" bind-churn -z "$DURATION" --uri "$uri"
     if [ "$DURABLE_BIND" = 1 ]; then
         run "bind churn, durable queue (bindings/s)" "$broker" "$pid" summary \
             "$PERF" bind-churn --durable -z "$DURATION" --uri "$uri"
+        # Each binding removed again at once: two round trips per binding.
+        run "bind+unbind, durable queue (pairs/s)" "$broker" "$pid" summary \
+            "$PERF" bind-churn --durable --unbind -z "$DURATION" --uri "$uri"
     else
         echo "rate|bind churn, durable queue (bindings/s)|$broker|n/a|0" >>"$RESULTS"
     fi

@@ -321,6 +321,11 @@ async fn bind_churn_binds_a_durable_queue() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bind_churn_binds_and_unbinds() {
+    churn_with("bind-churn", &["--durable", "--unbind"], "bindings").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn channel_churn_opens_channels() {
     churn("channel-churn", "channels").await;
 }

@@ -134,7 +134,7 @@ async fn temp_queue(conn: &mut Connection) -> Result<String, Error> {
 #[derive(Parser, Debug, Clone)]
 #[command(
     name = "lavinmqperf bind-churn",
-    about = "Bind and unbind a queue as fast as possible"
+    about = "Bind a queue to amq.direct with a new routing key each time, as fast as possible"
 )]
 pub struct BindChurnArgs {
     /// The common churn flags.
@@ -143,10 +143,17 @@ pub struct BindChurnArgs {
     /// Bind a durable queue, so that every binding is written to disk
     #[arg(long)]
     pub durable: bool,
+    /// Unbind each binding after its bind-ok (two round trips per binding)
+    /// instead of letting the bindings accumulate
+    #[arg(long)]
+    pub unbind: bool,
 }
 
-/// `lavinmqperf bind-churn`: bind and unbind one queue to amq.direct, with a
-/// new routing key each time; with `--durable` the queue is durable, so each
+/// `lavinmqperf bind-churn`: bind one queue to amq.direct with a new routing
+/// key each time, waiting for each bind-ok. As LavinMQ's tool does, the
+/// bindings accumulate until the queue goes; `--unbind` removes each one at
+/// once instead, so that the binding table stays small and every binding
+/// costs two round trips. With `--durable` the queue is durable, so each
 /// binding change is stored.
 pub async fn bind_churn(args: BindChurnArgs) -> i32 {
     let uri = match parse_uri(&args.churn.uri) {
@@ -175,7 +182,10 @@ pub async fn bind_churn(args: BindChurnArgs) -> i32 {
         run_loop("bindings", seconds(args.churn.time), None, async |seq| {
             let key = format!("bind-churn-{salt:08x}-{seq}");
             conn.queue_bind(1, &queue, "amq.direct", &key).await?;
-            conn.queue_unbind(1, &queue, "amq.direct", &key).await
+            if args.unbind {
+                conn.queue_unbind(1, &queue, "amq.direct", &key).await?;
+            }
+            Ok(())
         })
         .await?;
         if args.durable {
