@@ -755,3 +755,83 @@ async fn unbind_removes_only_the_binding_with_the_same_arguments() {
     publish(&ch, "amq.direct", "k", b"still routed").await;
     eventually("message routed", || async { message_count(&conn, &q).await == 1 }).await;
 }
+
+/// Thousands of bindings on one exchange, removed in an order unlike the
+/// order they were made in, with a second queue sharing some of the keys:
+/// routing follows exactly the bindings left, also after a restart, and
+/// deleting the queue takes its bindings with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_bindings_unbound_out_of_order_route_exactly() {
+    let mut broker = start().await;
+    let (_conn, ch) = broker.channel().await;
+    let (q, q2) = (uniq("many-a"), uniq("many-b"));
+    for name in [&q, &q2] {
+        ch.queue_declare(name.as_str().into(), durable(), FieldTable::default())
+            .await
+            .expect("declare");
+    }
+    const KEYS: usize = 3000;
+    for i in 0..KEYS {
+        bind(&ch, &q, "amq.direct", &format!("k{i}")).await;
+    }
+    for i in 0..100 {
+        bind(&ch, &q2, "amq.direct", &format!("k{i}")).await;
+    }
+    // A repeated bind is the same binding: one unbind removes it.
+    bind(&ch, &q, "amq.direct", "k1").await;
+    bind(&ch, &q, "amq.direct", "k1").await;
+    let unbind = |key: String| {
+        let (ch, q) = (ch.clone(), q.clone());
+        async move {
+            ch.queue_unbind(
+                q.as_str().into(),
+                "amq.direct".into(),
+                key.as_str().into(),
+                FieldTable::default(),
+            )
+            .await
+            .expect("queue.unbind");
+        }
+    };
+    // Every even key, from the end, then from the middle out.
+    for i in (0..KEYS).step_by(2).rev().filter(|i| i % 4 == 0) {
+        unbind(format!("k{i}")).await;
+    }
+    for i in (0..KEYS).step_by(2).filter(|i| i % 4 != 0) {
+        unbind(format!("k{i}")).await;
+    }
+    unbind("k1".into()).await;
+
+    let check = |ch: Channel| {
+        let (q, q2) = (q.clone(), q2.clone());
+        async move {
+            for key in ["k0", "k1", "k2", "k3", "k98", "k99", "k1500", "k2997", "k2998", "k2999"] {
+                publish(&ch, "amq.direct", key, key.as_bytes()).await;
+            }
+            let want_q = ["k3", "k99", "k2997", "k2999"];
+            let want_q2 = ["k0", "k1", "k2", "k3", "k98", "k99"];
+            eventually("deliveries", || async {
+                queue_count(&ch, &q2).await as usize == want_q2.len()
+            })
+            .await;
+            eventually("deliveries", || async {
+                queue_count(&ch, &q).await as usize == want_q.len()
+            })
+            .await;
+            assert_eq!(bodies(&ch, &q).await, want_q);
+            assert_eq!(bodies(&ch, &q2).await, want_q2);
+        }
+    };
+    check(ch.clone()).await;
+
+    broker.restart().await;
+    let (_conn, ch) = broker.channel().await;
+    check(ch.clone()).await;
+
+    ch.queue_delete(q.as_str().into(), QueueDeleteOptions::default())
+        .await
+        .expect("queue.delete");
+    publish(&ch, "amq.direct", "k3", b"k3").await;
+    eventually("k3 to the other queue", || async { queue_count(&ch, &q2).await == 1 }).await;
+    assert_broker_alive(&broker).await;
+}

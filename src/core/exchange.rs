@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 
+use super::binding_table::BindingTable;
 use super::consistent_hash::{self, ConsistentHasher, HashAlgorithm};
 use super::dedup::{DedupCache, DedupSettings};
 use super::headers::headers_match;
@@ -78,6 +79,15 @@ impl Destination {
     pub fn is_queue(&self) -> bool {
         matches!(self, Destination::Queue(_))
     }
+
+    /// What equality compares: the address of the queue or exchange (a
+    /// queue and an exchange never share one).
+    pub fn identity(&self) -> usize {
+        match self {
+            Destination::Queue(q) => Arc::as_ptr(q) as *const () as usize,
+            Destination::Exchange(e) => Arc::as_ptr(e) as *const () as usize,
+        }
+    }
 }
 
 impl PartialEq for Destination {
@@ -112,7 +122,7 @@ pub struct Binding {
 
 #[derive(Debug, Default)]
 struct Bindings {
-    all: Vec<Binding>,
+    all: BindingTable,
     direct: HashMap<String, Vec<Destination>>,
     topic: TopicTrie<Destination>,
     hash: Option<ConsistentHasher<Destination>>,
@@ -266,12 +276,7 @@ impl Exchange {
     /// Adds a binding; false if an identical one exists.
     pub fn bind(&self, destination: Destination, routing_key: &str, arguments: FieldTable) -> Result<bool> {
         let mut b = self.bindings.write();
-        let exists = b.all.iter().any(|x| {
-            x.destination == destination
-                && x.routing_key == routing_key
-                && super::headers::tables_equivalent(&x.arguments, &arguments)
-        });
-        if exists {
+        if b.all.contains(&destination, routing_key, &arguments) {
             return Ok(false);
         }
         if self.kind == ExchangeKind::ConsistentHash {
@@ -297,7 +302,7 @@ impl Exchange {
             ExchangeKind::Topic => b.topic.insert(routing_key, destination.clone()),
             ExchangeKind::Fanout | ExchangeKind::Headers | ExchangeKind::ConsistentHash => {}
         }
-        b.all.push(Binding {
+        b.all.insert(Binding {
             destination,
             routing_key: routing_key.to_string(),
             arguments,
@@ -310,20 +315,10 @@ impl Exchange {
     /// false if there was none.
     pub fn unbind(&self, destination: &Destination, routing_key: &str, arguments: &FieldTable) -> bool {
         let mut b = self.bindings.write();
-        let before = b.all.len();
-        b.all.retain(|x| {
-            !(x.destination == *destination
-                && x.routing_key == routing_key
-                && super::headers::tables_equivalent(&x.arguments, arguments))
-        });
-        if b.all.len() == before {
+        if !b.all.remove(destination, routing_key, arguments) {
             return false;
         }
-        let still_bound = b
-            .all
-            .iter()
-            .any(|x| x.destination == *destination && x.routing_key == routing_key);
-        if !still_bound {
+        if !b.all.has_key(destination, routing_key) {
             match self.kind {
                 ExchangeKind::Direct => {
                     if let Some(v) = b.direct.get_mut(routing_key) {
@@ -362,7 +357,7 @@ impl Exchange {
 
     /// A copy of the current bindings.
     pub fn bindings(&self) -> Vec<Binding> {
-        self.bindings.read().all.clone()
+        self.bindings.read().all.to_vec()
     }
 
     /// True when the exchange has no bindings.
@@ -383,7 +378,7 @@ impl Exchange {
             ExchangeKind::Fanout => b.all.iter().for_each(|x| f(&x.destination)),
             ExchangeKind::Topic => b.topic.matches(routing_key, f),
             ExchangeKind::Headers => {
-                for x in &b.all {
+                for x in b.all.iter() {
                     if headers_match(&x.arguments, headers) {
                         f(&x.destination);
                     }

@@ -2,6 +2,7 @@
 //! Nothing here knows about sockets or a wire protocol; adapters in `amqp` (and
 //! later `mqtt`, `http`) translate their protocol into these operations.
 
+pub mod binding_table;
 pub mod broker;
 pub mod connections;
 pub mod consistent_hash;
