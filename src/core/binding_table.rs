@@ -106,7 +106,18 @@ impl BindingTable {
                 *p = pos;
             }
         }
+        self.shrink_if_sparse();
         true
+    }
+
+    /// Gives back the room of a burst of bindings once most are gone (a
+    /// shrink copies what is left, after at least as many removals).
+    fn shrink_if_sparse(&mut self) {
+        let len = self.all.len();
+        if self.all.capacity() > 64 && len < self.all.capacity() / 4 {
+            self.all.shrink_to(len * 2);
+            self.index.shrink_to(len * 2);
+        }
     }
 
     fn unindex(&mut self, slot: u64, pos: usize) {

@@ -325,6 +325,10 @@ impl Exchange {
                         v.retain(|d| d != destination);
                         if v.is_empty() {
                             b.direct.remove(routing_key);
+                            let len = b.direct.len();
+                            if b.direct.capacity() > 64 && len < b.direct.capacity() / 4 {
+                                b.direct.shrink_to(len * 2);
+                            }
                         }
                     }
                 }
