@@ -6,6 +6,7 @@ mod common;
 
 use std::time::Duration;
 
+use common::api::Api;
 use common::mqtt::*;
 use common::*;
 use lapin::BasicProperties;
@@ -264,6 +265,36 @@ async fn overlapping_subscriptions_deliver_once_at_max_qos() {
     assert_eq!((p.topic.as_str(), &p.payload[..]), ("ovl/x", &b"once"[..]));
     assert_eq!(p.qos, QoS::ExactlyOnce, "the highest granted QoS applies");
     sub.assert_no_publish().await;
+}
+
+/// Subscribing again to a filter replaces its QoS (one binding, not two), and
+/// each of many filters on one session is unsubscribed on its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resubscribing_replaces_the_qos_among_many_filters() {
+    let broker = start().await;
+    let mut sub = connect(options(&broker, "re-sub")).await;
+    for i in 0..200 {
+        sub.subscribe_ok(&format!("re/{i}"), QoS::AtMostOnce).await;
+    }
+    sub.subscribe_ok("re/7", QoS::AtLeastOnce).await;
+    sub.subscribe_ok("re/7", QoS::ExactlyOnce).await;
+    let mut publisher = connect(options(&broker, "re-pub")).await;
+    publisher.publish("re/7", QoS::ExactlyOnce, false, b"once").await;
+    let p = sub.next_publish().await;
+    assert_eq!((p.topic.as_str(), p.qos), ("re/7", QoS::ExactlyOnce));
+    sub.assert_no_publish().await;
+
+    let api = Api::new(&broker);
+    let bindings = api.get_ok("/api/exchanges/%2F/amq.topic/bindings/source").await;
+    let keys: Vec<&str> = bindings
+        .as_array()
+        .expect("array")
+        .iter()
+        .filter_map(|b| b["routing_key"].as_str())
+        .filter(|k| k.starts_with("re."))
+        .collect();
+    assert_eq!(keys.len(), 200, "{keys:?}");
+    assert_eq!(keys.iter().filter(|k| **k == "re.7").count(), 1, "{keys:?}");
 }
 
 // ---------------------------------------------------------------------------

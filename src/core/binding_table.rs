@@ -61,6 +61,15 @@ impl BindingTable {
         })
     }
 
+    /// The bindings to `destination` with `routing_key`, whatever their arguments.
+    pub fn with_key<'a>(
+        &'a self,
+        destination: &'a Destination,
+        routing_key: &'a str,
+    ) -> impl Iterator<Item = &'a Binding> + 'a {
+        self.positions(destination, routing_key).map(|i| &self.all[i])
+    }
+
     /// The position of the binding with exactly this identity (RabbitMQ's:
     /// destination, routing key and arguments).
     fn find(&self, destination: &Destination, routing_key: &str, arguments: &FieldTable) -> Option<usize> {
@@ -206,6 +215,7 @@ mod tests {
         t.insert(binding(&a, "k", &none));
         t.insert(binding(&a, "k", &x));
         assert!(t.contains(&a, "k", &x));
+        assert_eq!(t.with_key(&a, "k").count(), 2);
         assert!(t.remove(&a, "k", &none));
         assert!(t.has_key(&a, "k"));
         assert!(t.contains(&a, "k", &x));

@@ -359,6 +359,17 @@ impl Exchange {
         keys.iter().filter(|(k, a)| self.unbind(destination, k, a)).count()
     }
 
+    /// The arguments of each binding to `destination` with `routing_key`,
+    /// found through the index rather than by copying every binding (MQTT
+    /// asks on every subscribe and unsubscribe).
+    pub fn binding_arguments(&self, destination: &Destination, routing_key: &str) -> Vec<FieldTable> {
+        let b = self.bindings.read();
+        b.all
+            .with_key(destination, routing_key)
+            .map(|x| x.arguments.clone())
+            .collect()
+    }
+
     /// A copy of the current bindings.
     pub fn bindings(&self) -> Vec<Binding> {
         self.bindings.read().all.to_vec()

@@ -125,11 +125,10 @@ impl Session {
 
     /// Removes the bindings of this queue with binding key `key`.
     fn unbind(&self, key: &str) -> crate::core::Result<()> {
-        for b in self.exchange.bindings() {
-            if b.routing_key == key && is_queue(&b.destination, &self.queue) {
-                self.vhost
-                    .unbind_queue(&self.queue.name, TOPIC_EXCHANGE, key, &b.arguments, self.conn_id)?;
-            }
+        let me = Destination::Queue(self.queue.clone());
+        for arguments in self.exchange.binding_arguments(&me, key) {
+            self.vhost
+                .unbind_queue(&self.queue.name, TOPIC_EXCHANGE, key, &arguments, self.conn_id)?;
         }
         Ok(())
     }
