@@ -140,6 +140,17 @@ async fn read_header<S: AsyncRead + Unpin>(stream: &mut S) -> Result<Vec<u8>, Pr
     Ok(header)
 }
 
+/// A header's source and destination as socket addresses. The four address
+/// types of `ppp` (v1 and v2, IPv4 and IPv6) share field names but no trait.
+macro_rules! ends {
+    ($a:expr) => {
+        Some((
+            SocketAddr::new($a.source_address.into(), $a.source_port),
+            SocketAddr::new($a.destination_address.into(), $a.destination_port),
+        ))
+    };
+}
+
 /// The source and destination a whole header names, or `None` for one that
 /// names none.
 fn parse(header: &[u8]) -> Result<Option<(SocketAddr, SocketAddr)>, ProxyError> {
@@ -151,51 +162,18 @@ fn parse(header: &[u8]) -> Result<Option<(SocketAddr, SocketAddr)>, ProxyError> 
             return Ok(None);
         }
         return Ok(match h.addresses {
-            Addresses::IPv4(a) => pair(
-                a.source_address,
-                a.source_port,
-                a.destination_address,
-                a.destination_port,
-            ),
-            Addresses::IPv6(a) => pair(
-                a.source_address,
-                a.source_port,
-                a.destination_address,
-                a.destination_port,
-            ),
+            Addresses::IPv4(a) => ends!(a),
+            Addresses::IPv6(a) => ends!(a),
             Addresses::Unspecified | Addresses::Unix(_) => None,
         });
     }
     use ppp::v1::{Addresses, Header};
     let h = Header::try_from(header).map_err(|e| malformed(&e))?;
     Ok(match h.addresses {
-        Addresses::Tcp4(a) => pair(
-            a.source_address,
-            a.source_port,
-            a.destination_address,
-            a.destination_port,
-        ),
-        Addresses::Tcp6(a) => pair(
-            a.source_address,
-            a.source_port,
-            a.destination_address,
-            a.destination_port,
-        ),
+        Addresses::Tcp4(a) => ends!(a),
+        Addresses::Tcp6(a) => ends!(a),
         Addresses::Unknown => None,
     })
-}
-
-/// A header's source and destination as socket addresses.
-fn pair(
-    source: impl Into<IpAddr>,
-    source_port: u16,
-    destination: impl Into<IpAddr>,
-    destination_port: u16,
-) -> Option<(SocketAddr, SocketAddr)> {
-    Some((
-        SocketAddr::new(source.into(), source_port),
-        SocketAddr::new(destination.into(), destination_port),
-    ))
 }
 
 #[cfg(test)]
