@@ -2,6 +2,7 @@
 # Installs what building the broker needs on a fresh Debian 12 machine, and is
 # quick when everything is present:
 #   - a C toolchain (Rust links with `cc`)
+#   - protoc (Debian's protobuf-compiler), which the etcd client's build runs
 #   - a Rust toolchain: the stable one from rustup when `cargo` is missing
 #     (Debian's own rustc is too old for this code)
 # Source it (`. scripts/setup-build-deps.sh`) to get cargo on PATH in the caller.
@@ -26,6 +27,10 @@ apt_install() {
 
 if ! command -v cc >/dev/null 2>&1; then
     apt_install gcc libc6-dev
+fi
+
+if ! command -v protoc >/dev/null 2>&1; then
+    apt_install protobuf-compiler
 fi
 
 if ! command -v cargo >/dev/null 2>&1 && [ -x "$HOME/.cargo/bin/cargo" ]; then

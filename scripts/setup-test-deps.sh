@@ -8,6 +8,7 @@
 #     pinned)
 #   - Debian's chromium, which the browser tests of the management UI drive
 #     (tests/compat/node/ui_e2e.js)
+#   - Debian's etcd-server: the clustering tests start private etcd servers
 # Installs nothing of the broker itself.
 set -euo pipefail
 
@@ -75,6 +76,15 @@ if [ -x /usr/bin/chromium ]; then
 else
     apt_install chromium fonts-dejavu-core
     log "chromium installed ($(/usr/bin/chromium --version 2>/dev/null | head -n 1))"
+fi
+
+# --- etcd for the clustering tests ---------------------------------------------
+# The tests start their own etcd on free ports with a temporary data dir.
+if command -v etcd >/dev/null 2>&1; then
+    log "etcd present ($(etcd --version 2>/dev/null | head -n 1))"
+else
+    apt_install etcd-server
+    log "etcd installed ($(etcd --version 2>/dev/null | head -n 1))"
 fi
 
 log "done"

@@ -7,6 +7,7 @@
 //! [`store`]. [`server`] wires them to sockets; [`config`] reads flags and ini files.
 
 pub mod amqp;
+pub mod cluster;
 pub mod config;
 pub mod core;
 pub mod data_dir_lock;

@@ -87,6 +87,9 @@ async fn run(config: Config) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if config.clustering.enabled {
+        return run_clustered(config, int, term).await;
+    }
     let server = match Server::start(&config).await {
         Ok(s) => s,
         Err(e) => {
@@ -110,6 +113,43 @@ async fn run(config: Config) -> ExitCode {
     }
     server.shutdown().await;
     ExitCode::SUCCESS
+}
+
+/// A clustered node: follows, campaigns and leads (see `lavinmq::cluster`)
+/// until SIGINT or SIGTERM, when a leader closes its clients and hands over.
+async fn run_clustered(
+    config: Config,
+    mut int: tokio::signal::unix::Signal,
+    mut term: tokio::signal::unix::Signal,
+) -> ExitCode {
+    let stop = tokio_util::sync::CancellationToken::new();
+    let node = tokio::spawn({
+        let stop = stop.clone();
+        async move { lavinmq::cluster::node::run(&config, stop).await }
+    });
+    let signal_stop = stop.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = int.recv() => tracing::info!("SIGINT received, shutting down"),
+            _ = term.recv() => tracing::info!("SIGTERM received, shutting down"),
+        }
+        signal_stop.cancel();
+    });
+    match node.await {
+        Ok(Ok(())) => {
+            tracing::info!("shutdown complete");
+            ExitCode::SUCCESS
+        }
+        Ok(Err(e)) => {
+            tracing::error!("{e}");
+            eprintln!("lavinmq: {e}");
+            ExitCode::from(3)
+        }
+        Err(e) => {
+            eprintln!("lavinmq: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// SIGHUP: reads the configuration again (the same flags, environment and

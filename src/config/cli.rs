@@ -5,6 +5,7 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{ArgAction, Parser};
 
@@ -156,6 +157,50 @@ pub(crate) struct Cli {
           value_parser = clap::value_parser!(i32).range(-1..=65535))]
     metrics_http_port: Option<i32>,
 
+    /// Enable clustering
+    #[arg(long)]
+    clustering: bool,
+
+    /// IP address to listen on for clustering followers (default: 127.0.0.1)
+    #[arg(long, value_name = "BIND")]
+    clustering_bind: Option<String>,
+
+    /// Port to listen on for clustering followers (default: 5679)
+    #[arg(long, value_name = "PORT")]
+    clustering_port: Option<u16>,
+
+    /// URI followers connect to when this node leads (default: tcp://<hostname>:<clustering port>)
+    #[arg(long, value_name = "URI")]
+    clustering_advertised_uri: Option<String>,
+
+    /// Comma-separated etcd host:port pairs, each optionally prefixed by user:password@ (default: localhost:2379)
+    #[arg(long, value_name = "URIs")]
+    clustering_etcd_endpoints: Option<String>,
+
+    /// Key prefix used in etcd (default: lavinmq)
+    #[arg(long, value_name = "KEY")]
+    clustering_etcd_prefix: Option<String>,
+
+    /// Shell command to execute when elected leader
+    #[arg(long, value_name = "COMMAND")]
+    clustering_on_leader_elected: Option<String>,
+
+    /// Shell command to execute when losing leadership
+    #[arg(long, value_name = "COMMAND")]
+    clustering_on_leader_lost: Option<String>,
+
+    /// Seconds a leader keeps its etcd lease without renewing it, at least 1 (default: 10)
+    #[arg(long, value_name = "SECONDS", value_parser = value::seconds_flag)]
+    clustering_lease_ttl: Option<Duration>,
+
+    /// Seconds an in-sync follower may leave data unacknowledged before it is dropped from the in-sync set (default: 3)
+    #[arg(long, value_name = "SECONDS", value_parser = value::seconds_flag)]
+    clustering_ack_timeout: Option<Duration>,
+
+    /// (Deprecated) Ignored; accepted for compatibility with LavinMQ
+    #[arg(long, value_name = "ACTIONS", hide = true)]
+    clustering_max_unsynced_actions: Option<String>,
+
     /// Print version
     #[arg(short = 'v', short_alias = 'V', long, action = ArgAction::Version)]
     version: (),
@@ -231,6 +276,23 @@ impl Cli {
         set(&mut mgmt.port, self.http_port);
         set(&mut mgmt.tls_port, self.https_port.map(|p| u16::try_from(p).ok()));
         set_opt(&mut mgmt.unix_path, self.http_unix_path);
+
+        let clustering = &mut config.clustering;
+        if self.clustering {
+            clustering.enabled = true;
+        }
+        set(&mut clustering.bind, self.clustering_bind);
+        set(&mut clustering.port, self.clustering_port);
+        set_opt(&mut clustering.advertised_uri, self.clustering_advertised_uri);
+        set(&mut clustering.etcd_endpoints, self.clustering_etcd_endpoints);
+        set(&mut clustering.etcd_prefix, self.clustering_etcd_prefix);
+        set_opt(&mut clustering.on_leader_elected, self.clustering_on_leader_elected);
+        set_opt(&mut clustering.on_leader_lost, self.clustering_on_leader_lost);
+        set(&mut clustering.lease_ttl, self.clustering_lease_ttl);
+        set(&mut clustering.ack_timeout, self.clustering_ack_timeout);
+        if self.clustering_max_unsynced_actions.is_some() {
+            warnings.push("'--clustering-max-unsynced-actions' is deprecated and ignored".to_owned());
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! Applying `LAVINMQ_*` (and systemd) environment variables to a [`Config`].
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use super::value::{self, IntValue};
 use super::{Config, ConfigError};
@@ -46,6 +47,19 @@ fn boolean(env: &dyn Fn(&str) -> Option<String>, var: &'static str) -> Result<Op
                 var,
                 value: v,
                 expected: value::BOOL_EXPECTED,
+            })
+        })
+        .transpose()
+}
+
+/// A duration in seconds, decimals allowed.
+fn seconds(env: &dyn Fn(&str) -> Option<String>, var: &'static str) -> Result<Option<Duration>, ConfigError> {
+    get(env, var)
+        .map(|v| {
+            value::parse_seconds(&v).ok_or(ConfigError::InvalidEnvValue {
+                var,
+                value: v,
+                expected: value::SECONDS_EXPECTED,
             })
         })
         .transpose()
@@ -101,6 +115,42 @@ pub(crate) fn apply(config: &mut Config, env: &dyn Fn(&str) -> Option<String>) -
     }
     if let Some(v) = port_or_disabled(env, "LAVINMQ_HTTPS_PORT")? {
         config.mgmt.tls_port = v;
+    }
+    apply_clustering(config, env)
+}
+
+/// The `LAVINMQ_CLUSTERING*` variables, one per `[clustering]` key.
+fn apply_clustering(config: &mut Config, env: &dyn Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
+    let c = &mut config.clustering;
+    if let Some(v) = boolean(env, "LAVINMQ_CLUSTERING")? {
+        c.enabled = v;
+    }
+    if let Some(v) = get(env, "LAVINMQ_CLUSTERING_BIND") {
+        c.bind = v;
+    }
+    if let Some(v) = int(env, "LAVINMQ_CLUSTERING_PORT")? {
+        c.port = v;
+    }
+    if let Some(v) = get(env, "LAVINMQ_CLUSTERING_ADVERTISED_URI") {
+        c.advertised_uri = Some(v);
+    }
+    if let Some(v) = get(env, "LAVINMQ_CLUSTERING_ETCD_ENDPOINTS") {
+        c.etcd_endpoints = v;
+    }
+    if let Some(v) = get(env, "LAVINMQ_CLUSTERING_ETCD_PREFIX") {
+        c.etcd_prefix = v;
+    }
+    if let Some(v) = get(env, "LAVINMQ_CLUSTERING_ON_LEADER_ELECTED") {
+        c.on_leader_elected = Some(v);
+    }
+    if let Some(v) = get(env, "LAVINMQ_CLUSTERING_ON_LEADER_LOST") {
+        c.on_leader_lost = Some(v);
+    }
+    if let Some(v) = seconds(env, "LAVINMQ_CLUSTERING_LEASE_TTL")? {
+        c.lease_ttl = v;
+    }
+    if let Some(v) = seconds(env, "LAVINMQ_CLUSTERING_ACK_TIMEOUT")? {
+        c.ack_timeout = v;
     }
     Ok(())
 }

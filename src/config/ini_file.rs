@@ -1,6 +1,7 @@
 //! Applying a LavinMQ ini document to a [`Config`].
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use ini::{Ini, ParseOption, Properties};
 
@@ -55,6 +56,7 @@ fn apply_section(
         "amqp" => apply_amqp,
         "mqtt" => apply_mqtt,
         "mgmt" => apply_mgmt,
+        "clustering" => apply_clustering,
         "http" => {
             warnings.push("section [http] is deprecated, use [mgmt] instead".to_owned());
             apply_mgmt
@@ -82,7 +84,6 @@ fn apply_section(
 /// rejects the section as unknown.
 fn raw_section<'c>(config: &'c mut Config, name: &str) -> Result<&'c mut RawSection, ConfigError> {
     match name {
-        "clustering" => Ok(&mut config.clustering),
         "oauth" => Ok(&mut config.oauth),
         "experimental" => Ok(&mut config.experimental),
         "replication" => Err(ConfigError::UnknownSection {
@@ -164,6 +165,10 @@ impl Entry<'_> {
         (!self.value.is_empty()).then(|| self.string())
     }
 
+    fn seconds(&self) -> Result<Duration, ConfigError> {
+        value::parse_seconds(self.value).ok_or_else(|| self.invalid(value::SECONDS_EXPECTED))
+    }
+
     fn bool(&self) -> Result<bool, ConfigError> {
         value::parse_bool(self.value).ok_or_else(|| self.invalid(value::BOOL_EXPECTED))
     }
@@ -186,6 +191,11 @@ impl Entry<'_> {
 
     fn unknown(&self) -> String {
         format!("unknown key '{}' in section [{}]", self.key, self.section)
+    }
+
+    /// Warning for a key LavinMQ once used that no longer has any effect.
+    fn deprecated_ignored(&self) -> String {
+        format!("'{}' in section [{}] is deprecated and ignored", self.key, self.section)
     }
 
     fn deprecated(&self, replacement: &str) -> String {
@@ -330,6 +340,27 @@ fn apply_mgmt(config: &mut Config, e: &Entry<'_>, warnings: &mut Vec<String>) ->
         "port" => m.port = e.int()?,
         "tls_port" => m.tls_port = e.port_or_disabled()?,
         "unix_path" => m.unix_path = e.opt_path(),
+        _ => warnings.push(e.unknown()),
+    }
+    Ok(())
+}
+
+fn apply_clustering(config: &mut Config, e: &Entry<'_>, warnings: &mut Vec<String>) -> Result<(), ConfigError> {
+    let c = &mut config.clustering;
+    match e.key {
+        "enabled" => c.enabled = e.bool()?,
+        "bind" => c.bind = e.string(),
+        "port" => c.port = e.int()?,
+        "advertised_uri" => c.advertised_uri = e.opt_string(),
+        "etcd_endpoints" => c.etcd_endpoints = e.string(),
+        "etcd_prefix" => c.etcd_prefix = e.string(),
+        "on_leader_elected" => c.on_leader_elected = e.opt_string(),
+        "on_leader_lost" => c.on_leader_lost = e.opt_string(),
+        "lease_ttl" => c.lease_ttl = e.seconds()?,
+        "ack_timeout" => c.ack_timeout = e.seconds()?,
+        // LavinMQ capped each follower's backlog by a count of actions; how
+        // far a follower may lag is now bounded by `ack_timeout` instead.
+        "max_unsynced_actions" => warnings.push(e.deprecated_ignored()),
         _ => warnings.push(e.unknown()),
     }
     Ok(())

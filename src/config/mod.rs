@@ -7,6 +7,7 @@
 //! only an ini document on top of the defaults.
 
 mod cli;
+mod clustering;
 mod env;
 mod error;
 mod ini_file;
@@ -21,6 +22,7 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+pub use clustering::ClusteringConfig;
 pub use error::ConfigError;
 pub use tcp_keepalive::TcpKeepalive;
 pub use tls::{SniConfig, TlsKeys, TlsProtocol};
@@ -56,8 +58,9 @@ pub struct Config {
     pub mqtt: MqttConfig,
     /// Settings from `[mgmt]` (or the deprecated `[http]`): the HTTP API.
     pub mgmt: MgmtConfig,
-    /// `[clustering]` keys, kept raw until clustering is implemented.
-    pub clustering: RawSection,
+    /// Settings from `[clustering]`: etcd-coordinated leader election and
+    /// replication to followers.
+    pub clustering: ClusteringConfig,
     /// `[oauth]` keys, kept raw until OAuth is implemented.
     pub oauth: RawSection,
     /// `[experimental]` keys, kept raw until they are implemented.
@@ -444,6 +447,7 @@ impl Config {
                 reason: "needs tls_ca_cert, the CA client certificates must chain to".to_owned(),
             });
         }
+        self.clustering.validate()?;
         for (host, sni) in &self.sni {
             sni.validate(host)?;
         }

@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use super::*;
 
@@ -452,20 +453,12 @@ fn unknown_key_is_a_warning() {
 #[test]
 fn raw_sections_are_kept_without_warnings() {
     let (c, warnings) = ini("\
-[clustering]
-enabled = true
-etcd_endpoints = a:2379,b:2379
 [oauth]
 issuer = https://id.example
 [experimental]
 yield_each_received_bytes = 1
 ");
     assert!(warnings.is_empty(), "{warnings:?}");
-    assert_eq!(c.clustering.get("enabled").map(String::as_str), Some("true"));
-    assert_eq!(
-        c.clustering.get("etcd_endpoints").map(String::as_str),
-        Some("a:2379,b:2379")
-    );
     assert_eq!(c.oauth.get("issuer").map(String::as_str), Some("https://id.example"));
     assert_eq!(c.experimental.len(), 1);
 }
@@ -982,4 +975,350 @@ fn metrics_listener_defaults_ini_and_flags() {
     assert_eq!(c.main.metrics_http_port, Some(0));
     assert!(load(&["--metrics-http-port", "-2"], &[]).is_err());
     assert!(load(&["--metrics-http-port", "70000"], &[]).is_err());
+}
+
+#[test]
+fn clustering_defaults_match_lavinmq() {
+    let c = Config::default().clustering;
+    assert!(!c.enabled);
+    assert_eq!(c.bind, "127.0.0.1");
+    assert_eq!(c.port, 5679);
+    assert_eq!(c.advertised_uri, None);
+    assert_eq!(c.etcd_endpoints, "localhost:2379");
+    assert_eq!(c.etcd_prefix, "lavinmq");
+    assert_eq!((c.on_leader_elected, c.on_leader_lost), (None, None));
+    assert_eq!(c.lease_ttl, Duration::from_secs(10));
+    assert_eq!(c.ack_timeout, Duration::from_secs(3));
+}
+
+#[test]
+fn clustering_ini_values() {
+    let (c, warnings) = ini("\
+[clustering]
+enabled = yes
+bind = 0.0.0.0
+port = 6000
+advertised_uri = tcp://node1.example:6000
+etcd_endpoints = user:pw@a:2379,b:2379
+etcd_prefix = cluster-a
+on_leader_elected = ip addr add 10.0.0.9/24 dev eth0
+on_leader_lost = ip addr del 10.0.0.9/24 dev eth0
+lease_ttl = 5
+ack_timeout = 1
+");
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let c = c.clustering;
+    assert!(c.enabled);
+    assert_eq!((c.bind.as_str(), c.port), ("0.0.0.0", 6000));
+    assert_eq!(c.advertised_uri.as_deref(), Some("tcp://node1.example:6000"));
+    assert_eq!(c.advertised_uri(), "tcp://node1.example:6000");
+    assert_eq!(c.etcd_endpoints, "user:pw@a:2379,b:2379");
+    assert_eq!(c.etcd_prefix, "cluster-a");
+    assert_eq!(c.on_leader_elected.as_deref(), Some("ip addr add 10.0.0.9/24 dev eth0"));
+    assert_eq!(c.on_leader_lost.as_deref(), Some("ip addr del 10.0.0.9/24 dev eth0"));
+    assert_eq!(c.lease_ttl, Duration::from_secs(5));
+    assert_eq!(c.ack_timeout, Duration::from_secs(1));
+
+    // Empty values unset the optional settings again.
+    let (c, _) = ini("[clustering]\nadvertised_uri =\non_leader_elected =\non_leader_lost =\n");
+    assert_eq!(c.clustering, ClusteringConfig::default());
+
+    for (key, bad) in [
+        ("enabled", "maybe"),
+        ("port", "70000"),
+        ("lease_ttl", "abc"),
+        ("ack_timeout", "-1"),
+    ] {
+        let err = ini_err(&format!("[clustering]\n{key} = {bad}\n"));
+        assert!(
+            err.contains(key) && err.contains("[clustering]") && err.contains(bad),
+            "{err}"
+        );
+    }
+}
+
+const CLUSTERING_INI: &str = "\
+[clustering]
+enabled = false
+bind = 10.0.0.1
+port = 6001
+advertised_uri = tcp://ini:6001
+etcd_endpoints = ini:2379
+etcd_prefix = ini
+on_leader_elected = ini-elected
+on_leader_lost = ini-lost
+lease_ttl = 20
+ack_timeout = 4
+";
+
+const CLUSTERING_ENV: &[(&str, &str)] = &[
+    ("LAVINMQ_CLUSTERING", "true"),
+    ("LAVINMQ_CLUSTERING_BIND", "10.0.0.2"),
+    ("LAVINMQ_CLUSTERING_PORT", "6002"),
+    ("LAVINMQ_CLUSTERING_ADVERTISED_URI", "tcp://env:6002"),
+    ("LAVINMQ_CLUSTERING_ETCD_ENDPOINTS", "env:2379"),
+    ("LAVINMQ_CLUSTERING_ETCD_PREFIX", "env"),
+    ("LAVINMQ_CLUSTERING_ON_LEADER_ELECTED", "env-elected"),
+    ("LAVINMQ_CLUSTERING_ON_LEADER_LOST", "env-lost"),
+    ("LAVINMQ_CLUSTERING_LEASE_TTL", "30"),
+    ("LAVINMQ_CLUSTERING_ACK_TIMEOUT", "5"),
+];
+
+#[test]
+fn clustering_env_overrides_ini() {
+    let dir = TempDir::new();
+    let file = dir.write("lavinmq.ini", CLUSTERING_INI);
+    let file = file.to_str().expect("utf-8 path");
+
+    // Without the environment every ini value is used.
+    let c = load(&["-c", file], &[]).expect("load").config.clustering;
+    assert!(!c.enabled);
+    assert_eq!((c.bind.as_str(), c.port), ("10.0.0.1", 6001));
+    assert_eq!(c.lease_ttl, Duration::from_secs(20));
+
+    let c = load(&["-c", file], CLUSTERING_ENV).expect("load").config.clustering;
+    assert!(c.enabled);
+    assert_eq!((c.bind.as_str(), c.port), ("10.0.0.2", 6002));
+    assert_eq!(c.advertised_uri.as_deref(), Some("tcp://env:6002"));
+    assert_eq!(c.etcd_endpoints, "env:2379");
+    assert_eq!(c.etcd_prefix, "env");
+    assert_eq!(c.on_leader_elected.as_deref(), Some("env-elected"));
+    assert_eq!(c.on_leader_lost.as_deref(), Some("env-lost"));
+    assert_eq!(c.lease_ttl, Duration::from_secs(30));
+    assert_eq!(c.ack_timeout, Duration::from_secs(5));
+
+    // Only some variables set: the ini values stay for the rest; an empty
+    // variable counts as unset.
+    let env = [("LAVINMQ_CLUSTERING_PORT", "7000"), ("LAVINMQ_CLUSTERING_BIND", "")];
+    let c = load(&["-c", file], &env).expect("load").config.clustering;
+    assert_eq!((c.bind.as_str(), c.port), ("10.0.0.1", 7000));
+    assert_eq!(c.etcd_prefix, "ini");
+
+    // LAVINMQ_CLUSTERING can also turn clustering off.
+    let c = load(&[], &[("LAVINMQ_CLUSTERING", "off")]).expect("load").config;
+    assert!(!c.clustering.enabled);
+
+    let err = load(&[], &[("LAVINMQ_CLUSTERING_LEASE_TTL", "ten")]).expect_err("bad seconds");
+    assert!(
+        matches!(
+            err,
+            ConfigError::InvalidEnvValue {
+                var: "LAVINMQ_CLUSTERING_LEASE_TTL",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let err = load(&[], &[("LAVINMQ_CLUSTERING", "maybe")]).expect_err("bad bool");
+    assert!(err.to_string().contains("LAVINMQ_CLUSTERING"), "{err}");
+}
+
+#[test]
+fn clustering_flags_override_env() {
+    let dir = TempDir::new();
+    let file = dir.write("lavinmq.ini", CLUSTERING_INI);
+    let file = file.to_str().expect("utf-8 path");
+    let args = [
+        "-c",
+        file,
+        "--clustering-bind",
+        "10.0.0.3",
+        "--clustering-port",
+        "6003",
+        "--clustering-advertised-uri",
+        "tcp://cli:6003",
+        "--clustering-etcd-endpoints",
+        "cli:2379",
+        "--clustering-etcd-prefix",
+        "cli",
+        "--clustering-on-leader-elected",
+        "cli-elected",
+        "--clustering-on-leader-lost",
+        "cli-lost",
+        "--clustering-lease-ttl",
+        "40",
+        "--clustering-ack-timeout",
+        "6",
+    ];
+    let loaded = load(&args, CLUSTERING_ENV).expect("load");
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    let c = loaded.config.clustering;
+    // Not given as a flag: the environment's value stays.
+    assert!(c.enabled);
+    assert_eq!((c.bind.as_str(), c.port), ("10.0.0.3", 6003));
+    assert_eq!(c.advertised_uri.as_deref(), Some("tcp://cli:6003"));
+    assert_eq!(c.etcd_endpoints, "cli:2379");
+    assert_eq!(c.etcd_prefix, "cli");
+    assert_eq!(c.on_leader_elected.as_deref(), Some("cli-elected"));
+    assert_eq!(c.on_leader_lost.as_deref(), Some("cli-lost"));
+    assert_eq!(c.lease_ttl, Duration::from_secs(40));
+    assert_eq!(c.ack_timeout, Duration::from_secs(6));
+
+    // --clustering switches clustering on over an ini file that turns it off.
+    let c = load(&["-c", file, "--clustering"], &[]).expect("load").config;
+    assert!(c.clustering.enabled);
+    assert!(!load(&["-c", file], &[]).expect("load").config.clustering.enabled);
+
+    for args in [
+        &["--clustering-port", "65536"][..],
+        &["--clustering-lease-ttl", "abc"],
+        &["--clustering-ack-timeout", "-1"],
+        &["--clustering=true"],
+    ] {
+        let err = load(args, &[]).expect_err("bad flag");
+        assert!(matches!(err, ConfigError::Clap(_)), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn clustering_seconds_allow_decimals() {
+    let (c, _) = ini("[clustering]\nlease_ttl = 1.5\nack_timeout = 0.1\n");
+    assert_eq!(c.clustering.lease_ttl, Duration::from_millis(1500));
+    // Parsed exactly, not through a float.
+    assert_eq!(c.clustering.ack_timeout, Duration::from_millis(100));
+    let (c, _) = ini("[clustering]\nlease_ttl = 2.\nack_timeout = .25\n");
+    assert_eq!(c.clustering.lease_ttl, Duration::from_secs(2));
+    assert_eq!(c.clustering.ack_timeout, Duration::from_millis(250));
+    let (c, _) = ini("[clustering]\nack_timeout = 0.000000001\n");
+    assert_eq!(c.clustering.ack_timeout, Duration::from_nanos(1));
+
+    let env = [
+        ("LAVINMQ_CLUSTERING_LEASE_TTL", "2.5"),
+        ("LAVINMQ_CLUSTERING_ACK_TIMEOUT", "0.75"),
+    ];
+    let c = load(&[], &env).expect("load").config.clustering;
+    assert_eq!(
+        (c.lease_ttl, c.ack_timeout),
+        (Duration::from_millis(2500), Duration::from_millis(750))
+    );
+
+    let args = ["--clustering-lease-ttl", "3.25", "--clustering-ack-timeout=0.5"];
+    let c = load(&args, &[]).expect("load").config.clustering;
+    assert_eq!(
+        (c.lease_ttl, c.ack_timeout),
+        (Duration::from_millis(3250), Duration::from_millis(500))
+    );
+
+    for bad in ["", ".", "1.2.3", "1e3", "+1", "-0.5", "1,5", "inf", "NaN"] {
+        let err = Config::from_ini_str(&format!("[clustering]\nlease_ttl = {bad}\n"));
+        assert!(
+            matches!(&err, Err(ConfigError::InvalidIniValue { key, .. }) if key == "lease_ttl"),
+            "{bad:?}: {err:?}"
+        );
+    }
+}
+
+#[test]
+fn clustering_timings_are_validated() {
+    let err = Config::from_ini_str("[clustering]\nlease_ttl = 0.5\n").expect_err("short lease");
+    assert!(matches!(err, ConfigError::Invalid { field: "lease_ttl", .. }), "{err}");
+    let err = Config::from_ini_str("[clustering]\nack_timeout = 0\n").expect_err("zero timeout");
+    assert!(
+        matches!(
+            err,
+            ConfigError::Invalid {
+                field: "ack_timeout",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(Config::from_ini_str("[clustering]\nack_timeout = 0.0\n").is_err());
+    // The bounds themselves are fine.
+    let (c, _) = ini("[clustering]\nlease_ttl = 1\nack_timeout = 0.001\n");
+    assert_eq!(c.clustering.lease_ttl, Duration::from_secs(1));
+
+    // Validation applies after merging, whichever source set the value.
+    let err = load(&[], &[("LAVINMQ_CLUSTERING_LEASE_TTL", "0.5")]).expect_err("short lease");
+    assert!(matches!(err, ConfigError::Invalid { field: "lease_ttl", .. }), "{err}");
+    let err = load(&["--clustering-ack-timeout", "0"], &[]).expect_err("zero timeout");
+    assert!(
+        matches!(
+            err,
+            ConfigError::Invalid {
+                field: "ack_timeout",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    // A valid flag rescues an invalid environment value.
+    let c = load(
+        &["--clustering-lease-ttl", "2"],
+        &[("LAVINMQ_CLUSTERING_LEASE_TTL", "0.5")],
+    )
+    .expect("load")
+    .config;
+    assert_eq!(c.clustering.lease_ttl, Duration::from_secs(2));
+}
+
+#[test]
+fn clustering_deprecated_and_unknown_keys_warn() {
+    let (c, warnings) = ini("[clustering]\nmax_unsynced_actions = 8192\nport = 6000\nbogus = 1\n");
+    assert_eq!(c.clustering.port, 6000);
+    assert_eq!(
+        warnings,
+        [
+            "'max_unsynced_actions' in section [clustering] is deprecated and ignored",
+            "unknown key 'bogus' in section [clustering]",
+        ]
+    );
+    // Ignored means its value is not even checked.
+    let (_, warnings) = ini("[clustering]\nmax_unsynced_actions = lots\n");
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+
+    let loaded = load(&["--clustering-max-unsynced-actions", "100"], &[]).expect("load");
+    assert_eq!(loaded.config, Config::default());
+    assert_eq!(loaded.warnings.len(), 1, "{:?}", loaded.warnings);
+    assert!(loaded.warnings[0].contains("deprecated"), "{:?}", loaded.warnings);
+}
+
+#[test]
+fn advertised_uri_defaults_to_tcp_hostname_and_port() {
+    let mut c = ClusteringConfig::default();
+    let uri = c.advertised_uri();
+    let host = uri
+        .strip_prefix("tcp://")
+        .and_then(|rest| rest.strip_suffix(":5679"))
+        .unwrap_or_else(|| panic!("unexpected default advertised URI {uri}"));
+    assert!(!host.is_empty() && !host.contains(char::is_whitespace), "{uri}");
+    if let Ok(name) = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        && !name.trim().is_empty()
+    {
+        assert_eq!(host, name.trim());
+    }
+
+    c.port = 7000;
+    assert_eq!(c.advertised_uri(), format!("tcp://{host}:7000"));
+    c.advertised_uri = Some("tcp://10.0.0.1:5679".to_owned());
+    assert_eq!(c.advertised_uri(), "tcp://10.0.0.1:5679");
+}
+
+#[test]
+fn example_ini_documents_every_clustering_key_with_its_default() {
+    // The uncommented example equals the defaults (checked above), so it is
+    // enough that each key appears as a `;key = ...` line in [clustering].
+    let section: Vec<&str> = EXAMPLE_INI
+        .lines()
+        .skip_while(|l| l.trim() != "[clustering]")
+        .skip(1)
+        .take_while(|l| !l.starts_with('['))
+        .filter_map(|l| l.strip_prefix(';'))
+        .filter_map(|l| l.split('=').next())
+        .map(str::trim)
+        .collect();
+    for key in [
+        "enabled",
+        "bind",
+        "port",
+        "advertised_uri",
+        "etcd_endpoints",
+        "etcd_prefix",
+        "on_leader_elected",
+        "on_leader_lost",
+        "lease_ttl",
+        "ack_timeout",
+    ] {
+        assert!(section.contains(&key), "[clustering] {key} is not documented");
+    }
 }

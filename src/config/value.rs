@@ -2,6 +2,7 @@
 //! variables and command-line flags, so all three accept the same spellings.
 
 use std::str::FromStr;
+use std::time::Duration;
 
 /// Description of accepted boolean spellings, used in error messages.
 pub(crate) const BOOL_EXPECTED: &str = "a boolean (true/false, yes/no, on/off, y/n, 1/0)";
@@ -73,6 +74,29 @@ pub(crate) fn parse_port_or_disabled(value: &str) -> Option<Option<u16>> {
     }
 }
 
+/// Description of a duration in seconds, used in error messages.
+pub(crate) const SECONDS_EXPECTED: &str = "a non-negative number of seconds, decimals allowed (e.g. 1.5)";
+
+/// Parses a duration written as seconds with an optional decimal fraction
+/// (`10`, `1.5`, `.25`), exactly rather than through a float so `0.1` is
+/// 100 ms. Digits past nanoseconds are dropped; signs and exponents are
+/// refused.
+pub(crate) fn parse_seconds(value: &str) -> Option<Duration> {
+    let value = value.trim();
+    let (whole, fraction) = value.split_once('.').unwrap_or((value, ""));
+    let all_digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if (whole.is_empty() && fraction.is_empty()) || !all_digits(whole) || !all_digits(fraction) {
+        return None;
+    }
+    let secs = if whole.is_empty() { 0 } else { whole.parse().ok()? };
+    let nanos = fraction
+        .bytes()
+        .chain(std::iter::repeat(b'0'))
+        .take(9)
+        .fold(0_u32, |n, digit| n * 10 + u32::from(digit - b'0'));
+    Some(Duration::new(secs, nanos))
+}
+
 /// Parses an integer after trimming surrounding whitespace.
 pub(crate) fn parse_int<T: IntValue>(value: &str) -> Option<T> {
     value.trim().parse().ok()
@@ -81,6 +105,11 @@ pub(crate) fn parse_int<T: IntValue>(value: &str) -> Option<T> {
 /// Clap value parser for `BOOL` flags, sharing the ini spellings.
 pub(crate) fn bool_flag(value: &str) -> Result<bool, String> {
     parse_bool(value).ok_or_else(|| format!("expected {BOOL_EXPECTED}"))
+}
+
+/// Clap value parser for flags taking seconds, sharing the ini format.
+pub(crate) fn seconds_flag(value: &str) -> Result<Duration, String> {
+    parse_seconds(value).ok_or_else(|| format!("expected {SECONDS_EXPECTED}"))
 }
 
 /// Clap value parser for `--log-level`.

@@ -837,6 +837,7 @@ impl Queue {
             if let Err(e) = std::fs::remove_dir_all(st.store.dir()) {
                 tracing::warn!(queue = %self.name, "cannot remove queue directory: {e}");
             }
+            crate::store::replication::removed(st.store.dir());
             (std::mem::take(&mut st.consumers), count)
         };
         self.housekeeping.notify_one();
@@ -859,6 +860,12 @@ impl Queue {
                 _ => Err(e),
             })
         };
+        if written.is_ok() {
+            match paused {
+                true => crate::store::replication::replaced(&marker, b""),
+                false => crate::store::replication::removed(&marker),
+            }
+        }
         written.map_err(|e| {
             let what = if paused { "pause" } else { "resume" };
             Error::Internal(format!("cannot {what} queue '{}': {e}", self.name))

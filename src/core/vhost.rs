@@ -3,6 +3,7 @@
 
 // Names are short and chosen by clients we already authenticated: a fast
 // non-keyed hash beats SipHash on the per-message lookups.
+use crate::store::replication;
 use rustc_hash::FxHashMap as HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -261,6 +262,7 @@ impl VHost {
         let dir = data_dir.join(dir_name(name));
         std::fs::create_dir_all(&dir)?;
         std::fs::write(dir.join(".vhost"), name)?;
+        replication::replaced(&dir.join(".vhost"), name.as_bytes());
         let transient = dir.join("transient");
         if transient.exists() {
             std::fs::remove_dir_all(&transient)?;
@@ -457,6 +459,7 @@ impl VHost {
         if let Err(e) = std::fs::remove_dir_all(&self.dir) {
             tracing::warn!(vhost = %self.name, "cannot remove the vhost's files: {e}");
         }
+        replication::removed(&self.dir);
     }
 
     /// All queues.
@@ -617,7 +620,9 @@ impl VHost {
         self.exchanges.write().remove(name);
         ex.mark_deleted();
         if ex.delayed.is_some() {
-            let _ = std::fs::remove_dir_all(self.delayed_dir(name, ex.durable));
+            let dir = self.delayed_dir(name, ex.durable);
+            let _ = std::fs::remove_dir_all(&dir);
+            replication::removed(&dir);
         }
         let dest = Destination::Exchange(ex.clone());
         for other in self.exchanges.read().values() {
@@ -726,6 +731,7 @@ impl VHost {
         if dir.exists() {
             // Left over from a queue of the same name deleted while the broker was down.
             std::fs::remove_dir_all(&dir)?;
+            replication::removed(&dir);
         }
         let spec = QueueSpec {
             name: name.to_string(),

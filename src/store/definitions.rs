@@ -7,15 +7,16 @@ use std::path::Path;
 /// Writes `value` to `path` atomically and durably.
 pub fn write_json(path: &Path, value: &serde_json::Value, sync: bool) -> io::Result<()> {
     let tmp = path.with_extension("tmp");
+    let bytes = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
     {
         let mut f = std::fs::File::create(&tmp)?;
-        let bytes = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
         f.write_all(&bytes)?;
         if sync {
             f.sync_data()?;
         }
     }
     std::fs::rename(&tmp, path)?;
+    super::replication::replaced(path, &bytes);
     if sync && let Some(dir) = path.parent() {
         std::fs::File::open(dir)?.sync_all()?;
     }

@@ -2,6 +2,10 @@
 //! then tells everyone who waited for it. Requests that arrive while a sync runs
 //! ride on the next one, so under load thousands of confirms share one sync, and
 //! a lone publisher waits for exactly one sync, never for a timer.
+//!
+//! Clustered, "on disk" also means "held by every in-sync follower": after the
+//! sync, the thread waits for the replication sink (see
+//! [`super::replication`]) before it tells anyone.
 
 use std::fs::File;
 use std::path::Path;
@@ -24,6 +28,9 @@ const BACKGROUND_INTERVAL: Duration = Duration::from_secs(1);
 
 struct Inner {
     dir: File,
+    /// False with `sync = false`: waiters are then told without a sync (but,
+    /// clustered, still only once the followers hold the data).
+    syncfs: bool,
     pending: Mutex<Vec<(Arc<dyn SyncWaiter>, u64)>>,
     wake: Condvar,
     stop: AtomicBool,
@@ -39,7 +46,8 @@ impl GroupSync {
     /// Starts the sync thread for `data_dir`; with `enabled == false` nothing is
     /// ever synced and waiters are told at once.
     pub fn start(data_dir: &Path, enabled: bool) -> std::io::Result<Self> {
-        if !enabled {
+        let replicated = super::replication::sink().is_some();
+        if !enabled && !replicated {
             return Ok(GroupSync {
                 inner: None,
                 thread: Mutex::new(None),
@@ -47,6 +55,7 @@ impl GroupSync {
         }
         let inner = Arc::new(Inner {
             dir: File::open(data_dir)?,
+            syncfs: enabled,
             pending: Mutex::new(Vec::new()),
             wake: Condvar::new(),
             stop: AtomicBool::new(false),
@@ -63,7 +72,7 @@ impl GroupSync {
 
     /// True when syncing is on (`sync = true`).
     pub fn enabled(&self) -> bool {
-        self.inner.is_some()
+        self.inner.as_ref().is_some_and(|i| i.syncfs)
     }
 
     /// Asks to be told once everything written so far is on disk. Successive
@@ -85,7 +94,13 @@ impl GroupSync {
     /// Syncs now, on the calling thread (shutdown, transaction commits).
     pub fn sync_now(&self) -> std::io::Result<()> {
         match &self.inner {
-            Some(inner) => rustix::fs::syncfs(&inner.dir).map_err(Into::into),
+            Some(inner) => {
+                if sync_and_replicate(inner) {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::other("the data could not be synced or replicated"))
+                }
+            }
             None => Ok(()),
         }
     }
@@ -108,6 +123,27 @@ impl Drop for GroupSync {
     }
 }
 
+/// Syncs the data directory and, clustered, waits until the in-sync followers
+/// hold everything written before the sync. False if either failed.
+fn sync_and_replicate(inner: &Inner) -> bool {
+    let sink = super::replication::sink();
+    let mark = sink.map(|s| s.mark());
+    let synced = match inner.syncfs {
+        true => match rustix::fs::syncfs(&inner.dir) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::error!("syncing the data directory failed: {e}");
+                false
+            }
+        },
+        false => true,
+    };
+    match (sink, mark) {
+        (Some(sink), Some(mark)) => synced && sink.wait_replicated(mark),
+        _ => synced,
+    }
+}
+
 fn run(inner: &Inner) {
     let mut batch: Vec<(Arc<dyn SyncWaiter>, u64)> = Vec::new();
     loop {
@@ -118,13 +154,7 @@ fn run(inner: &Inner) {
             }
             std::mem::swap(&mut *pending, &mut batch);
         }
-        let ok = match rustix::fs::syncfs(&inner.dir) {
-            Ok(()) => true,
-            Err(e) => {
-                tracing::error!("syncing the data directory failed: {e}");
-                false
-            }
-        };
+        let ok = sync_and_replicate(inner);
         // Answer each waiter once, with its newest token (the last one registered).
         for i in (0..batch.len()).rev() {
             let (w, token) = &batch[i];

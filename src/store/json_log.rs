@@ -7,11 +7,17 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+use super::replication::{self, FileRef};
+
 /// An open log file.
 pub struct JsonLog {
     path: PathBuf,
     file: File,
     sync: bool,
+    /// Bytes in the file: where the next line goes.
+    len: u64,
+    /// The file as registered for replication (clustered only).
+    replicated: Option<FileRef>,
 }
 
 impl JsonLog {
@@ -42,19 +48,20 @@ impl JsonLog {
         }
         let compacted = compact(lines);
         let tmp = path.with_extension("tmp");
+        let mut buf = Vec::new();
+        for v in &compacted {
+            serde_json::to_writer(&mut buf, v).map_err(io::Error::other)?;
+            buf.push(b'\n');
+        }
         {
             let mut f = File::create(&tmp)?;
-            let mut buf = Vec::new();
-            for v in &compacted {
-                serde_json::to_writer(&mut buf, v).map_err(io::Error::other)?;
-                buf.push(b'\n');
-            }
             f.write_all(&buf)?;
             if sync {
                 f.sync_data()?;
             }
         }
         std::fs::rename(&tmp, path)?;
+        replication::replaced(path, &buf);
         if sync && let Some(dir) = path.parent() {
             File::open(dir)?.sync_all()?;
         }
@@ -63,6 +70,8 @@ impl JsonLog {
             path: path.to_path_buf(),
             file,
             sync,
+            len: buf.len() as u64,
+            replicated: replication::register(path),
         })
     }
 
@@ -71,6 +80,8 @@ impl JsonLog {
         let mut line = serde_json::to_vec(value).map_err(io::Error::other)?;
         line.push(b'\n');
         self.file.write_all(&line)?;
+        replication::wrote(self.replicated, self.len, &[&line]);
+        self.len += line.len() as u64;
         if self.sync {
             self.file.sync_data()?;
         }

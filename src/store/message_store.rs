@@ -88,6 +88,7 @@ impl MessageStore {
             if ids.binary_search(id).is_err() {
                 tracing::warn!(queue = %label, segment = id, "messages file missing; removing its {name}");
                 std::fs::remove_file(dir.join(name))?;
+                super::replication::removed(&dir.join(name));
             }
         }
         let cursor = open_cursor(dir)?;

@@ -7,6 +7,7 @@ pub mod json_log;
 pub mod message_store;
 pub mod queue_store;
 pub mod record;
+pub mod replication;
 pub mod segment;
 pub mod stream_store;
 

@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use memmap2::MmapMut;
 
 use super::record;
+use super::replication::{self, FileRef};
 
 /// Bytes at the start of every segment: the format version.
 pub const SEGMENT_HEADER: usize = 4;
@@ -147,6 +148,10 @@ pub struct Segment {
     prefaulted: usize,
     /// Pages of the map before here were dropped from resident memory.
     released: usize,
+    /// The messages file as registered for replication (clustered only).
+    msgs_ref: Option<FileRef>,
+    /// The ack log as registered for replication (clustered only).
+    acks_ref: Option<FileRef>,
 }
 
 impl Segment {
@@ -156,9 +161,10 @@ impl Segment {
         // Leftovers of an earlier segment with this number must not count against
         // the new one.
         for name in [acks_name(id), meta_name(id)] {
-            match std::fs::remove_file(dir.join(name)) {
+            match std::fs::remove_file(dir.join(&name)) {
                 Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-                _ => {}
+                Err(_) => {}
+                Ok(()) => replication::removed(&dir.join(name)),
             }
         }
         let path = dir.join(msgs_name(id));
@@ -176,6 +182,8 @@ impl Segment {
         let mut map = map(&file)?;
         let _ = map.advise(memmap2::Advice::Random);
         map[0..4].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        let msgs_ref = replication::register(&path);
+        replication::wrote(msgs_ref, 0, &[&map[0..4]]);
         Ok(Segment {
             id,
             file,
@@ -189,6 +197,8 @@ impl Segment {
             dir: dir.to_path_buf(),
             prefaulted: 0,
             released: 0,
+            msgs_ref,
+            acks_ref: None,
         })
     }
 
@@ -197,7 +207,8 @@ impl Segment {
     /// damaged ones skipped and reported. Returns the segment, the acked positions
     /// from its ack log, and the damage found.
     pub fn open(dir: &Path, id: u32) -> io::Result<(Self, Vec<u32>, Vec<String>)> {
-        let file = open_rw(&dir.join(msgs_name(id)), false)?;
+        let path = dir.join(msgs_name(id));
+        let file = open_rw(&path, false)?;
         let mut seg = Segment {
             id,
             file,
@@ -211,6 +222,8 @@ impl Segment {
             dir: dir.to_path_buf(),
             prefaulted: 0,
             released: 0,
+            msgs_ref: replication::register(&path),
+            acks_ref: None,
         };
         let len = seg.file.metadata()?.len() as usize;
         let mut damage = Vec::new();
@@ -243,6 +256,7 @@ impl Segment {
                 seg.write_meta()?;
                 if len > seg.end {
                     seg.file.set_len(seg.end as u64)?;
+                    replication::len_set(&path, seg.end as u64);
                 }
             }
         }
@@ -270,7 +284,10 @@ impl Segment {
         bytes.extend_from_slice(&(self.end as u32).to_le_bytes());
         let crc = crc32fast::hash(&bytes);
         bytes.extend_from_slice(&crc.to_le_bytes());
-        std::fs::write(self.dir.join(meta_name(self.id)), bytes)
+        let path = self.dir.join(meta_name(self.id));
+        std::fs::write(&path, &bytes)?;
+        replication::replaced(&path, &bytes);
+        Ok(())
     }
 
     /// Reads the ack log into a sorted list of positions, rewriting it compacted.
@@ -300,8 +317,9 @@ impl Segment {
         // Rewrite compacted, so that new acks append right after the valid ones.
         let tmp = path.with_extension("tmp");
         let bytes: Vec<u8> = out.iter().flat_map(|p| p.to_le_bytes()).collect();
-        std::fs::write(&tmp, bytes)?;
+        std::fs::write(&tmp, &bytes)?;
         std::fs::rename(&tmp, &path)?;
+        replication::replaced(&path, &bytes);
         Ok(out)
     }
 
@@ -329,6 +347,7 @@ impl Segment {
             let head = record::head(timestamp, exchange, routing_key, properties, body);
             self.file.write_all_at(&head, pos as u64)?;
             self.file.write_all_at(body, (pos + head.len()) as u64)?;
+            replication::wrote(self.msgs_ref, pos as u64, &[&head, body]);
         } else if let Some(map) = self.map.as_mut() {
             if pos + total > self.prefaulted {
                 let to = (pos + total).max(self.prefaulted + PREFAULT).min(map.len());
@@ -345,6 +364,7 @@ impl Segment {
                 properties,
                 body,
             );
+            replication::wrote(self.msgs_ref, pos as u64, &[&map[pos..pos + total]]);
         }
         self.end += total;
         self.msgs += 1;
@@ -397,7 +417,9 @@ impl Segment {
         self.sealed = true;
         self.write_meta()?;
         self.unmap();
-        self.file.set_len(self.end as u64)
+        self.file.set_len(self.end as u64)?;
+        replication::len_set(&self.dir.join(msgs_name(self.id)), self.end as u64);
+        Ok(())
     }
 
     /// True while the data is mapped.
@@ -456,8 +478,10 @@ impl Segment {
         if self.acks.is_none() {
             let capacity = self.end.max(self.map.as_ref().map_or(0, |m| m.len()));
             let slots = capacity / MIN_RECORD + 1;
-            let file = open_rw(&self.dir.join(acks_name(self.id)), true)?;
+            let path = self.dir.join(acks_name(self.id));
+            let file = open_rw(&path, true)?;
             reserve(&file, (slots * 4) as u64)?;
+            self.acks_ref = replication::register(&path);
             let acks = map(&file)?;
             // Written front to back, 4 bytes at a time: no readahead of zeros.
             let _ = acks.advise(memmap2::Advice::Random);
@@ -468,6 +492,7 @@ impl Segment {
             && let Some(slot) = acks.get_mut(acked * 4..acked * 4 + 4)
         {
             slot.copy_from_slice(&pos.to_le_bytes());
+            replication::wrote(self.acks_ref, (acked * 4) as u64, &[&pos.to_le_bytes()]);
         }
         self.acked += 1;
         Ok(())
@@ -478,9 +503,10 @@ impl Segment {
         let (dir, id) = (self.dir.clone(), self.id);
         drop(self);
         for name in [msgs_name(id), acks_name(id), meta_name(id)] {
-            match std::fs::remove_file(dir.join(name)) {
+            match std::fs::remove_file(dir.join(&name)) {
                 Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-                _ => {}
+                Err(_) => {}
+                Ok(()) => replication::removed(&dir.join(name)),
             }
         }
         Ok(())

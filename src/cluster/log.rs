@@ -1,0 +1,560 @@
+//! The leader's replication log: the store's file operations (see
+//! [`crate::store::replication`]) encoded into one byte stream, sealed into
+//! compressed chunks that every follower's sender thread sends, and the
+//! followers' acknowledgements that the confirm rule waits for.
+//!
+//! Offsets count bytes of the uncompressed stream since the process started.
+//! Nothing is buffered unless the node leads and has a follower, so a single
+//! node pays one atomic load per message.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use super::lease_clock::LeaseClock;
+use super::wire::{self, FrameKind};
+use crate::store::replication::{ChangeSink, FileRef};
+
+/// Unsealed bytes past which the senders are woken.
+const SEAL_AT: usize = 128 * 1024;
+/// Compressed bytes kept for followers past which the slowest is cut off (it
+/// syncs again from files when it reconnects).
+const MAX_BACKLOG: usize = 256 << 20;
+
+/// A sealed, compressed piece of the stream, shared by every sender.
+pub struct Chunk {
+    /// Offset of the stream right after this chunk.
+    pub end: u64,
+    /// The encoded `Data` frame.
+    pub frame: Vec<u8>,
+}
+
+/// What the leader knows of one connected or in-sync follower.
+#[derive(Debug, Clone, Default)]
+pub struct FollowerState {
+    /// Offset the follower holds (written and synced).
+    pub acked: u64,
+    /// Offset sent to it.
+    pub sent: u64,
+    /// In the in-sync replica set (as written to etcd).
+    pub in_isr: bool,
+    /// Its connection is up.
+    pub connected: bool,
+    /// Offset it must hold to count as in sync (end of its snapshot).
+    pub sync_target: Option<u64>,
+    /// Its address, for the API.
+    pub addr: String,
+    /// Told to disconnect (lagging, dropped from the ISR).
+    pub cut_off: bool,
+    /// Which connection of the follower this is (a reconnect gets a new one).
+    pub conn: u64,
+}
+
+/// A request to change the in-sync replica set in etcd, answered once written
+/// (true) or failed (false: leadership is in doubt).
+pub struct IsrChange {
+    /// Followers to add.
+    pub add: Vec<u32>,
+    /// Followers to remove.
+    pub remove: Vec<u32>,
+    /// Where the answer goes.
+    pub reply: std::sync::mpsc::Sender<bool>,
+}
+
+struct State {
+    leading: bool,
+    base: u64,
+    buf: Vec<u8>,
+    chunks: VecDeque<Arc<Chunk>>,
+    backlog: usize,
+    by_path: HashMap<Arc<str>, u32>,
+    paths: HashMap<u32, Arc<str>>,
+    next_id: u32,
+    followers: BTreeMap<u32, FollowerState>,
+    isr: Option<tokio::sync::mpsc::UnboundedSender<IsrChange>>,
+    next_conn: u64,
+}
+
+/// The replication log (one per process; installed as the store's sink).
+pub struct ReplicationLog {
+    data_dir: PathBuf,
+    ack_timeout: Duration,
+    lease: Arc<LeaseClock>,
+    streaming: AtomicBool,
+    state: Mutex<State>,
+    seal_lock: Mutex<()>,
+    data_cv: Condvar,
+    ack_cv: Condvar,
+}
+
+impl ReplicationLog {
+    /// A log for the data dir `data_dir` (the same path the broker is given).
+    pub fn new(data_dir: &Path, ack_timeout: Duration, lease: Arc<LeaseClock>) -> Self {
+        ReplicationLog {
+            data_dir: data_dir.to_path_buf(),
+            ack_timeout,
+            lease,
+            streaming: AtomicBool::new(false),
+            state: Mutex::new(State {
+                leading: false,
+                base: 0,
+                buf: Vec::new(),
+                chunks: VecDeque::new(),
+                backlog: 0,
+                by_path: HashMap::new(),
+                paths: HashMap::new(),
+                next_id: 1,
+                followers: BTreeMap::new(),
+                isr: None,
+                next_conn: 1,
+            }),
+            seal_lock: Mutex::new(()),
+            data_cv: Condvar::new(),
+            ack_cv: Condvar::new(),
+        }
+    }
+
+    /// The data dir this log replicates.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// Starts leading: changes are logged from now on; ISR changes go to `isr`.
+    pub fn start_leading(&self, isr: tokio::sync::mpsc::UnboundedSender<IsrChange>) {
+        let mut st = self.state.lock();
+        st.leading = true;
+        st.isr = Some(isr);
+        st.followers.clear();
+        st.chunks.clear();
+        st.backlog = 0;
+        st.base += st.buf.len() as u64;
+        st.buf.clear();
+    }
+
+    /// Stops leading: nothing more is confirmed, every follower is cut off.
+    pub fn stop_leading(&self) {
+        let mut st = self.state.lock();
+        st.leading = false;
+        st.isr = None;
+        for f in st.followers.values_mut() {
+            f.cut_off = true;
+        }
+        self.streaming.store(false, Ordering::SeqCst);
+        drop(st);
+        self.data_cv.notify_all();
+        self.ack_cv.notify_all();
+    }
+
+    /// True while this node leads.
+    pub fn leading(&self) -> bool {
+        self.state.lock().leading
+    }
+
+    fn relative(&self, path: &Path) -> Option<String> {
+        let rel = path.strip_prefix(&self.data_dir).ok()?;
+        let mut out = String::new();
+        for c in rel.components() {
+            let std::path::Component::Normal(c) = c else {
+                return None;
+            };
+            let c = c.to_str()?;
+            if c == "transient" {
+                // Non-durable queues are wiped at every start: nothing to keep.
+                return None;
+            }
+            if !out.is_empty() {
+                out.push('/');
+            }
+            out.push_str(c);
+        }
+        (!out.is_empty()).then_some(out)
+    }
+
+    fn append(&self, encode: impl FnOnce(&mut Vec<u8>)) {
+        let mut st = self.state.lock();
+        if !st.leading || st.followers.is_empty() {
+            return;
+        }
+        encode(&mut st.buf);
+        if st.buf.len() >= SEAL_AT {
+            drop(st);
+            self.data_cv.notify_all();
+        }
+    }
+
+    /// Adds a connecting follower: returns its connection number, the offset
+    /// its stream starts at and the file registrations it needs first (as
+    /// operations). A follower still listed in the ISR from an earlier
+    /// connection is removed from it first: it must sync again before it may
+    /// count as in sync.
+    pub fn add_follower(&self, id: u32, addr: String) -> Option<(u64, u64, Vec<u8>)> {
+        let listed = self.state.lock().followers.get(&id).is_some_and(|f| f.in_isr);
+        if listed && !self.drop_from_isr(vec![id]) {
+            return None;
+        }
+        let _seal = self.seal_lock.lock();
+        let mut st = self.state.lock();
+        if !st.leading {
+            return None;
+        }
+        self.seal_locked(&mut st);
+        let start = st.base;
+        let mut regs = Vec::new();
+        for (id, path) in &st.paths {
+            wire::put_register(&mut regs, *id, path);
+        }
+        let conn = st.next_conn;
+        st.next_conn += 1;
+        st.followers.insert(
+            id,
+            FollowerState {
+                acked: start,
+                sent: start,
+                in_isr: false,
+                connected: true,
+                sync_target: None,
+                addr,
+                cut_off: false,
+                conn,
+            },
+        );
+        self.streaming.store(true, Ordering::SeqCst);
+        Some((conn, start, regs))
+    }
+
+    /// Connection `conn` of a follower ended. A follower in the ISR stays
+    /// listed until the leader removes it there (the next confirm does, or
+    /// [`ReplicationLog::remove_disconnected`]).
+    pub fn follower_gone(&self, id: u32, conn: u64) {
+        let mut st = self.state.lock();
+        if let Some(f) = st.followers.get_mut(&id)
+            && f.conn == conn
+        {
+            f.connected = false;
+            if !f.in_isr {
+                st.followers.remove(&id);
+            }
+        }
+        if !st.followers.values().any(|f| f.connected) {
+            self.streaming.store(false, Ordering::SeqCst);
+        }
+        self.trim(&mut st);
+        drop(st);
+        self.ack_cv.notify_all();
+    }
+
+    /// The follower's snapshot is complete: it is in sync once it holds `target`.
+    pub fn set_sync_target(&self, id: u32, conn: u64, target: u64) {
+        if let Some(f) = self.state.lock().followers.get_mut(&id)
+            && f.conn == conn
+        {
+            f.sync_target = Some(target);
+        }
+    }
+
+    /// The current end of the stream.
+    pub fn end(&self) -> u64 {
+        let st = self.state.lock();
+        st.base + st.buf.len() as u64
+    }
+
+    /// Records a follower's acknowledgement. Returns true when this makes it
+    /// eligible for the ISR (it holds its snapshot target and is not in yet).
+    pub fn ack(&self, id: u32, conn: u64, offset: u64) -> bool {
+        let mut st = self.state.lock();
+        let eligible = match st.followers.get_mut(&id) {
+            Some(f) if f.conn == conn => {
+                f.acked = f.acked.max(offset);
+                !f.in_isr && f.sync_target.is_some_and(|t| f.acked >= t)
+            }
+            _ => false,
+        };
+        drop(st);
+        self.ack_cv.notify_all();
+        eligible
+    }
+
+    /// Asks the leader's ISR task for a change and waits for the answer.
+    fn change_isr(&self, add: Vec<u32>, remove: Vec<u32>) -> bool {
+        let Some(tx) = self.state.lock().isr.clone() else {
+            return false;
+        };
+        let (reply, answer) = std::sync::mpsc::channel();
+        if tx.send(IsrChange { add, remove, reply }).is_err() {
+            return false;
+        }
+        answer
+            .recv_timeout(self.ack_timeout.max(Duration::from_secs(5)))
+            .unwrap_or(false)
+    }
+
+    /// Puts a caught-up follower into the ISR (written to etcd first).
+    pub fn join_isr(&self, id: u32, conn: u64) -> bool {
+        if !self.change_isr(vec![id], Vec::new()) {
+            return false;
+        }
+        let mut st = self.state.lock();
+        match st.followers.get_mut(&id) {
+            Some(f) if f.connected && f.conn == conn => {
+                f.in_isr = true;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Removes followers whose connection is gone from the ISR (in etcd, then
+    /// here), so that none of them can be elected with data it may lack.
+    pub fn remove_disconnected(&self) -> bool {
+        let gone: Vec<u32> = {
+            let st = self.state.lock();
+            st.followers
+                .iter()
+                .filter(|(_, f)| f.in_isr && !f.connected)
+                .map(|(id, _)| *id)
+                .collect()
+        };
+        gone.is_empty() || self.drop_from_isr(gone)
+    }
+
+    /// Removes followers from the ISR (in etcd, then here) and cuts them off.
+    pub fn drop_from_isr(&self, ids: Vec<u32>) -> bool {
+        for id in &ids {
+            tracing::warn!(follower = %super::node_id::format(*id), "removing follower from the in-sync replica set");
+        }
+        if !self.change_isr(Vec::new(), ids.clone()) {
+            return false;
+        }
+        let mut st = self.state.lock();
+        for id in ids {
+            if let Some(f) = st.followers.get_mut(&id) {
+                f.in_isr = false;
+                f.cut_off = true;
+                if !f.connected {
+                    st.followers.remove(&id);
+                }
+            }
+        }
+        drop(st);
+        self.data_cv.notify_all();
+        true
+    }
+
+    /// Seals the unsealed bytes into a chunk (caller holds `seal_lock`).
+    fn seal_locked(&self, st: &mut State) {
+        if st.buf.is_empty() {
+            return;
+        }
+        let end = st.base + st.buf.len() as u64;
+        let mut payload = end.to_le_bytes().to_vec();
+        payload.extend_from_slice(&wire::compress(&st.buf));
+        let frame = wire::encode_frame(FrameKind::Data, &payload);
+        st.backlog += frame.len();
+        st.chunks.push_back(Arc::new(Chunk { end, frame }));
+        st.base = end;
+        st.buf.clear();
+    }
+
+    /// Seals what is buffered, compressing outside the state lock so that
+    /// appenders are not held up.
+    fn seal(&self) {
+        let _seal = self.seal_lock.lock();
+        let (raw, end) = {
+            let mut st = self.state.lock();
+            if st.buf.is_empty() {
+                return;
+            }
+            let end = st.base + st.buf.len() as u64;
+            st.base = end;
+            (std::mem::take(&mut st.buf), end)
+        };
+        let mut payload = end.to_le_bytes().to_vec();
+        payload.extend_from_slice(&wire::compress(&raw));
+        let frame = wire::encode_frame(FrameKind::Data, &payload);
+        let mut st = self.state.lock();
+        st.backlog += frame.len();
+        st.chunks.push_back(Arc::new(Chunk { end, frame }));
+        if st.buf.capacity() == 0 {
+            let mut raw = raw;
+            raw.clear();
+            st.buf = raw;
+        }
+        self.cut_off_slowest(&mut st);
+    }
+
+    fn cut_off_slowest(&self, st: &mut State) {
+        if st.backlog <= MAX_BACKLOG {
+            return;
+        }
+        if let Some((id, f)) = st
+            .followers
+            .iter_mut()
+            .filter(|(_, f)| f.connected && !f.cut_off)
+            .min_by_key(|(_, f)| f.sent)
+        {
+            tracing::warn!(follower = %super::node_id::format(*id), "follower too far behind, disconnecting it");
+            f.cut_off = true;
+        }
+    }
+
+    /// Drops chunks every connected follower was sent.
+    fn trim(&self, st: &mut State) {
+        let min_sent = st
+            .followers
+            .values()
+            .filter(|f| f.connected && !f.cut_off)
+            .map(|f| f.sent)
+            .min();
+        while let Some(c) = st.chunks.front() {
+            if min_sent.is_some_and(|m| c.end > m) {
+                break;
+            }
+            st.backlog -= c.frame.len();
+            st.chunks.pop_front();
+        }
+    }
+
+    /// For follower `id`'s sender: the chunks after `from`, waiting up to
+    /// `wait` for some. `None` when the follower must disconnect.
+    pub fn chunks_after(&self, id: u32, conn: u64, from: u64, wait: Duration) -> Option<Vec<Arc<Chunk>>> {
+        let deadline = Instant::now() + wait;
+        loop {
+            self.seal();
+            let mut st = self.state.lock();
+            let leading = st.leading;
+            match st.followers.get_mut(&id) {
+                Some(f) if f.conn == conn && f.connected && !f.cut_off && leading => f.sent = from,
+                _ => return None,
+            }
+            self.trim(&mut st);
+            let out: Vec<Arc<Chunk>> = st.chunks.iter().filter(|c| c.end > from).cloned().collect();
+            if !out.is_empty() || Instant::now() >= deadline {
+                return Some(out);
+            }
+            if st.buf.is_empty() {
+                self.data_cv.wait_until(&mut st, deadline);
+            }
+        }
+    }
+
+    /// True once the follower is in the ISR.
+    pub fn in_isr(&self, id: u32) -> bool {
+        self.state.lock().followers.get(&id).is_some_and(|f| f.in_isr)
+    }
+
+    /// Every known follower, for the API.
+    pub fn followers(&self) -> Vec<(u32, FollowerState)> {
+        self.state
+            .lock()
+            .followers
+            .iter()
+            .map(|(k, v)| (*k, v.clone()))
+            .collect()
+    }
+}
+
+impl ChangeSink for ReplicationLog {
+    fn register(&self, path: &Path) -> Option<FileRef> {
+        let rel = self.relative(path)?;
+        let mut st = self.state.lock();
+        if let Some(id) = st.by_path.get(rel.as_str()) {
+            return Some(FileRef(*id));
+        }
+        let id = st.next_id;
+        st.next_id += 1;
+        let rel: Arc<str> = rel.into();
+        st.by_path.insert(rel.clone(), id);
+        st.paths.insert(id, rel.clone());
+        if st.leading && !st.followers.is_empty() {
+            wire::put_register(&mut st.buf, id, &rel);
+        }
+        Some(FileRef(id))
+    }
+
+    fn write_at(&self, file: FileRef, offset: u64, parts: &[&[u8]]) {
+        if !self.streaming.load(Ordering::SeqCst) {
+            return;
+        }
+        self.append(|buf| wire::put_write(buf, file.0, offset, parts));
+    }
+
+    fn set_len(&self, path: &Path, len: u64) {
+        if let Some(rel) = self.relative(path) {
+            self.append(|buf| wire::put_set_len(buf, &rel, len));
+        }
+    }
+
+    fn replace(&self, path: &Path, contents: &[u8]) {
+        if let Some(rel) = self.relative(path) {
+            self.append(|buf| wire::put_replace(buf, &rel, contents));
+        }
+    }
+
+    fn remove(&self, path: &Path) {
+        let Some(rel) = self.relative(path) else { return };
+        let mut st = self.state.lock();
+        let prefix = format!("{rel}/");
+        let gone: Vec<Arc<str>> = st
+            .by_path
+            .keys()
+            .filter(|p| p.as_ref() == rel.as_str() || p.starts_with(&prefix))
+            .cloned()
+            .collect();
+        for p in gone {
+            if let Some(id) = st.by_path.remove(&p) {
+                st.paths.remove(&id);
+            }
+        }
+        if st.leading && !st.followers.is_empty() {
+            wire::put_remove(&mut st.buf, &rel);
+        }
+    }
+
+    fn mark(&self) -> u64 {
+        self.end()
+    }
+
+    fn wait_replicated(&self, mark: u64) -> bool {
+        let deadline = Instant::now() + self.ack_timeout;
+        self.data_cv.notify_all();
+        loop {
+            if !self.lease.valid() {
+                return false;
+            }
+            let mut st = self.state.lock();
+            if !st.leading {
+                return false;
+            }
+            let mut lagging = Vec::new();
+            let mut gone = Vec::new();
+            for (id, f) in &st.followers {
+                if f.in_isr && f.acked < mark {
+                    match !f.connected || f.cut_off {
+                        true => gone.push(*id),
+                        false => lagging.push(*id),
+                    }
+                }
+            }
+            if lagging.is_empty() && gone.is_empty() {
+                return true;
+            }
+            // A follower whose connection is gone cannot catch up: drop it at
+            // once. One that is merely slow gets until the deadline.
+            if Instant::now() >= deadline {
+                gone.append(&mut lagging);
+            }
+            if !gone.is_empty() {
+                drop(st);
+                if !self.drop_from_isr(gone) {
+                    return false;
+                }
+                continue;
+            }
+            self.ack_cv.wait_until(&mut st, deadline);
+        }
+    }
+}
