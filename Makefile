@@ -10,6 +10,7 @@ bench:
 	cargo bench
 	benches/side_by_side.sh
 	benches/mqtt_side_by_side.sh
+	benches/cluster.sh
 
 lint:
 	cargo fmt --check

@@ -228,6 +228,20 @@ impl Channel {
         }
     }
 
+    /// [`Self::reply`] for a definition change: clustered, held until the
+    /// change is replicated (see [`super::replicated_reply`]).
+    fn reply_replicated(&self, info: &ConnInfo, nowait: bool, method: Method) {
+        if nowait {
+            return;
+        }
+        if super::replicated_reply::needed() {
+            let sync = &info.ctx.broker.sync;
+            super::replicated_reply::send_when_replicated(sync, &self.shared.outbox, self.number(), method);
+        } else {
+            self.send(&method);
+        }
+    }
+
     fn queue_name<'a>(&'a self, name: &'a str) -> AmqpResult<&'a str> {
         if !name.is_empty() {
             return Ok(name);
@@ -286,7 +300,7 @@ impl Channel {
                     }
                 }
                 vhost.declare_exchange(&exchange, &kind, &opts, arguments)?;
-                self.reply(nowait, Method::ExchangeDeclareOk);
+                self.reply_replicated(info, nowait, Method::ExchangeDeclareOk);
             }
             Method::ExchangeDelete {
                 exchange,
@@ -295,7 +309,7 @@ impl Channel {
             } => {
                 info.check(Access::Configure, "exchange", &exchange)?;
                 vhost.delete_exchange(&exchange, if_unused)?;
-                self.reply(nowait, Method::ExchangeDeleteOk);
+                self.reply_replicated(info, nowait, Method::ExchangeDeleteOk);
             }
             Method::ExchangeBind {
                 destination,
@@ -307,7 +321,7 @@ impl Channel {
                 info.check(Access::Write, "exchange", &destination)?;
                 info.check(Access::Read, "exchange", &source)?;
                 vhost.bind_exchange(&destination, &source, &routing_key, arguments)?;
-                self.reply(nowait, Method::ExchangeBindOk);
+                self.reply_replicated(info, nowait, Method::ExchangeBindOk);
             }
             Method::ExchangeUnbind {
                 destination,
@@ -319,7 +333,7 @@ impl Channel {
                 info.check(Access::Write, "exchange", &destination)?;
                 info.check(Access::Read, "exchange", &source)?;
                 vhost.unbind_exchange(&destination, &source, &routing_key, &arguments)?;
-                self.reply(nowait, Method::ExchangeUnbindOk);
+                self.reply_replicated(info, nowait, Method::ExchangeUnbindOk);
             }
             Method::QueueDeclare {
                 queue,
@@ -372,7 +386,8 @@ impl Channel {
                     return Err(e.into());
                 }
                 self.last_queue = d.name.clone();
-                self.reply(
+                self.reply_replicated(
+                    info,
                     nowait,
                     Method::QueueDeclareOk {
                         queue: ShortStr::from(d.name),
@@ -392,7 +407,7 @@ impl Channel {
                 info.check(Access::Write, "queue", q)?;
                 info.check(Access::Read, "exchange", &exchange)?;
                 vhost.bind_queue(q, &exchange, &routing_key, arguments, Some(info.id))?;
-                self.reply(nowait, Method::QueueBindOk);
+                self.reply_replicated(info, nowait, Method::QueueBindOk);
             }
             Method::QueueUnbind {
                 queue,
@@ -404,13 +419,14 @@ impl Channel {
                 info.check(Access::Write, "queue", q)?;
                 info.check(Access::Read, "exchange", &exchange)?;
                 vhost.unbind_queue(q, &exchange, &routing_key, &arguments, info.id)?;
-                self.send(&Method::QueueUnbindOk);
+                self.reply_replicated(info, false, Method::QueueUnbindOk);
             }
             Method::QueuePurge { queue, nowait } => {
                 let q = self.queue_name(&queue)?;
                 info.check(Access::Read, "queue", q)?;
                 let n = vhost.purge_queue(q, info.id)?;
-                self.reply(
+                self.reply_replicated(
+                    info,
                     nowait,
                     Method::QueuePurgeOk {
                         message_count: n as u32,
@@ -426,7 +442,8 @@ impl Channel {
                 let q = self.queue_name(&queue)?;
                 info.check(Access::Configure, "queue", q)?;
                 let n = vhost.delete_queue(q, if_unused, if_empty, Some(info.id))?;
-                self.reply(
+                self.reply_replicated(
+                    info,
                     nowait,
                     Method::QueueDeleteOk {
                         message_count: n as u32,

@@ -10,6 +10,7 @@ pub mod error;
 pub mod handshake;
 pub mod listener;
 pub mod publish;
+pub mod replicated_reply;
 pub mod unacked;
 
 pub use context::{AmqpContext, AmqpSettings};

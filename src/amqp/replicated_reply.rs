@@ -1,0 +1,55 @@
+//! Clustered, the `-ok` of a definition change (declare, delete, bind, unbind,
+//! purge) is sent only once the change is synced and held by every in-sync
+//! follower, as a publisher confirm is: a client that saw `declare-ok` finds
+//! its queue after a failover. Without clustering the reply goes out at once,
+//! as before (the definitions log is covered by the group commit).
+
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::codec::{Method, write_method};
+use crate::store::{GroupSync, SyncWaiter};
+use crate::transport::outbox::Outbox;
+
+/// A reply held until the group commit (and replication) covers the change.
+struct HeldReply {
+    outbox: Arc<Outbox>,
+    channel: u16,
+    method: Mutex<Option<Method>>,
+}
+
+impl SyncWaiter for HeldReply {
+    fn synced(&self, _token: u64, ok: bool) {
+        let Some(method) = self.method.lock().take() else {
+            return;
+        };
+        if ok {
+            self.outbox.send(|b| {
+                let _ = write_method(b, self.channel, &method);
+            });
+        } else {
+            // Leadership is lost: the broker is closing every connection, and
+            // the change is not confirmed.
+            tracing::warn!(
+                channel = self.channel,
+                "a definition change was not replicated; no reply sent"
+            );
+        }
+    }
+}
+
+/// True when replies must wait for replication (a clustered leader).
+pub fn needed() -> bool {
+    crate::store::replication::sink().is_some()
+}
+
+/// Sends `method` on `channel` once `sync` has covered everything written so far.
+pub fn send_when_replicated(sync: &GroupSync, outbox: &Arc<Outbox>, channel: u16, method: Method) {
+    let waiter: Arc<dyn SyncWaiter> = Arc::new(HeldReply {
+        outbox: outbox.clone(),
+        channel,
+        method: Mutex::new(Some(method)),
+    });
+    sync.register(&waiter, 0);
+}
