@@ -376,6 +376,12 @@ async fn node_cluster_name_and_health_checks() {
     assert!(node["mem_used"].as_u64().is_some_and(|m| m > 0), "{node}");
     assert!(node["fd_used"].as_u64().is_some_and(|n| n > 0), "{node}");
     assert!(node["listeners"].as_array().is_some_and(|l| !l.is_empty()), "{node}");
+    // Unclustered: one node, without the cluster fields.
+    assert_eq!(nodes.as_array().map(Vec::len), Some(1), "{nodes}");
+    assert!(
+        node.get("cluster_role").is_none() && node.get("node_id").is_none(),
+        "{node}"
+    );
     assert_eq!(
         api.get_ok(&format!("/api/nodes/{}", enc(&name))).await["name"],
         name.as_str()

@@ -752,8 +752,28 @@ async fn status_and_cluster_status() {
     assert!(cluster["this_node"].is_string(), "{cluster}");
     assert_eq!(cluster["version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(cluster["followers"], json!([]));
+    // Alone, the one node is "standalone": in sync, no lag, no cluster id.
+    let this_node = cluster["this_node"].clone();
+    assert_eq!(
+        cluster["nodes"],
+        json!([{"name": this_node, "role": "standalone", "node_id": null, "in_sync": true,
+                "lag_bytes": 0, "running": true, "address": null}])
+    );
     let text = ctl(&b, &["cluster_status"]).await.ok();
     assert!(text.stdout.starts_with("this_node: "), "{text:?}");
+    let cells = text.cells();
+    assert_eq!(
+        cells[2],
+        ["name", "role", "node_id", "in_sync", "lag_bytes", "running", "address"],
+        "{text:?}"
+    );
+    // The empty node_id and address cells leave four values after the name.
+    assert_eq!(
+        cells[3],
+        [this_node.as_str().expect("name"), "standalone", "true", "0", "true"],
+        "{text:?}"
+    );
+    assert_eq!(cells.len(), 4, "{text:?}");
 
     // Accepted and harmless, as in LavinMQ.
     ctl(&b, &["stop_app"]).await.ok();

@@ -241,6 +241,12 @@ async fn both_listeners_serve_both_endpoints() {
         ] {
             value(&overview, name);
         }
+        // Unclustered: no follower, and none of the cluster gauges.
+        assert_eq!(value(&overview, "lavinmq_total_connected_followers"), 0.0);
+        assert!(
+            !overview.iter().any(|s| s.name.starts_with("lavinmq_cluster_")),
+            "{overview:?}"
+        );
         if cfg!(target_os = "linux") {
             assert!(value(&overview, "lavinmq_process_open_fds") > 0.0);
             assert!(value(&overview, "lavinmq_process_resident_memory_bytes") > 0.0);

@@ -10,7 +10,10 @@ use std::net::{TcpStream, ToSocketAddrs};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// Longest time between two acknowledgements while data keeps arriving.
+const ACK_EVERY: Duration = Duration::from_millis(20);
 
 use parking_lot::Mutex;
 
@@ -193,7 +196,10 @@ pub fn follow(
     applier.sync()?;
     out.write_all(&offset.to_le_bytes())?;
     events.snapshot_applied(wanted.len(), theirs.len());
-    // The stream: apply what has arrived, then sync and acknowledge it.
+    // The stream: apply what has arrived, then sync and acknowledge it; under
+    // a steady stream, at least every ACK_EVERY, so that the leader's confirms
+    // never wait for a pause in the traffic.
+    let mut acked_at = Instant::now();
     loop {
         if stop.stopped() {
             return Ok(());
@@ -203,11 +209,11 @@ pub fn follow(
             FrameKind::InSync => events.in_sync(),
             _ => return Err(WireError::Malformed("unexpected frame in the stream").into()),
         }
-        if input.buffer().is_empty() {
-            applier.flush()?;
+        if input.buffer().is_empty() || acked_at.elapsed() >= ACK_EVERY {
             applier.sync()?;
             out.write_all(&offset.to_le_bytes())?;
             events.applied(offset);
+            acked_at = Instant::now();
         }
     }
 }

@@ -17,6 +17,14 @@
 //! totals, confirms, deduplication counts, GC statistics, the scrape's memory
 //! use) are left out rather than reported as zero.
 //!
+//! Clustered, `/metrics` also reports the cluster as this node (the leader,
+//! which alone serves it) sees it: `cluster_is_leader`, `cluster_followers`
+//! (connected), `cluster_in_sync_followers`, and per follower, labelled
+//! `follower="<node id>"`, `cluster_follower_lag_bytes` and
+//! `cluster_follower_in_sync`; LavinMQ's `total_connected_followers` then
+//! counts the connected followers. Unclustered, none of these appear (and
+//! `total_connected_followers` stays 0).
+//!
 //! A scrape runs on a blocking thread: it takes each queue's lock once, briefly,
 //! to read its figures, holds no lock across an `.await`, and writes the text
 //! by hand into one `String` (see [`super::metrics_text`]), so scraping tens of
@@ -41,6 +49,7 @@ use super::auth::Authed;
 use super::error::{ApiError, ApiResult};
 use super::metrics_text::{CONTENT_TYPE, MetricType, TextWriter, validate_prefix};
 use super::node_stats as node;
+use crate::cluster::status::{ClusterStatus, FollowerView, Role};
 use crate::core::broker::Broker;
 use crate::core::connections::ConnectionEntry;
 use crate::core::exchange::Exchange;
@@ -413,12 +422,20 @@ fn render_overview(broker: &Broker, vhosts: &[Arc<VHost>], prefix: &str) -> Stri
         w.single("cpu_system_time_total", Counter, "Total CPU system time", system);
         w.single("cpu_user_time_total", Counter, "Total CPU user time", user);
     }
+    // Clustered, the leader counts its followers; alone, LavinMQ reports 0.
+    let cluster = ClusterStatus::if_clustered().map(|c| (c.role(), c.followers()));
+    let connected = cluster
+        .as_ref()
+        .map_or(0, |(_, followers)| followers.iter().filter(|f| f.connected).count());
     w.single(
         "total_connected_followers",
         Gauge,
         "Amount of follower nodes connected",
-        0u64,
+        connected,
     );
+    if let Some((role, followers)) = cluster {
+        write_cluster(&mut w, role, followers);
+    }
 
     w.single(
         "global_messages_delivered_total",
@@ -457,6 +474,47 @@ fn render_overview(broker: &Broker, vhosts: &[Arc<VHost>], prefix: &str) -> Stri
         t.published,
     );
     w.finish()
+}
+
+/// The cluster as this node sees it (clustered only): whether it leads, how
+/// many followers are connected and in sync, and per follower (label
+/// `follower`, its base-36 node id) its lag and in-sync state.
+fn write_cluster(w: &mut TextWriter<'_>, role: Role, mut followers: Vec<FollowerView>) {
+    followers.sort_by(|a, b| a.id.cmp(&b.id));
+    w.single(
+        "cluster_is_leader",
+        Gauge,
+        "1 if this node is the cluster leader, else 0",
+        u64::from(role == Role::Leader),
+    );
+    w.single(
+        "cluster_followers",
+        Gauge,
+        "Follower nodes connected to the leader",
+        followers.iter().filter(|f| f.connected).count(),
+    );
+    w.single(
+        "cluster_in_sync_followers",
+        Gauge,
+        "Follower nodes in the in-sync replica set",
+        followers.iter().filter(|f| f.in_sync).count(),
+    );
+    w.header(
+        "cluster_follower_lag_bytes",
+        Gauge,
+        "Bytes of the replication stream the follower has not acknowledged",
+    );
+    for f in &followers {
+        w.sample("cluster_follower_lag_bytes", &[("follower", &f.id)], f.lag_bytes);
+    }
+    w.header(
+        "cluster_follower_in_sync",
+        Gauge,
+        "1 if the follower is in the in-sync replica set, else 0",
+    );
+    for f in &followers {
+        w.sample("cluster_follower_in_sync", &[("follower", &f.id)], u64::from(f.in_sync));
+    }
 }
 
 /// One metric family whose samples are computed from rows of type `T`.
@@ -883,6 +941,42 @@ mod tests {
         assert_eq!(p.prefix, "x");
         assert_eq!(p.vhosts, ["a", "b"]);
         assert_eq!(p.families, [Family::QueueCoarse, Family::Connection]);
+    }
+
+    #[test]
+    fn cluster_metrics() {
+        let follower = |id: &str, in_sync, connected, lag_bytes| FollowerView {
+            id: id.into(),
+            addr: "127.0.0.1:1".into(),
+            in_sync,
+            connected,
+            lag_bytes,
+        };
+        let mut w = TextWriter::new("lavinmq", 0);
+        write_cluster(
+            &mut w,
+            Role::Leader,
+            vec![follower("zz", false, true, 4096), follower("a1", true, true, 0)],
+        );
+        let text = w.finish();
+        let samples: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+        assert_eq!(
+            samples,
+            [
+                "lavinmq_cluster_is_leader 1",
+                "lavinmq_cluster_followers 2",
+                "lavinmq_cluster_in_sync_followers 1",
+                "lavinmq_cluster_follower_lag_bytes{follower=\"a1\"} 0",
+                "lavinmq_cluster_follower_lag_bytes{follower=\"zz\"} 4096",
+                "lavinmq_cluster_follower_in_sync{follower=\"a1\"} 1",
+                "lavinmq_cluster_follower_in_sync{follower=\"zz\"} 0",
+            ]
+        );
+        assert!(text.contains("# TYPE lavinmq_cluster_follower_lag_bytes gauge\n"));
+
+        let mut w = TextWriter::new("p", 0);
+        write_cluster(&mut w, Role::Follower, Vec::new());
+        assert!(w.finish().contains("p_cluster_is_leader 0\n"));
     }
 
     #[test]

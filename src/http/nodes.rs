@@ -1,6 +1,10 @@
 //! `/api/nodes`, `/api/extensions`, `/api/cluster-name`, `/api/auth` and the
 //! health checks: what monitoring scripts and the management UI ask about the
-//! node itself. This broker is one node; its name is [`super::overview::NODE`].
+//! node itself. Unclustered, this broker is one node; its name is
+//! [`super::overview::NODE`]. Clustered, only the leader serves this API (a
+//! follower forwards its HTTP port to it), and `/api/nodes` describes the
+//! cluster as the leader sees it: this node first, then one entry per follower
+//! (see [`follower_name`] and [`follower_json`]).
 
 use std::sync::Arc;
 
@@ -16,6 +20,7 @@ use super::body::JsonBody;
 use super::error::{ApiError, ApiResult};
 use super::node_stats;
 use super::overview::NODE;
+use crate::cluster::status::{ClusterStatus, FollowerView, Role};
 
 /// The global parameter RabbitMQ keeps the cluster name in.
 const CLUSTER_NAME: &str = "cluster_name";
@@ -38,19 +43,96 @@ fn node_json(s: &HttpState) -> Value {
     })
 }
 
-/// The nodes of the cluster: this one.
-pub async fn list(State(s): State<Arc<HttpState>>, user: Authed) -> ApiResult<Json<Value>> {
-    user.require_monitoring()?;
-    Ok(Json(json!([node_json(&s)])))
+/// The name `/api/nodes` gives a follower: `lavinmq@<node id>`, the id in
+/// base 36 as in `.clustering_id` and the logs.
+///
+/// The leader does not know a follower's host name (nor its own: this node
+/// keeps [`NODE`] so that nothing that already reads it breaks), only the
+/// address its replication connection comes from, which changes with every
+/// reconnect. The node id is what identifies a node in the cluster (it is its
+/// etcd lease and its place in the in-sync replica set) and it survives
+/// restarts, so it makes a stable, unique name. It cannot collide with
+/// [`NODE`]: an id is at most 6 base-36 digits, "localhost" has 9.
+pub fn follower_name(id: &str) -> String {
+    format!("lavinmq@{id}")
 }
 
-/// One node by name.
+/// The cluster fields of this node's entry: its role, id, in-sync state (a
+/// leader is the reference, so in sync with no lag) and advertised URI.
+fn this_node_cluster_fields(status: &ClusterStatus) -> [(&'static str, Value); 5] {
+    let role = status.role();
+    let in_sync = match role {
+        Role::Leader => true,
+        Role::Follower => status.in_sync(),
+        Role::Standalone => false,
+    };
+    [
+        ("cluster_role", json!(role.as_str())),
+        ("node_id", json!(status.id())),
+        ("in_sync", json!(in_sync)),
+        ("lag_bytes", json!(0u64)),
+        ("address", json!(status.uri())),
+    ]
+}
+
+/// A follower's entry as the leader sees it: only what the leader knows of it
+/// (its figures, such as memory or uptime, are the follower's own and are left
+/// out rather than reported as zero). `running` is whether its replication
+/// connection is up; `address` is where that connection comes from.
+pub fn follower_json(f: &FollowerView) -> Value {
+    json!({
+        "name": follower_name(&f.id), "type": "disc", "running": f.connected, "being_drained": false,
+        "cluster_role": Role::Follower.as_str(), "node_id": f.id, "in_sync": f.in_sync,
+        "lag_bytes": f.lag_bytes, "address": f.addr,
+    })
+}
+
+/// This node's entry: [`node_json`], plus the cluster fields when clustered.
+fn this_node_json(s: &HttpState, status: Option<&ClusterStatus>) -> Value {
+    let mut node = node_json(s);
+    if let (Some(status), Some(obj)) = (status, node.as_object_mut()) {
+        for (key, value) in this_node_cluster_fields(status) {
+            obj.insert(key.to_owned(), value);
+        }
+    }
+    node
+}
+
+/// The followers the leader knows of, by id.
+fn followers(status: &ClusterStatus) -> Vec<FollowerView> {
+    let mut list = status.followers();
+    list.sort_by(|a, b| a.id.cmp(&b.id));
+    list
+}
+
+/// The nodes of the cluster: this one, then (clustered, as leader) every
+/// follower it knows of.
+pub async fn list(State(s): State<Arc<HttpState>>, user: Authed) -> ApiResult<Json<Value>> {
+    user.require_monitoring()?;
+    let status = ClusterStatus::if_clustered();
+    let mut nodes = vec![this_node_json(&s, status.as_deref())];
+    if let Some(status) = &status {
+        nodes.extend(followers(status).iter().map(follower_json));
+    }
+    Ok(Json(Value::Array(nodes)))
+}
+
+/// One node by name: this one ([`NODE`]) or a follower ([`follower_name`]).
 pub async fn show(State(s): State<Arc<HttpState>>, user: Authed, Path(name): Path<String>) -> ApiResult<Json<Value>> {
     user.require_monitoring()?;
-    if name != NODE {
-        return Err(ApiError::not_found());
+    let status = ClusterStatus::if_clustered();
+    if name == NODE {
+        return Ok(Json(this_node_json(&s, status.as_deref())));
     }
-    Ok(Json(node_json(&s)))
+    status
+        .and_then(|status| {
+            followers(&status)
+                .iter()
+                .find(|f| follower_name(&f.id) == name)
+                .map(follower_json)
+        })
+        .map(Json)
+        .ok_or_else(ApiError::not_found)
 }
 
 /// Management UI extensions: none.
@@ -141,4 +223,31 @@ pub async fn protocol_listener(
 ) -> (StatusCode, Json<Value>) {
     let bound = s.listeners.iter().any(|(p, _)| p.eq_ignore_ascii_case(&protocol));
     health(bound, &format!("no listener for protocol {protocol}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn follower_entries() {
+        let f = FollowerView {
+            id: "k3x9a".into(),
+            addr: "10.0.0.2:41234".into(),
+            in_sync: true,
+            connected: true,
+            lag_bytes: 17,
+        };
+        let v = follower_json(&f);
+        assert_eq!(v["name"], "lavinmq@k3x9a");
+        assert_eq!(v["running"], true);
+        assert_eq!(v["cluster_role"], "follower");
+        assert_eq!(v["node_id"], "k3x9a");
+        assert_eq!(v["in_sync"], true);
+        assert_eq!(v["lag_bytes"], 17);
+        assert_eq!(v["address"], "10.0.0.2:41234");
+        // The largest id is 6 digits: never this node's name.
+        let max = crate::cluster::node_id::format(i32::MAX as u32);
+        assert_ne!(follower_name(&max), NODE);
+    }
 }

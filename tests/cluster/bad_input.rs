@@ -56,7 +56,7 @@ async fn garbage_wrong_secret_and_truncation_are_refused() {
     load::declare(&url, "after-bad-input").await;
     let ledger = Arc::new(Ledger::default());
     let mut clients = Clients::new();
-    clients.publisher(&[url.clone()], 0, 0, "after-bad-input", &ledger);
+    clients.publisher(std::slice::from_ref(&url), 0, 0, "after-bad-input", &ledger);
     crate::harness::wait_until("confirms after bad input", Duration::from_secs(45), || {
         ledger.confirmed_count() >= 200
     });

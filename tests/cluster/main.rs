@@ -6,6 +6,7 @@ mod bad_input;
 mod failover;
 mod harness;
 mod load;
+mod status;
 
 use std::time::Duration;
 

@@ -228,7 +228,7 @@ pub enum Command {
     },
     /// Displays the broker's status
     Status,
-    /// Displays the cluster's status
+    /// Displays the cluster's status: every node with its role, in-sync state and replication lag
     ClusterStatus,
     /// Accepted for compatibility; does nothing (as in LavinMQ)
     StopApp,

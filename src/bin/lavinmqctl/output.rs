@@ -30,6 +30,12 @@ impl Output {
         self.format == Format::Json
     }
 
+    /// Whether the output is one JSON document (`-f json`), for commands
+    /// whose text and JSON shapes differ.
+    pub fn is_json(&self) -> bool {
+        self.json()
+    }
+
     /// Prints an informational line such as `Listing queues for vhost / ...`.
     pub fn info(&self, message: &str) -> CtlResult<()> {
         if self.quiet || self.silent || self.json() {

@@ -1,6 +1,6 @@
 //! Server commands: the broker's status and the cluster's.
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::Ctx;
 use crate::api::path;
@@ -61,10 +61,36 @@ pub async fn status(ctx: &Ctx) -> CtlResult<()> {
     ])
 }
 
-/// `cluster_status`: this node, its version and its followers (none when
-/// the broker runs alone).
+/// What `cluster_status` shows of each node, in this order.
+const NODE_COLUMNS: [&str; 7] = ["name", "role", "node_id", "in_sync", "lag_bytes", "running", "address"];
+
+/// One `/api/nodes` entry as `cluster_status` shows it. A broker that is not
+/// clustered gives none of the cluster fields: its one node is "standalone",
+/// holds all of its data (in sync, no lag) and has no node id or address.
+fn node_row(node: &Value) -> Value {
+    let field = |key: &str, default: Value| match node.get(key) {
+        None | Some(Value::Null) => default,
+        Some(v) => v.clone(),
+    };
+    json!({
+        "name": at(node, "name"),
+        "role": field("cluster_role", json!("standalone")),
+        "node_id": at(node, "node_id"),
+        "in_sync": field("in_sync", json!(true)),
+        "lag_bytes": field("lag_bytes", json!(0)),
+        "running": field("running", json!(true)),
+        "address": at(node, "address"),
+    })
+}
+
+/// `cluster_status`: this node (the first `/api/nodes` lists, the leader when
+/// clustered), the version, and every node with its role, in-sync state and
+/// replication lag. Text: `this_node` and `version` lines, then a table of
+/// the nodes. JSON: `this_node`, `version`, `followers` (the follower rows,
+/// none when the broker runs alone) and `nodes` (every row).
 pub async fn cluster_status(ctx: &Ctx) -> CtlResult<()> {
-    let node = first_node(ctx.api.get_json("/api/nodes").await?)?;
+    let nodes = ctx.api.get_json("/api/nodes").await?;
+    let node = first_node(nodes.clone())?;
     let version = match lookup(&node, "applications")
         .and_then(|a| a.get(0))
         .and_then(|a| a.get("version"))
@@ -72,10 +98,46 @@ pub async fn cluster_status(ctx: &Ctx) -> CtlResult<()> {
         Some(v) => v.clone(),
         None => at(&ctx.api.get_json("/api/overview").await?, "product_version"),
     };
-    let followers = node.get("followers").cloned().unwrap_or(Value::Array(Vec::new()));
-    ctx.out.record(&[
-        ("this_node", at(&node, "name")),
-        ("version", version),
-        ("followers", followers),
-    ])
+    let rows: Vec<Value> = nodes
+        .as_array()
+        .map(|l| l.iter().map(node_row).collect())
+        .unwrap_or_default();
+    if ctx.out.is_json() {
+        let followers = rows.iter().filter(|r| r["role"] == "follower").cloned().collect();
+        return ctx.out.record(&[
+            ("this_node", at(&node, "name")),
+            ("version", version),
+            ("followers", Value::Array(followers)),
+            ("nodes", Value::Array(rows)),
+        ]);
+    }
+    ctx.out
+        .record(&[("this_node", at(&node, "name")), ("version", version)])?;
+    let columns: Vec<String> = NODE_COLUMNS.iter().map(|c| c.to_string()).collect();
+    ctx.out.table(&columns, &rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_of_clustered_and_standalone_nodes() {
+        let standalone = node_row(&json!({"name": "lavinmq@localhost", "running": true, "uptime": 5}));
+        assert_eq!(
+            standalone,
+            json!({"name": "lavinmq@localhost", "role": "standalone", "node_id": null, "in_sync": true,
+                   "lag_bytes": 0, "running": true, "address": null})
+        );
+        let follower = node_row(
+            &json!({"name": "lavinmq@k3", "running": false, "cluster_role": "follower",
+                                        "node_id": "k3", "in_sync": false, "lag_bytes": 12,
+                                        "address": "10.0.0.2:4000"}),
+        );
+        assert_eq!(
+            follower,
+            json!({"name": "lavinmq@k3", "role": "follower", "node_id": "k3", "in_sync": false,
+                   "lag_bytes": 12, "running": false, "address": "10.0.0.2:4000"})
+        );
+    }
 }
