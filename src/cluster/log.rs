@@ -515,7 +515,10 @@ impl ChangeSink for ReplicationLog {
     }
 
     fn mark(&self) -> u64 {
-        self.end()
+        let end = self.end();
+        // The followers write and sync while the leader syncs.
+        self.data_cv.notify_all();
+        end
     }
 
     fn wait_replicated(&self, mark: u64) -> bool {
@@ -556,5 +559,168 @@ impl ChangeSink for ReplicationLog {
             }
             self.ack_cv.wait_until(&mut st, deadline);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::wire::{Op, OpReader};
+
+    fn log(dir: &Path, lease: bool) -> Arc<ReplicationLog> {
+        let clock = Arc::new(LeaseClock::default());
+        if lease {
+            clock.renewed(Instant::now(), Duration::from_secs(60));
+        }
+        Arc::new(ReplicationLog::new(dir, Duration::from_millis(200), clock))
+    }
+
+    /// ISR changes seen: (added, removed).
+    type Changes = Arc<Mutex<Vec<(Vec<u32>, Vec<u32>)>>>;
+
+    /// Leads with an ISR "etcd" that answers every change with `answer`, and
+    /// records the changes.
+    fn lead(log: &ReplicationLog, answer: bool) -> Changes {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<IsrChange>();
+        log.start_leading(tx);
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let record = seen.clone();
+        std::thread::spawn(move || {
+            while let Some(change) = rx.blocking_recv() {
+                record.lock().push((change.add.clone(), change.remove.clone()));
+                let _ = change.reply.send(answer);
+            }
+        });
+        seen
+    }
+
+    fn ops(chunks: &[Arc<Chunk>]) -> Vec<String> {
+        let mut out = Vec::new();
+        for c in chunks {
+            let mut frame = Vec::new();
+            let kind = wire::read_frame(&mut c.frame.as_slice(), &mut frame).unwrap();
+            assert_eq!(kind, FrameKind::Data);
+            let raw = wire::decompress(&frame[8..]).unwrap();
+            let mut r = OpReader::new(&raw);
+            while let Some(op) = r.next_op().unwrap() {
+                out.push(match op {
+                    Op::Register { id, path } => format!("register {id} {path}"),
+                    Op::Write { id, offset, data } => format!("write {id}@{offset} {}", String::from_utf8_lossy(data)),
+                    Op::SetLen { path, len } => format!("len {path} {len}"),
+                    Op::Replace { path, data } => format!("replace {path} {}", String::from_utf8_lossy(data)),
+                    Op::Remove { path } => format!("remove {path}"),
+                });
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn nothing_is_logged_or_confirmed_unless_leading() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = log(dir.path(), true);
+        let f = log.register(&dir.path().join("v/q/msgs.0000000001")).unwrap();
+        log.write_at(f, 0, &[b"abc"]);
+        assert_eq!(log.end(), 0);
+        assert!(!log.wait_replicated(0), "a follower confirms nothing");
+        assert!(log.register(&dir.path().join("v/transient/q/msgs.1")).is_none());
+        assert!(log.register(Path::new("/elsewhere/file")).is_none());
+    }
+
+    #[test]
+    fn a_leader_without_followers_confirms_only_while_its_lease_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = log(dir.path(), true);
+        lead(&log, true);
+        assert!(log.wait_replicated(log.mark()));
+        log.lease.invalidate();
+        assert!(!log.wait_replicated(log.mark()));
+    }
+
+    #[test]
+    fn changes_reach_a_follower_in_order_after_its_registrations() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = log(dir.path(), true);
+        lead(&log, true);
+        let seg = log.register(&dir.path().join("v/q/msgs.0000000001")).unwrap();
+        let (conn, start, regs) = log.add_follower(7, "peer".into()).unwrap();
+        let mut r = OpReader::new(&regs);
+        assert!(matches!(
+            r.next_op().unwrap(),
+            Some(Op::Register {
+                path: "v/q/msgs.0000000001",
+                ..
+            })
+        ));
+        log.write_at(seg, 4, &[b"he", b"llo"]);
+        log.replace(&dir.path().join("users.json"), b"[]");
+        log.set_len(&dir.path().join("v/q/msgs.0000000001"), 9);
+        log.remove(&dir.path().join("v/q"));
+        let chunks = log.chunks_after(7, conn, start, Duration::from_millis(10)).unwrap();
+        assert_eq!(
+            ops(&chunks),
+            vec![
+                format!("write {}@4 hello", seg.0),
+                "replace users.json []".into(),
+                "len v/q/msgs.0000000001 9".into(),
+                "remove v/q".into(),
+            ]
+        );
+        assert_eq!(chunks.last().unwrap().end, log.end());
+    }
+
+    #[test]
+    fn a_lagging_follower_is_dropped_from_the_isr_at_the_deadline() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = log(dir.path(), true);
+        let changes = lead(&log, true);
+        let seg = log.register(&dir.path().join("q/msgs.0000000001")).unwrap();
+        let (conn, start, _) = log.add_follower(9, "peer".into()).unwrap();
+        log.set_sync_target(9, conn, start);
+        assert!(log.ack(9, conn, start), "holding its target makes it eligible");
+        assert!(log.join_isr(9, conn));
+        log.write_at(seg, 4, &[b"x"]);
+        let mark = log.mark();
+        // It acks in time: the wait ends with it still in the ISR.
+        let acker = {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(20));
+                log.ack(9, conn, mark);
+            })
+        };
+        assert!(log.wait_replicated(mark));
+        acker.join().unwrap();
+        assert!(log.in_isr(9));
+        // It stops acking: at the deadline it leaves the ISR and is cut off.
+        log.write_at(seg, 5, &[b"y"]);
+        assert!(log.wait_replicated(log.mark()));
+        assert!(!log.in_isr(9));
+        assert!(log.chunks_after(9, conn, mark, Duration::from_millis(1)).is_none());
+        assert_eq!(*changes.lock(), vec![(vec![9], vec![]), (vec![], vec![9])]);
+    }
+
+    #[test]
+    fn nothing_is_confirmed_when_the_isr_cannot_be_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = log(dir.path(), true);
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<IsrChange>();
+        log.start_leading(tx);
+        let refuse_removals = std::thread::spawn(move || {
+            while let Some(change) = rx.blocking_recv() {
+                let _ = change.reply.send(change.remove.is_empty());
+            }
+        });
+        let seg = log.register(&dir.path().join("q/msgs.0000000001")).unwrap();
+        let (conn, start, _) = log.add_follower(3, "peer".into()).unwrap();
+        log.set_sync_target(3, conn, start);
+        log.ack(3, conn, start);
+        assert!(log.join_isr(3, conn));
+        // Gone without acking, and etcd refuses to drop it (leadership lost).
+        log.write_at(seg, 4, &[b"z"]);
+        log.follower_gone(3, conn);
+        assert!(!log.wait_replicated(log.mark()));
+        log.stop_leading();
+        refuse_removals.join().unwrap();
     }
 }

@@ -8,6 +8,7 @@
 //! - [`leader_link`] and [`follower`]: the two ends of a replication
 //!   connection, speaking [`wire`]; [`snapshot`] lists files with checksums;
 //! - [`proxy`]: a follower forwards client connections to the leader;
+//!   [`follower_api`]: what it answers itself (control socket, metrics);
 //! - [`status`]: what the API and the CLI show.
 //!
 //! The store knows none of this: it reports file operations through
@@ -15,6 +16,7 @@
 
 pub mod etcd;
 pub mod follower;
+pub mod follower_api;
 pub mod leader_link;
 pub mod lease_clock;
 pub mod log;

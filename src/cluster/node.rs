@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::etcd::{Etcd, EtcdError};
 use super::follower::{self, FollowerEvents, FollowerSettings, LeaderInfo, StopHandle};
+use super::follower_api::FollowerApi;
 use super::leader_link::{self, LinkContext};
 use super::lease_clock::LeaseClock;
 use super::log::{IsrChange, ReplicationLog};
@@ -233,6 +234,7 @@ impl Node {
     ) -> Option<LeaderKey> {
         self.status.set_role(Role::Follower, None);
         let proxies = Proxies::bind(&self.config).await;
+        let api = FollowerApi::start(&self.config, self.status.clone()).await;
         let (target_tx, mut target_rx) = tokio::sync::watch::channel(None);
         let mut replica: Option<Replica> = None;
         let (won_tx, mut won_rx) = tokio::sync::mpsc::channel(1);
@@ -277,6 +279,7 @@ impl Node {
             r.stop().await;
         }
         proxies.close().await;
+        api.close().await;
         elected
     }
 

@@ -127,6 +127,12 @@ impl ClusterStatus {
         self.inner.read().in_sync
     }
 
+    /// As a follower: bytes of the replication stream applied since it
+    /// last connected to the leader.
+    pub fn applied(&self) -> u64 {
+        self.inner.read().applied
+    }
+
     /// As leader: the followers, with their lag.
     pub fn followers(&self) -> Vec<FollowerView> {
         let Some(log) = self.log.get() else { return Vec::new() };

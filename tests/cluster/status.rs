@@ -68,8 +68,6 @@ fn sample(text: &str, line_start: &str) -> Option<f64> {
 struct CtlRun {
     code: Option<i32>,
     stdout: String,
-    /// Shown through `Debug` in failure messages.
-    #[allow(dead_code)]
     stderr: String,
 }
 
@@ -232,4 +230,23 @@ fn nodes_metrics_and_cluster_status_show_the_cluster() {
     assert!(lines[2].starts_with("name"), "{text:?}");
     let roles: Vec<&str> = lines[3..].iter().filter_map(|l| l.split_whitespace().nth(1)).collect();
     assert_eq!(roles, ["leader", "follower", "follower"], "{text:?}");
+
+    // A follower's own control socket says that it follows, and whom; other
+    // commands are refused with the leader's address.
+    let follower = (0..cluster.len())
+        .find(|i| cluster.node(*i).pid() != leader_node.pid())
+        .expect("a follower");
+    let sock = cluster.node(follower).data_dir().join("ctl.sock");
+    let run = lavinmqctl(&sock, &["-f", "json", "cluster_status"]);
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let status: Value = serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {run:?}"));
+    let rows = status["nodes"].as_array().expect("nodes");
+    assert_eq!(rows.len(), 1, "{status:#}");
+    assert_eq!(rows[0]["role"], "follower", "{status:#}");
+    let refused = lavinmqctl(&sock, &["list_queues"]);
+    assert_ne!(refused.code, Some(0), "{refused:?}");
+    assert!(
+        format!("{}{}", refused.stdout, refused.stderr).contains("leader"),
+        "{refused:?}"
+    );
 }
