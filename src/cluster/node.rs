@@ -387,6 +387,7 @@ impl Node {
         self.status.set_role(Role::Leader, Some(self.uri.clone()));
         tracing::info!("cluster: elected leader ({})", self.uri);
         run_hook("on_leader_elected", &cc.on_leader_elected);
+        let broker = Arc::downgrade(&server.broker);
         tokio::select! {
             _ = session.cancelled() => {
                 // Confirm nothing more, then close every client.
@@ -405,6 +406,17 @@ impl Node {
             }
         }
         isr_task.abort();
+        // The follower thread is about to write into the data dir: nothing
+        // of the old broker (queue timers, delayed-message loops) may still
+        // touch it.
+        let mut waited = Duration::ZERO;
+        while broker.strong_count() > 0 && waited < Duration::from_secs(10) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            waited += Duration::from_millis(50);
+        }
+        if broker.strong_count() > 0 {
+            tracing::warn!("cluster: the stopped broker is still referenced; following anyway");
+        }
     }
 }
 

@@ -26,7 +26,6 @@ use crate::core::message::Message;
 use crate::core::permissions::Access;
 use crate::core::table_json::{json_to_table, table_to_json};
 use crate::core::{BasicProperties, Error, FieldValue, ShortStr, delayed};
-use crate::store::SyncWaiter;
 
 /// Longest AMQP short string (routing keys and most properties).
 const SHORTSTR_MAX: usize = 255;
@@ -192,28 +191,14 @@ fn take_cc_bcc(props: &mut BasicProperties) -> ApiResult<SmallVec<[String; 2]>> 
     Ok(keys)
 }
 
-/// Tells a request handler once the group commit it waits for is done.
-struct SyncSignal(parking_lot::Mutex<Option<tokio::sync::oneshot::Sender<bool>>>);
-
-impl SyncWaiter for SyncSignal {
-    fn synced(&self, _token: u64, ok: bool) {
-        if let Some(tx) = self.0.lock().take() {
-            let _ = tx.send(ok);
-        }
-    }
-}
-
 /// Waits until everything written so far is on disk (when syncing is on).
 async fn wait_for_sync(s: &HttpState) -> ApiResult<()> {
     if !s.broker.sync.enabled() {
         return Ok(());
     }
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let waiter: Arc<dyn SyncWaiter> = Arc::new(SyncSignal(parking_lot::Mutex::new(Some(tx))));
-    s.broker.sync.register(&waiter, 1);
-    match rx.await {
-        Ok(true) => Ok(()),
-        _ => Err(ApiError::from(Error::Internal(
+    match super::replicated::group_commit(&s.broker).await {
+        true => Ok(()),
+        false => Err(ApiError::from(Error::Internal(
             "cannot sync the message to disk".into(),
         ))),
     }

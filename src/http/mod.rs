@@ -25,6 +25,7 @@ pub mod parameters;
 pub mod path;
 pub mod policies;
 pub mod queues;
+pub mod replicated;
 pub mod stats_json;
 pub mod stream_read;
 pub mod ui;
@@ -99,9 +100,12 @@ pub fn created_or_updated(existed: bool) -> axum::http::StatusCode {
     }
 }
 
-/// All routes of the API, with the listing parameters every list accepts.
+/// All routes of the API, with the listing parameters every list accepts;
+/// clustered, changes answer once replicated ([`replicated`]).
 pub fn router(state: Arc<HttpState>) -> Router {
-    routes(state).layer(axum::middleware::from_fn(listing::layer))
+    routes(state.clone())
+        .layer(axum::middleware::from_fn_with_state(state, replicated::layer))
+        .layer(axum::middleware::from_fn(listing::layer))
 }
 
 /// The routes, each answered by its handler.

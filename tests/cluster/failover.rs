@@ -243,3 +243,94 @@ async fn rolling_restart_under_load_loses_nothing() {
     let (confirmed, _, queued) = load::check(&ledger, &left);
     eprintln!("rolling restart: confirmed {confirmed}, left {queued}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn declarations_answered_ok_survive_a_leader_kill() {
+    use crate::harness::http_request;
+    let etcd = Etcd::start();
+    let (cluster, leader) = synced_cluster(&etcd);
+    let node = cluster.node(leader);
+    // Over AMQP: declare-ok, bind-ok.
+    let conn = node.connect().await;
+    let ch = conn.create_channel().await.expect("channel");
+    let durable = lapin::options::QueueDeclareOptions {
+        durable: true,
+        ..Default::default()
+    };
+    ch.queue_declare("declared".into(), durable, Default::default())
+        .await
+        .expect("declare-ok");
+    ch.exchange_declare(
+        "declared-x".into(),
+        lapin::ExchangeKind::Direct,
+        lapin::options::ExchangeDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+        Default::default(),
+    )
+    .await
+    .expect("declare-ok");
+    ch.queue_bind(
+        "declared".into(),
+        "declared-x".into(),
+        "k".into(),
+        Default::default(),
+        Default::default(),
+    )
+    .await
+    .expect("bind-ok");
+    // Over HTTP, through a follower's address: 201 once replicated.
+    let follower = cluster.node((leader + 1) % 3);
+    let auth = Some(("guest", "guest"));
+    let put = http_request(
+        "PUT",
+        &follower.http_addr(),
+        "/api/queues/%2f/declared-http",
+        auth,
+        Some(r#"{"durable":true}"#),
+        TIMEOUT,
+    )
+    .expect("PUT queue");
+    assert!(put.status == 201 || put.status == 204, "PUT queue: {}", put.status);
+    node.kill9();
+    let new_leader = cluster.wait_new_leader(leader, SLOW);
+    let url = cluster.node(new_leader).amqp_url();
+    let conn = Connection::connect(&url, ConnectionProperties::default())
+        .await
+        .expect("connect to the new leader");
+    let ch = conn.create_channel().await.expect("channel");
+    let passive = lapin::options::QueueDeclareOptions {
+        passive: true,
+        ..Default::default()
+    };
+    for q in ["declared", "declared-http"] {
+        ch.queue_declare(q.into(), passive, Default::default())
+            .await
+            .unwrap_or_else(|e| panic!("{q} is gone after the failover: {e}"));
+    }
+    // The binding routes on the new leader.
+    ch.confirm_select(ConfirmSelectOptions::default())
+        .await
+        .expect("confirm mode");
+    ch.basic_publish(
+        "declared-x".into(),
+        "k".into(),
+        BasicPublishOptions::default(),
+        b"routed",
+        BasicProperties::default().with_delivery_mode(2),
+    )
+    .await
+    .expect("publish")
+    .await
+    .expect("confirm");
+    let got = ch
+        .basic_get("declared".into(), lapin::options::BasicGetOptions { no_ack: true })
+        .await
+        .expect("get");
+    assert_eq!(
+        got.map(|m| m.delivery.data),
+        Some(b"routed".to_vec()),
+        "the binding survived"
+    );
+}
