@@ -21,6 +21,8 @@ use crate::store::replication::{ChangeSink, FileRef};
 
 /// Unsealed bytes past which the senders are woken.
 const SEAL_AT: usize = 128 * 1024;
+/// How long a sender lets bytes gather when nobody waits for them.
+const LINGER: Duration = Duration::from_millis(2);
 /// Compressed bytes kept for followers past which the slowest is cut off (it
 /// syncs again from files when it reconnects).
 const MAX_BACKLOG: usize = 256 << 20;
@@ -77,6 +79,8 @@ struct State {
     followers: BTreeMap<u32, FollowerState>,
     isr: Option<tokio::sync::mpsc::UnboundedSender<IsrChange>>,
     next_conn: u64,
+    /// A confirm waits for the stream up to here: send without lingering.
+    flush_to: u64,
 }
 
 /// The replication log (one per process; installed as the store's sink).
@@ -111,6 +115,7 @@ impl ReplicationLog {
                 followers: BTreeMap::new(),
                 isr: None,
                 next_conn: 1,
+                flush_to: 0,
             }),
             seal_lock: Mutex::new(()),
             data_cv: Condvar::new(),
@@ -422,7 +427,20 @@ impl ReplicationLog {
     /// `wait` for some. `None` when the follower must disconnect.
     pub fn chunks_after(&self, id: u32, conn: u64, from: u64, wait: Duration) -> Option<Vec<Arc<Chunk>>> {
         let deadline = Instant::now() + wait;
+        let linger_until = Instant::now() + LINGER;
         loop {
+            {
+                // Unless a confirm waits for the bytes, they pile up, or
+                // chunks are ready, let them gather a moment: fewer, larger
+                // chunks cost fewer wake-ups, writes and follower syncs.
+                let mut st = self.state.lock();
+                let ready = st.chunks.back().is_some_and(|c| c.end > from);
+                let wanted = st.flush_to > st.base;
+                if !ready && !wanted && st.buf.len() < SEAL_AT && Instant::now() < linger_until {
+                    self.data_cv.wait_until(&mut st, linger_until.min(deadline));
+                    continue;
+                }
+            }
             self.seal();
             let mut st = self.state.lock();
             let leading = st.leading;
@@ -515,7 +533,10 @@ impl ChangeSink for ReplicationLog {
     }
 
     fn mark(&self) -> u64 {
-        let end = self.end();
+        let mut st = self.state.lock();
+        let end = st.base + st.buf.len() as u64;
+        st.flush_to = st.flush_to.max(end);
+        drop(st);
         // The followers write and sync while the leader syncs.
         self.data_cv.notify_all();
         end
