@@ -126,11 +126,7 @@ impl Server {
         }
         let amqp = &config.amqp;
         let addr = format!("{}:{}", amqp.bind, amqp.port);
-        let bind_addr = if amqp.bind.contains(':') {
-            format!("[{}]:{}", amqp.bind, amqp.port)
-        } else {
-            addr.clone()
-        };
+        let bind_addr = crate::transport::listen_address(&amqp.bind, amqp.port);
         let listener = TcpListener::bind(&bind_addr).await.map_err(|source| StartError::Bind {
             what: "AMQP",
             addr,
@@ -164,11 +160,7 @@ impl Server {
         })?;
         tracing::info!("MQTT listening on {mqtt_addr}");
         let mgmt = &config.mgmt;
-        let http_bind = if mgmt.bind.contains(':') {
-            format!("[{}]:{}", mgmt.bind, mgmt.port)
-        } else {
-            format!("{}:{}", mgmt.bind, mgmt.port)
-        };
+        let http_bind = crate::transport::listen_address(&mgmt.bind, mgmt.port);
         let http_listener = TcpListener::bind(&http_bind).await.map_err(|source| StartError::Bind {
             what: "HTTP",
             addr: http_bind.clone(),
@@ -514,11 +506,7 @@ async fn bind_tls(
 
 /// Binds a TCP listener on `bind:port` (IPv6 addresses without brackets).
 async fn bind_tcp(what: &'static str, bind: &str, port: u16) -> Result<TcpListener, StartError> {
-    let addr = if bind.contains(':') {
-        format!("[{bind}]:{port}")
-    } else {
-        format!("{bind}:{port}")
-    };
+    let addr = crate::transport::listen_address(bind, port);
     TcpListener::bind(&addr)
         .await
         .map_err(|source| StartError::Bind { what, addr, source })

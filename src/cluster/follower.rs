@@ -188,8 +188,7 @@ pub fn follow(
     }
     let mut request = (wanted.len() as u32).to_le_bytes().to_vec();
     for p in &wanted {
-        request.extend_from_slice(&(p.len() as u16).to_le_bytes());
-        request.extend_from_slice(p.as_bytes());
+        wire::put_path(&mut request, p);
     }
     out.write_all(&request)?;
     receive_files(&mut input, &mut frame, &root, &mut applier)?;
@@ -232,17 +231,9 @@ fn receive_files(
             FrameKind::FileBegin => {}
             _ => return Err(WireError::Malformed("expected a snapshot file").into()),
         }
-        let n = frame
-            .get(..2)
-            .map(|b| u16::from_le_bytes([b[0], b[1]]) as usize)
-            .ok_or(WireError::Malformed("file header"))?;
-        let path = frame
-            .get(2..2 + n)
-            .and_then(|p| std::str::from_utf8(p).ok())
-            .filter(|p| wire::is_safe_relative(p))
-            .ok_or(WireError::Malformed("file header"))?
-            .to_string();
-        let exists = frame.get(2 + n) == Some(&1);
+        let mut header = frame.as_slice();
+        let path = wire::read_path(&mut header)?;
+        let exists = header.first() == Some(&1);
         let target = root.join(&path);
         applier.forget(&path);
         let tmp = target.with_file_name(format!(
@@ -327,7 +318,7 @@ impl Applier {
             Op::Write { id, offset, data } => {
                 if let Some((pid, poff, buf)) = self.pending.as_mut()
                     && *pid == id
-                    && *poff + buf.len() as u64 == offset
+                    && poff.checked_add(buf.len() as u64) == Some(offset)
                 {
                     buf.extend_from_slice(data);
                     return Ok(());

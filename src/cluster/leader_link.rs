@@ -120,8 +120,7 @@ fn stream_to(
     let mut piece = vec![0u8; FILE_PIECE];
     for path in &wanted {
         let mut begin = Vec::new();
-        begin.extend_from_slice(&(path.len() as u16).to_le_bytes());
-        begin.extend_from_slice(path.as_bytes());
+        wire::put_path(&mut begin, path);
         match std::fs::File::open(root.join(path)) {
             Ok(mut file) => {
                 begin.push(1);

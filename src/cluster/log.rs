@@ -355,11 +355,8 @@ impl ReplicationLog {
             return;
         }
         let end = st.base + st.buf.len() as u64;
-        let mut payload = end.to_le_bytes().to_vec();
-        payload.extend_from_slice(&wire::compress(&st.buf));
-        let frame = wire::encode_frame(FrameKind::Data, &payload);
-        st.backlog += frame.len();
-        st.chunks.push_back(Arc::new(Chunk { end, frame }));
+        let frame = data_frame(end, &st.buf);
+        push_chunk(st, end, frame);
         st.base = end;
         st.buf.clear();
     }
@@ -377,12 +374,9 @@ impl ReplicationLog {
             st.base = end;
             (std::mem::take(&mut st.buf), end)
         };
-        let mut payload = end.to_le_bytes().to_vec();
-        payload.extend_from_slice(&wire::compress(&raw));
-        let frame = wire::encode_frame(FrameKind::Data, &payload);
+        let frame = data_frame(end, &raw);
         let mut st = self.state.lock();
-        st.backlog += frame.len();
-        st.chunks.push_back(Arc::new(Chunk { end, frame }));
+        push_chunk(&mut st, end, frame);
         if st.buf.capacity() == 0 {
             let mut raw = raw;
             raw.clear();
@@ -473,6 +467,19 @@ impl ReplicationLog {
             .map(|(k, v)| (*k, v.clone()))
             .collect()
     }
+}
+
+/// The `Data` frame of the stream bytes `raw`, which end at offset `end`.
+fn data_frame(end: u64, raw: &[u8]) -> Vec<u8> {
+    let mut payload = end.to_le_bytes().to_vec();
+    payload.extend_from_slice(&wire::compress(raw));
+    wire::encode_frame(FrameKind::Data, &payload)
+}
+
+/// Queues a sealed chunk for the senders.
+fn push_chunk(st: &mut State, end: u64, frame: Vec<u8>) {
+    st.backlog += frame.len();
+    st.chunks.push_back(Arc::new(Chunk { end, frame }));
 }
 
 impl ChangeSink for ReplicationLog {

@@ -496,11 +496,7 @@ async fn isr_loop(
 }
 
 async fn bind_replication(bind: &str, port: u16) -> std::io::Result<(TcpListener, SocketAddr)> {
-    let addr = match bind.contains(':') {
-        true => format!("[{bind}]:{port}"),
-        false => format!("{bind}:{port}"),
-    };
-    let listener = TcpListener::bind(&addr).await?;
+    let listener = TcpListener::bind(crate::transport::listen_address(bind, port)).await?;
     let local = listener.local_addr()?;
     Ok((listener, local))
 }

@@ -73,10 +73,7 @@ impl Proxies {
         let mut tasks = Vec::new();
         for (what, bind, port, which) in wanted {
             let Some(port) = port else { continue };
-            let addr = match bind.contains(':') {
-                true => format!("[{bind}]:{port}"),
-                false => format!("{bind}:{port}"),
-            };
+            let addr = crate::transport::listen_address(bind, port);
             match TcpListener::bind(&addr).await {
                 Ok(listener) => {
                     tracing::info!("{what} on {addr} forwards to the leader");

@@ -91,8 +91,7 @@ fn walk(root: &Path, dir: &Path, out: &mut Vec<FileEntry>) -> io::Result<()> {
 pub fn encode(list: &[FileEntry]) -> Vec<u8> {
     let mut out = Vec::new();
     for f in list {
-        out.extend_from_slice(&(f.path.len() as u16).to_le_bytes());
-        out.extend_from_slice(f.path.as_bytes());
+        super::wire::put_path(&mut out, &f.path);
         out.extend_from_slice(&f.size.to_le_bytes());
         out.extend_from_slice(&f.sha256);
     }

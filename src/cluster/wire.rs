@@ -164,7 +164,8 @@ const OP_SET_LEN: u8 = 3;
 const OP_REPLACE: u8 = 4;
 const OP_REMOVE: u8 = 5;
 
-fn put_path(out: &mut Vec<u8>, path: &str) {
+/// Appends a length-prefixed (u16) path.
+pub fn put_path(out: &mut Vec<u8>, path: &str) {
     let bytes = &path.as_bytes()[..path.len().min(u16::MAX as usize)];
     out.extend_from_slice(&(bytes.len() as u16).to_le_bytes());
     out.extend_from_slice(bytes);
@@ -301,13 +302,6 @@ impl<'a> OpReader<'a> {
 /// no `..` or empty components.
 pub fn is_safe_relative(path: &str) -> bool {
     !path.is_empty() && !path.starts_with('/') && path.split('/').all(|c| !c.is_empty() && c != "." && c != "..")
-}
-
-/// Writes a length-prefixed (u16) path.
-pub fn write_path(w: &mut impl Write, path: &str) -> io::Result<()> {
-    let mut buf = Vec::with_capacity(2 + path.len());
-    put_path(&mut buf, path);
-    w.write_all(&buf)
 }
 
 /// Reads a length-prefixed (u16) path, refusing one that leaves the data dir.

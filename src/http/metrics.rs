@@ -250,11 +250,7 @@ pub struct MetricsBindError {
 /// Binds the metrics listener on `host:port` (port 0 picks a free port) and
 /// returns it with the address it got.
 pub async fn bind(host: &str, port: u16) -> Result<(TcpListener, SocketAddr), MetricsBindError> {
-    let addr = if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    };
+    let addr = crate::transport::listen_address(host, port);
     let fail = |source| MetricsBindError {
         addr: addr.clone(),
         source,

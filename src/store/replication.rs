@@ -66,7 +66,10 @@ pub fn register(path: &Path) -> Option<FileRef> {
 /// Reports bytes written at `offset` of a registered file.
 #[inline]
 pub fn wrote(file: Option<FileRef>, offset: u64, parts: &[&[u8]]) {
-    if let (Some(f), Some(s)) = (file, sink()) {
+    // The file is checked first: unclustered, it is always `None`.
+    if let Some(f) = file
+        && let Some(s) = sink()
+    {
         s.write_at(f, offset, parts);
     }
 }

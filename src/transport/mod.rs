@@ -7,6 +7,15 @@
 /// answer, and a yield would only wake an idle worker thread.
 pub const BUSY_READ: usize = 16 * 1024;
 
+/// The `host:port` a listener binds for the ini's `bind` and `port`: an IPv6
+/// address (written without brackets there) gets its brackets.
+pub fn listen_address(bind: &str, port: u16) -> String {
+    match bind.contains(':') {
+        true => format!("[{bind}]:{port}"),
+        false => format!("{bind}:{port}"),
+    }
+}
+
 pub mod accept;
 pub mod delivery_loop;
 pub mod outbox;
