@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 
-use crate::transport::protocol_listener::TcpEdge;
+use crate::transport::protocol_listener::{Forwarders, TcpEdge};
 use crate::transport::proxy_protocol::ProxyPolicy;
 use crate::transport::socket_options::SocketOptions;
 use tokio_util::sync::CancellationToken;
@@ -91,11 +91,21 @@ pub struct Server {
 impl Server {
     /// Opens the data dir and binds every listener the config asks for.
     pub async fn start(config: &Config) -> Result<Server, StartError> {
+        Self::start_with(config, None).await
+    }
+
+    /// Starts a clustered leader: AMQP connections forwarded by
+    /// `forwarders` (its followers) may name their client in a PROXY header.
+    pub async fn start_leader(config: &Config, forwarders: Forwarders) -> Result<Server, StartError> {
+        Self::start_with(config, Some(forwarders)).await
+    }
+
+    async fn start_with(config: &Config, forwarders: Option<Forwarders>) -> Result<Server, StartError> {
         crate::http::node_stats::mark_started();
         let main = &config.main;
         // Unusable certificates stop the start before anything is opened.
         let tls = TlsAcceptors::from_config(config)?;
-        let (amqp_edge, mqtt_edge) = tcp_edges(config)?;
+        let (amqp_edge, mqtt_edge) = tcp_edges(config, forwarders)?;
         if tls.is_none() && !config.sni.is_empty() {
             tracing::warn!("[sni:...] sections are ignored: TLS is off without [main] tls_cert");
         }
@@ -379,15 +389,26 @@ impl Server {
 
 /// How the AMQP and MQTT TCP listeners treat accepted sockets: `[main]`'s
 /// socket options for both, and PROXY protocol headers on AMQP when
-/// `tcp_proxy_protocol` is on (as LavinMQ, MQTT listeners take none).
-fn tcp_edges(config: &Config) -> Result<(TcpEdge, TcpEdge), StartError> {
+/// `tcp_proxy_protocol` is on (as LavinMQ, MQTT listeners take none) or
+/// when forwarded by a cluster follower.
+fn tcp_edges(config: &Config, forwarders: Option<Forwarders>) -> Result<(TcpEdge, TcpEdge), StartError> {
     let socket = SocketOptions::from_config(&config.main);
     let amqp = &config.amqp;
     let proxy = match amqp.tcp_proxy_protocol {
         true => Some(Arc::new(ProxyPolicy::parse(&amqp.proxy_protocol_trusted_sources)?)),
         false => None,
     };
-    Ok((TcpEdge { socket, proxy }, TcpEdge { socket, proxy: None }))
+    let amqp = TcpEdge {
+        socket,
+        proxy,
+        forwarders,
+    };
+    let mqtt = TcpEdge {
+        socket,
+        proxy: None,
+        forwarders: None,
+    };
+    Ok((amqp, mqtt))
 }
 
 /// File mode of the protocols' Unix sockets: any local user may connect,

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Longest time between two acknowledgements while data keeps arriving.
+/// Longest time an asked-for acknowledgement waits while data keeps arriving.
 const ACK_EVERY: Duration = Duration::from_millis(20);
 
 use parking_lot::Mutex;
@@ -195,10 +195,11 @@ pub fn follow(
     applier.sync()?;
     out.write_all(&offset.to_le_bytes())?;
     events.snapshot_applied(wanted.len(), theirs.len());
-    // The stream: apply what has arrived, then sync and acknowledge it; under
-    // a steady stream, at least every ACK_EVERY, so that the leader's confirms
-    // never wait for a pause in the traffic.
+    // The stream: apply what arrives; sync and acknowledge when the leader
+    // asks, once what has arrived is applied (under a steady stream at least
+    // every ACK_EVERY, so a waiting confirm never waits for a pause).
     let mut acked_at = Instant::now();
+    let mut sync_asked = false;
     loop {
         if stop.stopped() {
             return Ok(());
@@ -206,13 +207,15 @@ pub fn follow(
         match wire::read_frame(&mut input, &mut frame)? {
             FrameKind::Data => offset = applier.apply_data(&frame)?,
             FrameKind::InSync => events.in_sync(),
+            FrameKind::Sync => sync_asked = true,
             _ => return Err(WireError::Malformed("unexpected frame in the stream").into()),
         }
-        if input.buffer().is_empty() || acked_at.elapsed() >= ACK_EVERY {
+        if sync_asked && (input.buffer().is_empty() || acked_at.elapsed() >= ACK_EVERY) {
             applier.sync()?;
             out.write_all(&offset.to_le_bytes())?;
             events.applied(offset);
             acked_at = Instant::now();
+            sync_asked = false;
         }
     }
 }

@@ -8,7 +8,7 @@
 use std::io::{BufWriter, Read, Write};
 use std::net::TcpStream;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use subtle::ConstantTimeEq;
 
@@ -20,6 +20,9 @@ use super::wire::{self, FrameKind, WireError};
 /// the file list (it hashes its own files meanwhile).
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 const FILE_LIST_TIMEOUT: Duration = Duration::from_secs(300);
+/// Longest time a follower holds streamed bytes without being asked to sync
+/// and acknowledge them (bounds the lag shown when nobody waits for them).
+const SYNC_EVERY: Duration = Duration::from_millis(100);
 /// Pieces in which snapshot files are sent.
 const FILE_PIECE: usize = 1 << 20;
 
@@ -162,11 +165,20 @@ fn stream_to(
     };
     let mut pos = start;
     let mut told_in_sync = false;
+    // The follower syncs and acknowledges only when asked: at once when a
+    // confirm waits for what it was sent, else every SYNC_EVERY while data
+    // flows and when the stream goes idle. Transient traffic then costs it a
+    // sync a tenth of a second, not one per chunk.
+    let mut sync_asked_to = start;
+    let mut sync_asked_at = Instant::now();
     let result = loop {
-        let Some(chunks) = ctx.log.chunks_after(id, conn, pos, Duration::from_millis(200)) else {
+        let Some(out) = ctx
+            .log
+            .chunks_after(id, conn, pos, sync_asked_to, Duration::from_millis(200))
+        else {
             break Ok(());
         };
-        for c in &chunks {
+        for c in &out.chunks {
             if let Err(e) = w.write_all(&c.frame) {
                 return Err(e.into());
             }
@@ -175,6 +187,12 @@ fn stream_to(
         if !told_in_sync && ctx.log.in_isr(id) {
             wire::write_frame(&mut w, FrameKind::InSync, &[])?;
             told_in_sync = true;
+        }
+        let due = out.flush_to > sync_asked_to || out.chunks.is_empty() || sync_asked_at.elapsed() >= SYNC_EVERY;
+        if pos > sync_asked_to && due {
+            wire::write_frame(&mut w, FrameKind::Sync, &[])?;
+            sync_asked_to = pos;
+            sync_asked_at = Instant::now();
         }
         if let Err(e) = w.flush() {
             break Err(e.into());

@@ -35,6 +35,15 @@ pub struct Chunk {
     pub frame: Vec<u8>,
 }
 
+/// What a sender gets to send: chunks, and how far a confirm waits.
+pub struct Outgoing {
+    /// The sealed chunks after the sender's position, in order.
+    pub chunks: Vec<Arc<Chunk>>,
+    /// A confirm waits for the stream up to here: the follower must sync
+    /// and acknowledge once it holds it.
+    pub flush_to: u64,
+}
+
 /// What the leader knows of one connected or in-sync follower.
 #[derive(Debug, Clone, Default)]
 pub struct FollowerState {
@@ -418,10 +427,13 @@ impl ReplicationLog {
     }
 
     /// For follower `id`'s sender: the chunks after `from`, waiting up to
-    /// `wait` for some. `None` when the follower must disconnect.
-    pub fn chunks_after(&self, id: u32, conn: u64, from: u64, wait: Duration) -> Option<Vec<Arc<Chunk>>> {
+    /// `wait` for some, or less when a confirm waits for bytes it was sent
+    /// after `synced_to` (the last offset it asked the follower to sync).
+    /// `None` when the follower must disconnect.
+    pub fn chunks_after(&self, id: u32, conn: u64, from: u64, synced_to: u64, wait: Duration) -> Option<Outgoing> {
         let deadline = Instant::now() + wait;
         let linger_until = Instant::now() + LINGER;
+        let sync_due = |st: &State| st.flush_to > synced_to && from > synced_to;
         loop {
             {
                 // Unless a confirm waits for the bytes, they pile up, or
@@ -429,7 +441,7 @@ impl ReplicationLog {
                 // chunks cost fewer wake-ups, writes and follower syncs.
                 let mut st = self.state.lock();
                 let ready = st.chunks.back().is_some_and(|c| c.end > from);
-                let wanted = st.flush_to > st.base;
+                let wanted = st.flush_to > st.base || sync_due(&st);
                 if !ready && !wanted && st.buf.len() < SEAL_AT && Instant::now() < linger_until {
                     self.data_cv.wait_until(&mut st, linger_until.min(deadline));
                     continue;
@@ -443,9 +455,12 @@ impl ReplicationLog {
                 _ => return None,
             }
             self.trim(&mut st);
-            let out: Vec<Arc<Chunk>> = st.chunks.iter().filter(|c| c.end > from).cloned().collect();
-            if !out.is_empty() || Instant::now() >= deadline {
-                return Some(out);
+            let chunks: Vec<Arc<Chunk>> = st.chunks.iter().filter(|c| c.end > from).cloned().collect();
+            if !chunks.is_empty() || sync_due(&st) || Instant::now() >= deadline {
+                return Some(Outgoing {
+                    chunks,
+                    flush_to: st.flush_to,
+                });
             }
             if st.buf.is_empty() {
                 self.data_cv.wait_until(&mut st, deadline);
@@ -456,6 +471,17 @@ impl ReplicationLog {
     /// True once the follower is in the ISR.
     pub fn in_isr(&self, id: u32) -> bool {
         self.state.lock().followers.get(&id).is_some_and(|f| f.in_isr)
+    }
+
+    /// Whether a connected follower's replication connection comes from
+    /// `ip`: its forwarded client connections then come from there too.
+    pub fn is_follower_address(&self, ip: std::net::IpAddr) -> bool {
+        self.state.lock().followers.values().any(|f| {
+            f.connected
+                && f.addr
+                    .parse::<std::net::SocketAddr>()
+                    .is_ok_and(|a| a.ip().to_canonical() == ip)
+        })
     }
 
     /// Every known follower, for the API.
@@ -684,7 +710,10 @@ mod tests {
         log.replace(&dir.path().join("users.json"), b"[]");
         log.set_len(&dir.path().join("v/q/msgs.0000000001"), 9);
         log.remove(&dir.path().join("v/q"));
-        let chunks = log.chunks_after(7, conn, start, Duration::from_millis(10)).unwrap();
+        let chunks = log
+            .chunks_after(7, conn, start, start, Duration::from_millis(10))
+            .unwrap()
+            .chunks;
         assert_eq!(
             ops(&chunks),
             vec![
@@ -695,6 +724,38 @@ mod tests {
             ]
         );
         assert_eq!(chunks.last().unwrap().end, log.end());
+    }
+
+    #[test]
+    fn a_sender_is_told_at_once_when_a_confirm_waits_for_what_it_sent() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = log(dir.path(), true);
+        lead(&log, true);
+        let seg = log.register(&dir.path().join("q/msgs.0000000001")).unwrap();
+        let (conn, start, _) = log.add_follower(5, "127.0.0.1:4000".into()).unwrap();
+        assert!(log.is_follower_address("127.0.0.1".parse().unwrap()));
+        assert!(!log.is_follower_address("10.0.0.1".parse().unwrap()));
+        // Sent while nobody waits: nothing asks for a sync.
+        log.write_at(seg, 0, &[b"abc"]);
+        let out = log
+            .chunks_after(5, conn, start, start, Duration::from_millis(50))
+            .unwrap();
+        let sent = out.chunks.last().unwrap().end;
+        assert!(out.flush_to < sent);
+        // A confirm now waits for those bytes: the sender returns long
+        // before its wait is over, with nothing new but the flush offset.
+        let mark = log.mark();
+        let t0 = Instant::now();
+        let out = log.chunks_after(5, conn, sent, start, Duration::from_secs(30)).unwrap();
+        assert!(t0.elapsed() < Duration::from_secs(20));
+        assert!(out.chunks.is_empty());
+        assert_eq!(out.flush_to, mark);
+        // Once it asked for that sync, it waits for new bytes again.
+        let t0 = Instant::now();
+        let out = log
+            .chunks_after(5, conn, sent, sent, Duration::from_millis(100))
+            .unwrap();
+        assert!(out.chunks.is_empty() && t0.elapsed() >= Duration::from_millis(100));
     }
 
     #[test]
@@ -724,7 +785,10 @@ mod tests {
         log.write_at(seg, 5, &[b"y"]);
         assert!(log.wait_replicated(log.mark()));
         assert!(!log.in_isr(9));
-        assert!(log.chunks_after(9, conn, mark, Duration::from_millis(1)).is_none());
+        assert!(
+            log.chunks_after(9, conn, mark, mark, Duration::from_millis(1))
+                .is_none()
+        );
         assert_eq!(*changes.lock(), vec![(vec![9], vec![]), (vec![], vec![9])]);
     }
 

@@ -25,6 +25,7 @@ use super::status::{ClusterStatus, Role};
 use crate::config::Config;
 use crate::data_dir_lock::DataDirLock;
 use crate::server::Server;
+use crate::transport::protocol_listener::Forwarders;
 
 /// Why a clustered node could not run at all.
 #[derive(Debug, thiserror::Error)]
@@ -350,7 +351,9 @@ impl Node {
         let (isr_tx, isr_rx) = tokio::sync::mpsc::unbounded_channel();
         self.log.start_leading(isr_tx);
         let isr_task = tokio::spawn(isr_loop(etcd.clone(), key.clone(), self.id, isr_rx, session.clone()));
-        let server = match Server::start(&self.server_config).await {
+        let log = self.log.clone();
+        let forwarders = Forwarders(Arc::new(move |ip| log.is_follower_address(ip)));
+        let server = match Server::start_leader(&self.server_config, forwarders).await {
             Ok(s) => s,
             Err(e) => {
                 tracing::error!("cluster: cannot start the broker as leader: {e}");

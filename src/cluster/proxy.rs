@@ -2,6 +2,12 @@
 //! their TLS twins) it would serve as leader, and forwards every connection to
 //! the leader's, so that any node's address works for clients and load
 //! balancers. TLS is forwarded as bytes and ends at the leader.
+//!
+//! AMQP and AMQPS connections are preceded by a PROXY protocol header naming
+//! the client, which the leader takes from its followers' addresses, so its
+//! logs, connection list and loopback-only logins see the client rather than
+//! the follower. (With `tcp_proxy_protocol` on, the client's balancer sent
+//! one already and it is passed on as it is.)
 
 use std::net::SocketAddr;
 
@@ -34,6 +40,12 @@ enum Port {
 }
 
 impl Port {
+    /// Whether forwarded connections get a PROXY header (AMQP's listeners
+    /// read one; MQTT's and HTTP's do not).
+    fn takes_proxy_header(self) -> bool {
+        matches!(self, Port::Amqp | Port::Amqps)
+    }
+
     fn of(self, info: &LeaderInfo) -> Option<u16> {
         match self {
             Port::Amqp => Some(info.amqp_port),
@@ -71,14 +83,16 @@ impl Proxies {
             wanted.push(("HTTPS", config.mgmt.bind.as_str(), config.mgmt.tls_port, Port::Https));
         }
         let mut tasks = Vec::new();
+        let add_header = !config.amqp.tcp_proxy_protocol;
         for (what, bind, port, which) in wanted {
+            let header = add_header && which.takes_proxy_header();
             let Some(port) = port else { continue };
             let addr = crate::transport::listen_address(bind, port);
             match TcpListener::bind(&addr).await {
                 Ok(listener) => {
                     tracing::info!("{what} on {addr} forwards to the leader");
                     let rx = target.subscribe();
-                    tasks.push(tokio::spawn(accept_loop(listener, which, rx, cancel.clone())));
+                    tasks.push(tokio::spawn(accept_loop(listener, which, header, rx, cancel.clone())));
                 }
                 Err(e) => tracing::error!("cannot bind {what} proxy to {addr}: {e}"),
             }
@@ -107,6 +121,7 @@ impl Proxies {
 async fn accept_loop(
     listener: TcpListener,
     which: Port,
+    header: bool,
     target: watch::Receiver<Option<LeaderTarget>>,
     cancel: CancellationToken,
 ) {
@@ -119,7 +134,7 @@ async fn accept_loop(
         let (target, cancel) = (target.clone(), cancel.clone());
         tokio::spawn(async move {
             tokio::select! {
-                _ = forward(client, peer, which, target) => {}
+                _ = forward(client, peer, which, header, target) => {}
                 _ = cancel.cancelled() => {}
             }
         });
@@ -131,6 +146,7 @@ async fn forward(
     mut client: TcpStream,
     peer: SocketAddr,
     which: Port,
+    header: bool,
     mut target: watch::Receiver<Option<LeaderTarget>>,
 ) {
     let known = {
@@ -154,8 +170,54 @@ async fn forward(
     };
     let _ = upstream.set_nodelay(true);
     let _ = client.set_nodelay(true);
+    if header
+        && let Ok(local) = client.local_addr()
+        && let Err(e) = upstream.write_all(proxy_header_v1(peer, local).as_bytes()).await
+    {
+        tracing::warn!(client = %peer, "cannot reach the leader at {}:{port}: {e}", t.host);
+        return;
+    }
     if let Err(e) = tokio::io::copy_bidirectional(&mut client, &mut upstream).await {
         tracing::debug!(client = %peer, "forwarded connection ended: {e}");
     }
     let _ = client.shutdown().await;
+}
+
+/// A PROXY protocol version 1 header: `client` connected to `local`.
+fn proxy_header_v1(client: SocketAddr, local: SocketAddr) -> String {
+    let (client_ip, local_ip) = (client.ip().to_canonical(), local.ip().to_canonical());
+    let family = match (client_ip.is_ipv4(), local_ip.is_ipv4()) {
+        (true, true) => "TCP4",
+        (false, false) => "TCP6",
+        // Mixed families cannot be expressed: say nothing about the addresses.
+        _ => return "PROXY UNKNOWN\r\n".to_string(),
+    };
+    format!(
+        "PROXY {family} {client_ip} {local_ip} {} {}\r\n",
+        client.port(),
+        local.port()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proxy_headers_name_the_client_and_where_it_connected() {
+        let h = proxy_header_v1("10.0.0.7:51000".parse().unwrap(), "10.0.0.1:5672".parse().unwrap());
+        assert_eq!(h, "PROXY TCP4 10.0.0.7 10.0.0.1 51000 5672\r\n");
+        let h = proxy_header_v1(
+            "[::ffff:10.0.0.7]:51000".parse().unwrap(),
+            "10.0.0.1:5672".parse().unwrap(),
+        );
+        assert_eq!(h, "PROXY TCP4 10.0.0.7 10.0.0.1 51000 5672\r\n");
+        let h = proxy_header_v1(
+            "[2001:db8::7]:51000".parse().unwrap(),
+            "[2001:db8::1]:5672".parse().unwrap(),
+        );
+        assert_eq!(h, "PROXY TCP6 2001:db8::7 2001:db8::1 51000 5672\r\n");
+        let h = proxy_header_v1("[2001:db8::7]:51000".parse().unwrap(), "10.0.0.1:5672".parse().unwrap());
+        assert_eq!(h, "PROXY UNKNOWN\r\n");
+    }
 }

@@ -9,7 +9,7 @@
 use std::io::{self, Read, Write};
 
 /// First bytes a follower sends: protocol name and version.
-pub const MAGIC: &[u8; 8] = b"LVMQCLU1";
+pub const MAGIC: &[u8; 8] = b"LVMQCLU2";
 /// Largest frame accepted: anything bigger is garbage or an attack.
 pub const MAX_FRAME: u32 = 64 << 20;
 /// Largest raw size of a compressed payload.
@@ -24,6 +24,9 @@ pub enum FrameKind {
     Data = 1,
     /// The follower joined the in-sync replica set (no payload).
     InSync = 2,
+    /// Sync what you hold and acknowledge it (no payload): a confirm waits
+    /// for it, or acknowledgements are due for the lag and the ISR.
+    Sync = 3,
     /// Compressed list of the leader's files: path, size, SHA-256.
     FileList = 10,
     /// A file of the snapshot starts: path, then its size as i64 (-1: the
@@ -40,6 +43,7 @@ impl FrameKind {
         Some(match b {
             1 => Self::Data,
             2 => Self::InSync,
+            3 => Self::Sync,
             10 => Self::FileList,
             11 => Self::FileBegin,
             12 => Self::FileData,

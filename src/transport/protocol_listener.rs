@@ -4,7 +4,9 @@
 //! everything else is shared.
 
 use std::future::Future;
+use std::net::IpAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream, UnixListener};
@@ -29,6 +31,28 @@ pub trait Protocol: Send + Sync + 'static {
     fn shutdown(&self) -> &CancellationToken;
 }
 
+/// The cluster followers that forward client connections to this node (a
+/// clustered leader): a connection from one of their addresses may start
+/// with a PROXY protocol header naming the client it forwards.
+#[derive(Clone)]
+pub struct Forwarders(pub Arc<dyn Fn(IpAddr) -> bool + Send + Sync>);
+
+impl Forwarders {
+    fn include(&self, ip: IpAddr) -> bool {
+        (self.0)(ip.to_canonical())
+    }
+}
+
+impl std::fmt::Debug for Forwarders {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Forwarders")
+    }
+}
+
+/// How long a forwarder's connection may take to send its first byte before
+/// it is served as it is.
+const FORWARDED_FIRST_BYTE: Duration = Duration::from_secs(10);
+
 /// How a protocol's TCP listeners treat what they accept.
 #[derive(Debug, Clone, Default)]
 pub struct TcpEdge {
@@ -37,6 +61,8 @@ pub struct TcpEdge {
     /// When set, every connection starts with a PROXY protocol header from
     /// a trusted load balancer (read before any TLS handshake).
     pub proxy: Option<Arc<ProxyPolicy>>,
+    /// Clustered leader: followers whose connections may carry a header.
+    pub forwarders: Option<Forwarders>,
 }
 
 impl TcpEdge {
@@ -45,16 +71,39 @@ impl TcpEdge {
     /// untrusted source; the connection is then dropped and the reason
     /// logged.
     async fn peer(&self, tcp: &mut TcpStream, peer: Peer) -> Option<Peer> {
-        let Some(policy) = &self.proxy else {
-            return Some(peer);
+        let ip = peer.addr.ip();
+        let forwarded = self.forwarders.as_ref().is_some_and(|f| f.include(ip));
+        let received = match &self.proxy {
+            // A follower's header is trusted like a trusted balancer's.
+            Some(_) if forwarded => ProxyPolicy::trusting_all().receive(tcp, peer.clone()).await,
+            Some(policy) => policy.receive(tcp, peer.clone()).await,
+            None if forwarded && starts_with_proxy_header(tcp).await => {
+                ProxyPolicy::trusting_all().receive(tcp, peer.clone()).await
+            }
+            None => return Some(peer),
         };
-        match policy.receive(tcp, peer.clone()).await {
+        match received {
             Ok(proxied) => Some(proxied),
             Err(e) => {
                 tracing::warn!(peer = %peer.addr, "connection refused: {e}");
                 None
             }
         }
+    }
+
+    /// Whether connections need [`TcpEdge::peer`] before they are served.
+    fn inspects(&self) -> bool {
+        self.proxy.is_some() || self.forwarders.is_some()
+    }
+}
+
+/// Whether a forwarder's connection starts with a PROXY header (v1 `P`, v2
+/// `\r`; AMQP starts with `A`, TLS with 0x16), looked at without taking it.
+async fn starts_with_proxy_header(tcp: &TcpStream) -> bool {
+    let mut first = [0u8; 1];
+    match tokio::time::timeout(FORWARDED_FIRST_BYTE, tcp.peek(&mut first)).await {
+        Ok(Ok(1)) => first[0] == b'P' || first[0] == b'\r',
+        _ => false,
     }
 }
 
@@ -63,7 +112,7 @@ pub async fn serve_plain<P: Protocol>(listener: TcpListener, edge: TcpEdge, prot
     let shutdown = protocol.shutdown().clone();
     let edge = Arc::new(edge);
     accept_loop(listener, edge.socket, shutdown, |mut tcp, peer| {
-        if edge.proxy.is_none() {
+        if !edge.inspects() {
             protocol.tasks().spawn(protocol.clone().serve(tcp, peer));
             return;
         }

@@ -36,7 +36,7 @@ async fn garbage_wrong_secret_and_truncation_are_refused() {
     poke(port, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
     node.expect_log_after(mark, "not a replication peer", Duration::from_secs(15));
 
-    let mut wrong = b"LVMQCLU1".to_vec();
+    let mut wrong = b"LVMQCLU2".to_vec();
     wrong.push(5);
     wrong.extend_from_slice(b"guess");
     wrong.extend_from_slice(&7u32.to_le_bytes());
@@ -45,7 +45,7 @@ async fn garbage_wrong_secret_and_truncation_are_refused() {
 
     // The handshake cut off in the middle of the secret.
     let mark = node.log_len();
-    let mut cut = b"LVMQCLU1".to_vec();
+    let mut cut = b"LVMQCLU2".to_vec();
     cut.push(40);
     cut.extend_from_slice(b"abc");
     assert!(poke(port, &cut).is_empty());

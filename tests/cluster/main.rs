@@ -4,6 +4,7 @@
 
 mod bad_input;
 mod failover;
+mod forwarding;
 mod harness;
 mod load;
 mod status;

@@ -1,0 +1,60 @@
+//! A follower forwards clients to the leader on every protocol port, and the
+//! leader sees a forwarded AMQP client's own address (the follower sends a
+//! PROXY header), not the follower's.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use crate::harness::{Cluster, Etcd, LOG_IN_SYNC, TIMEOUT, http_request};
+
+/// Connects to `port` on loopback, sends `hello` and reads the first bytes of
+/// the answer; returns them with the local address the connection had.
+fn exchange(port: u16, hello: &[u8]) -> (std::net::SocketAddr, Vec<u8>) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect through the follower");
+    s.set_read_timeout(Some(TIMEOUT)).expect("timeout");
+    s.write_all(hello).expect("send");
+    let mut back = vec![0u8; 64];
+    let n = s.read(&mut back).unwrap_or(0);
+    back.truncate(n);
+    (s.local_addr().expect("local address"), back)
+}
+
+#[test]
+fn followers_forward_every_protocol_and_the_leader_sees_the_client() {
+    let etcd = Etcd::start();
+    let cluster = Cluster::start(2, &etcd, true);
+    let leader = cluster.wait_leader(Duration::from_secs(45));
+    let follower = cluster.node(1 - leader);
+    follower.expect_log(LOG_IN_SYNC, Duration::from_secs(45));
+    let leader = cluster.node(leader);
+
+    // AMQP: the leader's connection.start comes back, and the leader logs the
+    // connection under the client's address and port.
+    let mark = leader.log_len();
+    let (client, back) = exchange(follower.amqp_port(), b"AMQP\x00\x00\x09\x01");
+    assert_eq!(
+        back.first(),
+        Some(&1u8),
+        "a method frame (connection.start) comes back: {back:?}"
+    );
+    leader.expect_log_after(mark, &format!("client={client}"), TIMEOUT);
+
+    // MQTT: a CONNECT (clean session, client id "fw", guest) is answered by
+    // CONNACK 0.
+    let connect = b"\x10\x1c\x00\x04MQTT\x04\xc2\x00\x3c\x00\x02fw\x00\x05guest\x00\x05guest";
+    let (_, back) = exchange(follower.mqtt_port(), connect);
+    assert_eq!(back, b"\x20\x02\x00\x00", "CONNACK accepted");
+
+    // HTTP: the management API answers through the follower's port.
+    let resp = http_request(
+        "GET",
+        &follower.http_addr(),
+        "/api/overview",
+        Some(("guest", "guest")),
+        None,
+        TIMEOUT,
+    )
+    .expect("HTTP through the follower");
+    assert_eq!(resp.status, 200, "{}", resp.body);
+}
