@@ -90,6 +90,23 @@ struct State {
     next_conn: u64,
     /// A confirm waits for the stream up to here: send without lingering.
     flush_to: u64,
+    /// The last `Write` op, extended in place while the next writes continue it.
+    open_write: Option<OpenWrite>,
+}
+
+/// The newest `Write` op of the stream. Appends to a segment follow each other
+/// in the file, so one op header can stand for a run of messages instead of
+/// one per message: a shorter stream to compress, send and apply.
+struct OpenWrite {
+    file: u32,
+    /// The file offset a continuing write starts at.
+    next_offset: u64,
+    /// Stream offset of the op's length field.
+    len_at: u64,
+    /// Stream offset right after the op: it is still the last op only while
+    /// the unsealed bytes end here.
+    op_end: u64,
+    len: u32,
 }
 
 /// The replication log (one per process; installed as the store's sink).
@@ -125,6 +142,7 @@ impl ReplicationLog {
                 isr: None,
                 next_conn: 1,
                 flush_to: 0,
+                open_write: None,
             }),
             seal_lock: Mutex::new(()),
             data_cv: Condvar::new(),
@@ -530,7 +548,45 @@ impl ChangeSink for ReplicationLog {
         if !self.streaming.load(Ordering::SeqCst) {
             return;
         }
-        self.append(|buf| wire::put_write(buf, file.0, offset, parts));
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        let mut guard = self.state.lock();
+        let st = &mut *guard;
+        if !st.leading || st.followers.is_empty() {
+            return;
+        }
+        let end = st.base + st.buf.len() as u64;
+        match st.open_write.as_mut() {
+            Some(w)
+                if w.file == file.0
+                    && w.next_offset == offset
+                    && w.op_end == end
+                    && w.len_at >= st.base
+                    && (w.len as usize).saturating_add(total) <= u32::MAX as usize =>
+            {
+                w.len += total as u32;
+                w.next_offset += total as u64;
+                let at = (w.len_at - st.base) as usize;
+                st.buf[at..at + 4].copy_from_slice(&w.len.to_le_bytes());
+                for p in parts {
+                    st.buf.extend_from_slice(p);
+                }
+                w.op_end = st.base + st.buf.len() as u64;
+            }
+            _ => {
+                wire::put_write(&mut st.buf, file.0, offset, parts);
+                st.open_write = Some(OpenWrite {
+                    file: file.0,
+                    next_offset: offset + total as u64,
+                    len_at: end + wire::WRITE_LEN_AT as u64,
+                    op_end: st.base + st.buf.len() as u64,
+                    len: total as u32,
+                });
+            }
+        }
+        if st.buf.len() >= SEAL_AT {
+            drop(guard);
+            self.data_cv.notify_all();
+        }
     }
 
     fn set_len(&self, path: &Path, len: u64) {
@@ -724,6 +780,43 @@ mod tests {
             ]
         );
         assert_eq!(chunks.last().unwrap().end, log.end());
+    }
+
+    #[test]
+    fn writes_that_continue_each_other_share_one_operation() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = log(dir.path(), true);
+        lead(&log, true);
+        let a = log.register(&dir.path().join("q/msgs.0000000001")).unwrap();
+        let b = log.register(&dir.path().join("q/acks.0000000001")).unwrap();
+        let (conn, start, _) = log.add_follower(4, "peer".into()).unwrap();
+        log.write_at(a, 0, &[b"ab"]);
+        log.write_at(a, 2, &[b"c", b"d"]);
+        log.write_at(b, 4, &[b"x"]);
+        log.write_at(a, 4, &[b"e"]);
+        log.write_at(a, 9, &[b"z"]);
+        log.write_at(a, 10, &[b"y"]);
+        let sent = log
+            .chunks_after(4, conn, start, start, Duration::from_millis(10))
+            .unwrap()
+            .chunks;
+        // A seal ends the run: the next write starts a new op.
+        log.write_at(a, 11, &[b"w"]);
+        let from = sent.last().unwrap().end;
+        let next = log.chunks_after(4, conn, from, start, Duration::from_millis(10));
+        let mut all = sent.clone();
+        all.extend(next.unwrap().chunks);
+        let (a, b) = (a.0, b.0);
+        assert_eq!(
+            ops(&all),
+            vec![
+                format!("write {a}@0 abcd"),
+                format!("write {b}@4 x"),
+                format!("write {a}@4 e"),
+                format!("write {a}@9 zy"),
+                format!("write {a}@11 w"),
+            ]
+        );
     }
 
     #[test]

@@ -182,6 +182,10 @@ pub fn put_register(out: &mut Vec<u8>, id: u32, path: &str) {
     put_path(out, path);
 }
 
+/// Where a `Write` operation's u32 data length sits, from the op's start:
+/// the log extends the last op in place when the next write continues it.
+pub const WRITE_LEN_AT: usize = 1 + 4 + 8;
+
 /// Appends a `Write` operation whose data is `parts` concatenated.
 pub fn put_write(out: &mut Vec<u8>, id: u32, offset: u64, parts: &[&[u8]]) {
     let len: usize = parts.iter().map(|p| p.len()).sum();
