@@ -44,9 +44,9 @@ done
 
 # Node i's ports: AMQP BASE+10+i, MQTT BASE+20+i, HTTP BASE+30+i, clustering BASE+40+i.
 NODE_PIDS=()
-start_node() { # start_node i prefix|"" (empty: clustering off)
+start_node() { # start_node i prefix [clustered]: a fresh data dir per prefix
     local i=$1 prefix=$2 args=()
-    if [ -n "$prefix" ]; then
+    if [ "${3:-}" = clustered ]; then
         args=(--clustering --clustering-port $((BASE + 40 + i))
             --clustering-advertised-uri "tcp://127.0.0.1:$((BASE + 40 + i))"
             --clustering-etcd-endpoints "127.0.0.1:$ECLIENT" --clustering-etcd-prefix "$prefix"
@@ -77,17 +77,19 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 # A setup: 0 = clustering off; N >= 1 = a leader (node 0) and N-1 followers.
 setup() {
+    # Every run gets fresh data dirs: a queue left by an earlier run would
+    # hand the next one a backlog to consume.
     local n=$1 prefix="c$1-$RANDOM"
     if [ "$n" = 0 ]; then
-        start_node 0 ""
-        wait_for "$WORK/n0-.log" "AMQP listening"
+        start_node 0 "$prefix"
+        wait_for "$WORK/n0-$prefix.log" "AMQP listening"
         return
     fi
-    start_node 0 "$prefix"
+    start_node 0 "$prefix" clustered
     wait_for "$WORK/n0-$prefix.log" "cluster: elected leader"
     local i
     for i in $(seq 1 $((n - 1))); do
-        start_node "$i" "$prefix"
+        start_node "$i" "$prefix" clustered
         wait_for "$WORK/n$i-$prefix.log" "cluster: in sync with leader"
     done
 }
