@@ -668,6 +668,56 @@ async fn definitions_errors_and_access() {
     }
 }
 
+#[tokio::test]
+async fn a_file_with_a_bad_item_applies_nothing_and_names_every_problem() {
+    let b = start().await;
+    let api = Api::new(&b);
+    let good = json!({
+        "vhosts": [{"name": "v2"}],
+        "users": [{"name": "u1", "password": "pw", "tags": ""}],
+        "permissions": [{"user": "u1", "vhost": "v2", "configure": ".*", "write": ".*", "read": ".*"}],
+        "exchanges": [{"name": "ex", "vhost": "v2", "type": "direct", "durable": true, "auto_delete": false,
+                       "internal": false, "arguments": {}}],
+        "queues": [{"name": "good", "vhost": "v2", "durable": true, "auto_delete": false, "arguments": {}}],
+        "bindings": [{"source": "ex", "vhost": "v2", "destination": "good", "destination_type": "queue",
+                      "routing_key": "k", "arguments": {}}]
+    });
+    let mut bad = good.clone();
+    bad["queues"].as_array_mut().unwrap().push(
+        json!({"name": "bad", "vhost": "v2", "durable": true, "auto_delete": false,
+               "arguments": {"x-max-length": "many"}}),
+    );
+    bad["bindings"].as_array_mut().unwrap().push(
+        json!({"source": "ex", "vhost": "v2", "destination": "ghost", "destination_type": "queue",
+               "routing_key": "", "arguments": {}}),
+    );
+    let (status, _, err) = api
+        .raw(Method::POST, "/api/definitions", GUEST, Some(bad.to_string()))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{err}");
+    let reason = err["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("2 problems"), "{reason}");
+    assert!(reason.contains("queue 'bad' in vhost 'v2'"), "{reason}");
+    assert!(reason.contains("no queue 'ghost'"), "{reason}");
+    // Nothing of the file was applied, not even the items before the bad ones.
+    for path in [
+        "/api/vhosts/v2",
+        "/api/users/u1",
+        "/api/queues/v2/good",
+        "/api/exchanges/v2/ex",
+    ] {
+        assert_eq!(api.get(path).await.0, StatusCode::NOT_FOUND, "{path}");
+    }
+    // The same file without its bad items applies whole: its items may refer
+    // to each other (a binding to a queue the file declares).
+    assert_eq!(
+        api.call(Method::POST, "/api/definitions", GUEST, Some(good)).await.0,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(keys(&api.get_ok("/api/bindings/v2/e/ex/q/good").await), ["k"]);
+    assert_eq!(api.get_ok("/api/permissions/v2/u1").await["configure"], ".*");
+}
+
 /// A definitions file as RabbitMQ 3.10 exports it, edited by hand (user tags in
 /// both the list and the older comma-separated form).
 fn rabbitmq_export() -> Value {
@@ -692,7 +742,9 @@ fn rabbitmq_export() -> Value {
         "global_parameters": [{"name": "internal_cluster_id", "value": "rabbitmq-cluster-id-x1"}],
         "policies": [
             {"vhost": "shop", "name": "orders-limit", "pattern": "^orders$", "apply-to": "queues",
-             "definition": {"max-length": 100}, "priority": 0}
+             "definition": {"max-length": 100}, "priority": 0},
+            {"vhost": "shop", "name": "ha-all", "pattern": ".*", "apply-to": "queues",
+             "definition": {"ha-mode": "all", "ha-sync-mode": "automatic", "queue-mode": "lazy"}, "priority": -1}
         ],
         "queues": [
             {"name": "orders", "vhost": "shop", "durable": true, "auto_delete": false,
@@ -741,6 +793,22 @@ async fn imports_a_rabbitmq_export() {
     let orders = api.get_ok("/api/queues/shop/orders").await;
     assert_eq!(orders["arguments"], json!({"x-queue-type": "classic"}));
     assert_eq!(orders["policy"], "orders-limit");
+    // Mirroring and lazy-queue keys are kept (and exported again) though they
+    // change nothing here.
+    let ha = api.get_ok("/api/policies/shop/ha-all").await;
+    assert_eq!(
+        ha["definition"],
+        json!({"ha-mode": "all", "ha-sync-mode": "automatic", "queue-mode": "lazy"})
+    );
+    let exported = api.get_ok("/api/definitions").await;
+    assert!(
+        exported["policies"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|p| p["name"] == "ha-all"),
+        "{exported}"
+    );
     assert_eq!(api.get_ok("/api/queues/shop/audit").await["type"], "quorum");
     assert_eq!(api.get_ok("/api/queues/shop/events").await["type"], "stream");
     assert_eq!(api.get_ok("/api/exchanges/shop/shop.audit").await["internal"], true);

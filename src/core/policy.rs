@@ -83,6 +83,38 @@ const POLICY_KEYS: [(&str, bool); 12] = [
     ("delayed-message", false),
 ];
 
+/// RabbitMQ's policy keys that mean nothing here (mirroring, lazy queues,
+/// queue placement, in-memory limits...): accepted, kept and exported again, so
+/// that a RabbitMQ definitions file imports, and reported once in the log.
+const NO_EFFECT_KEYS: [&str; 16] = [
+    "ha-mode",
+    "ha-params",
+    "ha-sync-mode",
+    "ha-sync-batch-size",
+    "ha-promote-on-shutdown",
+    "ha-promote-on-failure",
+    "queue-mode",
+    "queue-version",
+    "queue-master-locator",
+    "queue-leader-locator",
+    "max-in-memory-length",
+    "max-in-memory-bytes",
+    "dead-letter-strategy",
+    "initial-cluster-size",
+    "target-group-size",
+    "stream-max-segment-size-bytes",
+];
+
+/// Logs, once per key and process, that a policy key has no effect here.
+fn report_no_effect(key: &'static str) {
+    static REPORTED: parking_lot::Mutex<Vec<&'static str>> = parking_lot::Mutex::new(Vec::new());
+    let mut reported = REPORTED.lock();
+    if !reported.contains(&key) {
+        reported.push(key);
+        tracing::warn!("policy key '{key}' is kept but has no effect in this broker");
+    }
+}
+
 /// Keys an operator policy may hold (numeric limits only).
 const OPERATOR_KEYS: [&str; 5] = [
     "max-length",
@@ -130,6 +162,10 @@ impl Policy {
             return Err(invalid("no policy definition given".into()));
         }
         for (key, value) in &definition {
+            if let Some(k) = NO_EFFECT_KEYS.iter().find(|k| *k == key) {
+                report_no_effect(k);
+                continue;
+            }
             let known = POLICY_KEYS.iter().find(|(k, _)| k == key);
             let allowed = known.is_some() && (!operator || OPERATOR_KEYS.contains(&key.as_str()));
             let Some((_, numeric)) = known.filter(|_| allowed) else {
@@ -226,6 +262,10 @@ mod tests {
         assert!(Policy::new("p", ".*", "all", 0, def(r#"{"foo": 1}"#), false).is_err());
         assert!(Policy::new("p", ".*", "queues", 0, def(r#"{"dead-letter-exchange": "d"}"#), true).is_err());
         assert!(Policy::new("p", ".*", "queues", 0, def(r#"{"message-ttl": 10}"#), true).is_ok());
+        // RabbitMQ's mirroring and lazy-queue keys are kept, with no effect.
+        let ha = def(r#"{"ha-mode": "exactly", "ha-params": 2, "queue-mode": "lazy", "max-length": 3}"#);
+        let p = Policy::new("p", ".*", "queues", 0, ha.clone(), false).unwrap();
+        assert_eq!(p.definition, ha);
     }
 
     #[test]

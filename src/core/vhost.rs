@@ -481,8 +481,7 @@ impl VHost {
         if name.is_empty() {
             return Err(default_exchange_refused());
         }
-        resolve_type(kind, &arguments)?;
-        Exchange::validate_arguments(&arguments).map_err(Error::PreconditionFailed)?;
+        check_exchange_declaration(kind, &arguments)?;
         if let Some(existing) = self.exchange(name) {
             let v = &self.name;
             if existing.declared_type != kind {
@@ -711,20 +710,7 @@ impl VHost {
                 self.name
             )));
         }
-        let declared = QueueSettings::from_arguments(&arguments)
-            .map_err(|e| Error::PreconditionFailed(e.describe(name, &self.name)))?;
-        super::dedup::DedupSettings::validate_arguments(&arguments).map_err(Error::PreconditionFailed)?;
-        check_queue_type(&declared, opts, name, &self.name)?;
-        if declared.queue_type == QueueType::Stream
-            && let Some(arg) = super::stream::FORBIDDEN_ARGUMENTS
-                .iter()
-                .find(|a| arguments.get(a).is_some())
-        {
-            return Err(Error::PreconditionFailed(format!(
-                "invalid arg '{arg}' for queue '{name}' in vhost '{}' of queue type rabbit_stream_queue",
-                self.name
-            )));
-        }
+        let declared = check_new_queue(&self.name, name, opts, &arguments)?;
         let owner = opts.exclusive.then_some(conn);
         let persistent = opts.durable && !opts.exclusive;
         let dir = self.queue_dir(name, persistent);
@@ -1231,6 +1217,32 @@ fn check_queue_type(settings: &QueueSettings, opts: &QueueOptions, name: &str, v
         )));
     }
     Ok(())
+}
+
+/// Checks what a new queue's declaration asks for (its arguments, and the
+/// flags its type allows) without declaring it, so that a definitions import
+/// can find every problem before it changes anything. Returns the settings.
+pub fn check_new_queue(vhost: &str, name: &str, opts: &QueueOptions, arguments: &FieldTable) -> Result<QueueSettings> {
+    let declared =
+        QueueSettings::from_arguments(arguments).map_err(|e| Error::PreconditionFailed(e.describe(name, vhost)))?;
+    super::dedup::DedupSettings::validate_arguments(arguments).map_err(Error::PreconditionFailed)?;
+    check_queue_type(&declared, opts, name, vhost)?;
+    if declared.queue_type == QueueType::Stream
+        && let Some(arg) = super::stream::FORBIDDEN_ARGUMENTS
+            .iter()
+            .find(|a| arguments.get(a).is_some())
+    {
+        return Err(Error::PreconditionFailed(format!(
+            "invalid arg '{arg}' for queue '{name}' in vhost '{vhost}' of queue type rabbit_stream_queue"
+        )));
+    }
+    Ok(declared)
+}
+
+/// Checks an exchange declaration's type and arguments without declaring it.
+pub fn check_exchange_declaration(kind: &str, arguments: &FieldTable) -> Result<()> {
+    resolve_type(kind, arguments)?;
+    Exchange::validate_arguments(arguments).map_err(Error::PreconditionFailed)
 }
 
 /// The routing kind of a declared exchange type, and whether it delays messages:

@@ -27,6 +27,7 @@
 //! (`{"name", "value"}`) are exported and imported, except the source broker's
 //! `internal_cluster_id`, which names that broker and is not taken over.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use axum::Json;
@@ -411,6 +412,20 @@ fn import_queue(v: &VHost, q: &QueueDef) -> ApiResult<()> {
         tracing::warn!(vhost = %v.name, "definitions import: queue '{}' skipped (reserved name)", q.name);
         return Ok(());
     }
+    let arguments = queue_arguments(q);
+    let opts = QueueOptions {
+        durable: q.durable,
+        auto_delete: q.auto_delete,
+        exclusive: false,
+        passive: false,
+    };
+    v.declare_queue(&q.name, &opts, arguments, 0)
+        .map(|_| ())
+        .map_err(failed(format!("queue '{}' in vhost '{}'", q.name, v.name)))
+}
+
+/// A queue item's arguments, with its `type` when the arguments lack one.
+fn queue_arguments(q: &QueueDef) -> crate::core::FieldTable {
     let mut arguments = json_to_table(&q.arguments);
     // RabbitMQ exports the queue type beside the arguments; a hand-written file
     // may give only the type.
@@ -422,15 +437,7 @@ fn import_queue(v: &VHost, q: &QueueDef) -> ApiResult<()> {
             crate::core::table_json::json_to_value(&json!(kind)),
         );
     }
-    let opts = QueueOptions {
-        durable: q.durable,
-        auto_delete: q.auto_delete,
-        exclusive: false,
-        passive: false,
-    };
-    v.declare_queue(&q.name, &opts, arguments, 0)
-        .map(|_| ())
-        .map_err(failed(format!("queue '{}' in vhost '{}'", q.name, v.name)))
+    arguments
 }
 
 fn import_binding(v: &VHost, b: &BindingDef) -> ApiResult<()> {
@@ -538,9 +545,238 @@ fn import_global_parameter(broker: &Broker, p: &GlobalParameterDef) -> ApiResult
         .map_err(failed(format!("global parameter '{}'", p.name)))
 }
 
+/// What the broker will hold once a definitions file is applied, as far as
+/// the file's own items can refer to each other (a binding to a queue the same
+/// file declares), for checking every item before anything is applied.
+struct Plan<'a> {
+    broker: &'a Broker,
+    only: Option<&'a Arc<VHost>>,
+    vhosts: HashSet<&'a str>,
+    users: HashSet<&'a str>,
+    /// (vhost, name) of the exchanges and queues the file declares.
+    exchanges: HashSet<(String, &'a str)>,
+    queues: HashSet<(String, &'a str)>,
+}
+
+impl<'a> Plan<'a> {
+    fn new(broker: &'a Broker, defs: &'a Definitions, only: Option<&'a Arc<VHost>>) -> Self {
+        let mut plan = Plan {
+            broker,
+            only,
+            vhosts: defs.vhosts.iter().map(|v| v.name.as_str()).collect(),
+            users: defs.users.iter().map(|u| u.name.as_str()).collect(),
+            exchanges: HashSet::new(),
+            queues: HashSet::new(),
+        };
+        plan.exchanges = defs
+            .exchanges
+            .iter()
+            .map(|e| (plan.vhost_of(e.vhost.as_deref()), e.name.as_str()))
+            .collect();
+        plan.queues = defs
+            .queues
+            .iter()
+            .map(|q| (plan.vhost_of(q.vhost.as_deref()), q.name.as_str()))
+            .collect();
+        plan
+    }
+
+    /// The vhost an item goes to.
+    fn vhost_of(&self, vhost: Option<&str>) -> String {
+        match self.only {
+            Some(v) => v.name.clone(),
+            None => vhost.unwrap_or("/").to_string(),
+        }
+    }
+
+    fn vhost_exists(&self, name: &str) -> bool {
+        self.only.is_some() || self.vhosts.contains(name) || self.broker.vhost(name).is_some()
+    }
+
+    fn user_exists(&self, name: &str) -> bool {
+        self.users.contains(name) || self.broker.users.get(name).is_some()
+    }
+
+    fn exchange_exists(&self, vhost: &str, name: &str) -> bool {
+        self.exchanges.contains(&(vhost.to_string(), name))
+            || self.broker.vhost(vhost).is_some_and(|v| v.exchange(name).is_some())
+            || (self.broker.vhost(vhost).is_none() && name.starts_with("amq."))
+    }
+
+    fn queue_exists(&self, vhost: &str, name: &str) -> bool {
+        self.queues.contains(&(vhost.to_string(), name))
+            || self.broker.vhost(vhost).is_some_and(|v| v.queue(name).is_some())
+    }
+
+    /// Checks a vhost's `{"max-connections": N, ...}` limits.
+    fn check_limits(&self, vhost: &str, limits: &Value, problems: &mut Vec<String>) {
+        let Some(m) = limits.as_object() else { return };
+        let mut scratch = crate::core::vhost::VHostLimits::default();
+        for (name, value) in m {
+            let ok = value.as_i64().is_some_and(|n| scratch.set(name, n).is_ok());
+            if !ok {
+                problems.push(format!("limits of vhost '{vhost}': invalid limit '{name}': {value}"));
+            }
+        }
+    }
+
+    /// Every problem applying `defs` would meet, in the file's order.
+    fn problems(&self, defs: &Definitions) -> Vec<String> {
+        let mut out = Vec::new();
+        let vhost_missing = |vhost: &str, what: &dyn Fn() -> String, out: &mut Vec<String>| {
+            let missing = !self.vhost_exists(vhost);
+            if missing {
+                out.push(format!("{}: vhost '{vhost}' does not exist", what()));
+            }
+            missing
+        };
+        if self.only.is_none() {
+            for v in &defs.vhosts {
+                if v.name.is_empty() {
+                    out.push("vhost: empty name".into());
+                }
+                self.check_limits(&v.name, &v.limits, &mut out);
+            }
+            for u in &defs.users {
+                match (&u.password_hash, &u.password) {
+                    (Some(h), _) => {
+                        if let Err(e) = user::checked_hash(h, u.hashing_algorithm.as_deref()) {
+                            out.push(format!("user '{}': {e}", u.name));
+                        }
+                    }
+                    (None, Some(_)) => {}
+                    (None, None) => out.push(format!("user '{}': no password_hash", u.name)),
+                }
+            }
+            for p in &defs.permissions {
+                let what = || format!("permissions of user '{}' in vhost '{}'", p.user, p.vhost);
+                vhost_missing(&p.vhost, &what, &mut out);
+                if !self.user_exists(&p.user) {
+                    out.push(format!("{}: no such user", what()));
+                }
+                let perms = Permissions {
+                    configure: p.configure.clone(),
+                    write: p.write.clone(),
+                    read: p.read.clone(),
+                };
+                if let Err(e) = perms.validate() {
+                    out.push(format!("{}: {e}", what()));
+                }
+            }
+            for p in &defs.global_parameters {
+                if p.name != "internal_cluster_id" && (p.name.is_empty() || p.value.is_null()) {
+                    out.push("global parameter: name and value are required".into());
+                }
+            }
+        }
+        for p in &defs.parameters {
+            let vhost = self.vhost_of(p.vhost.as_deref());
+            let what = || {
+                format!(
+                    "parameter '{}' of component '{}' in vhost '{vhost}'",
+                    p.name, p.component
+                )
+            };
+            if vhost_missing(&vhost, &what, &mut out) {
+                continue;
+            }
+            if p.component == VHOST_LIMITS {
+                self.check_limits(&vhost, &p.value, &mut out);
+            } else if p.component.is_empty() || p.name.is_empty() || p.value.is_null() {
+                out.push(format!("{}: component, name and value are required", what()));
+            }
+        }
+        for (list, operator) in [(&defs.policies, false), (&defs.operator_policies, true)] {
+            for p in list {
+                let vhost = self.vhost_of(p["vhost"].as_str());
+                let name = p["name"].as_str().unwrap_or_default();
+                let what = || format!("policy '{name}' in vhost '{vhost}'");
+                vhost_missing(&vhost, &what, &mut out);
+                if name.is_empty() {
+                    out.push(format!("{}: no name", what()));
+                } else if let Err(e) = Policy::from_json(p, operator) {
+                    out.push(format!("{}: {}", what(), e.text()));
+                }
+            }
+        }
+        for e in &defs.exchanges {
+            let vhost = self.vhost_of(e.vhost.as_deref());
+            let what = || format!("exchange '{}' in vhost '{vhost}'", e.name);
+            if vhost_missing(&vhost, &what, &mut out) || e.name.is_empty() || e.name.starts_with("amq.") {
+                continue;
+            }
+            let exists = self.broker.vhost(&vhost).is_some_and(|v| v.exchange(&e.name).is_some());
+            if let (false, Err(err)) = (exists, e.declare.check()) {
+                out.push(format!("{}: {}", what(), err.text()));
+            }
+        }
+        for q in &defs.queues {
+            let vhost = self.vhost_of(q.vhost.as_deref());
+            let what = || format!("queue '{}' in vhost '{vhost}'", q.name);
+            if vhost_missing(&vhost, &what, &mut out) || q.name.is_empty() || q.name.starts_with("amq.") {
+                continue;
+            }
+            if self.broker.vhost(&vhost).is_some_and(|v| v.queue(&q.name).is_some()) {
+                continue;
+            }
+            let opts = QueueOptions {
+                durable: q.durable,
+                auto_delete: q.auto_delete,
+                exclusive: false,
+                passive: false,
+            };
+            if let Err(err) = crate::core::vhost::check_new_queue(&vhost, &q.name, &opts, &queue_arguments(q)) {
+                out.push(format!("{}: {}", what(), err.text()));
+            }
+        }
+        for b in &defs.bindings {
+            let vhost = self.vhost_of(b.vhost.as_deref());
+            let what = || {
+                format!(
+                    "binding from '{}' to {} '{}' in vhost '{vhost}'",
+                    b.source, b.destination_type, b.destination
+                )
+            };
+            if vhost_missing(&vhost, &what, &mut out) || b.source.is_empty() {
+                continue;
+            }
+            if !self.exchange_exists(&vhost, &b.source) {
+                out.push(format!("{}: no exchange '{}'", what(), b.source));
+            }
+            let destination_exists = match b.destination_type.as_str() {
+                "queue" => self.queue_exists(&vhost, &b.destination),
+                "exchange" => self.exchange_exists(&vhost, &b.destination),
+                other => {
+                    out.push(format!("{}: unknown destination_type '{other}'", what()));
+                    continue;
+                }
+            };
+            if !destination_exists {
+                out.push(format!("{}: no {} '{}'", what(), b.destination_type, b.destination));
+            }
+        }
+        out
+    }
+}
+
 /// Imports `defs`: into vhost `only` (every `vhost` field ignored, users, vhosts
-/// and permissions skipped), or into the whole broker.
+/// and permissions skipped), or into the whole broker. Every item is checked
+/// first: if any would fail, nothing is applied and the error names them all.
 fn import(broker: &Broker, defs: &Definitions, only: Option<&Arc<VHost>>) -> ApiResult<()> {
+    let problems = Plan::new(broker, defs, only).problems(defs);
+    if !problems.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "nothing was imported: {} problem{} found: {}",
+            problems.len(),
+            if problems.len() == 1 { "" } else { "s" },
+            problems.join("; ")
+        )));
+    }
+    apply(broker, defs, only)
+}
+
+/// Applies checked definitions (see [`import`]).
+fn apply(broker: &Broker, defs: &Definitions, only: Option<&Arc<VHost>>) -> ApiResult<()> {
     if only.is_none() {
         for v in &defs.vhosts {
             broker

@@ -74,6 +74,11 @@ fn yes() -> bool {
 }
 
 impl DeclareBody {
+    /// Checks the type and arguments without declaring anything.
+    pub(super) fn check(&self) -> Result<(), crate::core::Error> {
+        crate::core::vhost::check_exchange_declaration(&self.kind, &json_to_table(&self.arguments))
+    }
+
     /// Declares exchange `name` in `vhost` as the body describes.
     pub(super) fn declare_in(&self, vhost: &VHost, name: &str) -> Result<(), crate::core::Error> {
         let opts = ExchangeOptions {
