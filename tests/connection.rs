@@ -16,6 +16,8 @@ async fn connect_and_close() {
     let conn = broker.connect().await;
     assert!(conn.status().connected());
     assert_eq!(conn.status().vhost().as_str(), "/");
+    // RabbitMQ's default: a client asking for "no limit" gets 2047 channels.
+    assert_eq!(conn.configuration().channel_max(), 2047);
     let ch = conn.create_channel().await.expect("channel.open");
     assert!(ch.status().connected());
     conn.close(200, "OK".into()).await.expect("connection.close");

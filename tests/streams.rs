@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use lapin::options::{
     BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicGetOptions, BasicQosOptions, ConfirmSelectOptions,
-    QueueDeclareOptions,
+    QueueDeclareOptions, QueuePurgeOptions,
 };
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel, Consumer};
@@ -149,18 +149,28 @@ async fn declare_and_consume_rules() {
     assert!(expect_error(&mut ev, 406).await.contains("x-max-priority"));
     let ch = conn.create_channel().await.unwrap();
     declare_stream(&ch, &q, &[]).await;
-    // A consumer needs a prefetch (the broker's default prefetch counts; an
-    // explicit 0 means none).
-    ch.basic_qos(0, BasicQosOptions::default()).await.unwrap();
-    let _ = ch
-        .basic_consume(
-            q.as_str().into(),
-            "".into(),
-            BasicConsumeOptions::default(),
-            FieldTable::default(),
-        )
-        .await;
-    assert!(expect_error(&mut ev, 406).await.contains("prefetch"));
+    // A consumer needs a prefetch set with basic.qos, as in RabbitMQ (the
+    // broker's default prefetch does not count; an explicit 0 means none).
+    for qos in [None, Some(0)] {
+        let ch = conn.create_channel().await.unwrap();
+        if let Some(n) = qos {
+            ch.basic_qos(n, BasicQosOptions::default()).await.unwrap();
+        }
+        let _ = ch
+            .basic_consume(
+                q.as_str().into(),
+                "".into(),
+                BasicConsumeOptions::default(),
+                FieldTable::default(),
+            )
+            .await;
+        assert!(expect_error(&mut ev, 406).await.contains("prefetch"), "qos {qos:?}");
+    }
+    // A stream cannot be purged (406, as in RabbitMQ).
+    let ch = conn.create_channel().await.unwrap();
+    fill(&ch, &q, ["kept".to_string()]).await;
+    let _ = ch.queue_purge(q.as_str().into(), QueuePurgeOptions::default()).await;
+    assert!(expect_error(&mut ev, 406).await.contains("purge"));
     // basic.get is not supported (540 closes the connection, as in RabbitMQ).
     let ch = conn.create_channel().await.unwrap();
     let _ = ch.basic_get(q.as_str().into(), BasicGetOptions::default()).await;

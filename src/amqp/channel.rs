@@ -148,6 +148,9 @@ pub struct Channel {
     pub(super) confirm_seq: u64,
     pub(super) tx: Option<super::publish::TxBuffer>,
     prefetch: u32,
+    /// A basic.qos (per consumer, non-zero) was received: stream consumers
+    /// need one, as in RabbitMQ (the configured default does not count).
+    consumer_qos_set: bool,
     last_queue: String,
     pub(super) route_buf: Vec<Arc<Queue>>,
     /// The exchange of the previous publish, to skip the lookup for the next.
@@ -201,6 +204,7 @@ impl Channel {
             confirm_seq: 0,
             tx: None,
             prefetch: u32::from(info.ctx.settings.default_prefetch),
+            consumer_qos_set: false,
             last_queue: String::new(),
             route_buf: Vec::new(),
             last_exchange: None,
@@ -468,6 +472,7 @@ impl Channel {
                     self.shared.wake_consumers();
                 } else {
                     self.prefetch = u32::from(prefetch_count);
+                    self.consumer_qos_set = prefetch_count > 0;
                     self.shared.prefetch.store(self.prefetch, Ordering::Relaxed);
                 }
                 self.send(&Method::BasicQosOk);
@@ -626,7 +631,7 @@ impl Channel {
                     ),
                 ));
             }
-            if self.prefetch == 0 {
+            if !self.consumer_qos_set {
                 return Err(AmqpError::channel(
                     code::PRECONDITION_FAILED,
                     format!(

@@ -43,7 +43,7 @@ impl Default for AmqpSettings {
     fn default() -> Self {
         AmqpSettings {
             frame_max: 131_072,
-            channel_max: 2048,
+            channel_max: 2047,
             heartbeat: 300,
             max_message_size: 128 * 1024 * 1024,
             default_prefetch: 65535,

@@ -323,7 +323,7 @@ impl Default for AmqpConfig {
             proxy_protocol_trusted_sources: String::new(),
             heartbeat: 300,
             frame_max: 131_072,
-            channel_max: 2048,
+            channel_max: 2047,
             max_message_size: 128 * 1024 * 1024,
             max_consumers_per_channel: 0,
         }

@@ -96,7 +96,7 @@ fn defaults_match_lavinmq() {
     assert_eq!(c.amqp.proxy_protocol_trusted_sources, "");
     assert_eq!(c.amqp.heartbeat, 300);
     assert_eq!(c.amqp.frame_max, 131_072);
-    assert_eq!(c.amqp.channel_max, 2048);
+    assert_eq!(c.amqp.channel_max, 2047);
     assert_eq!(c.amqp.max_message_size, 134_217_728);
     assert_eq!(c.amqp.max_consumers_per_channel, 0);
 

@@ -881,8 +881,11 @@ impl Queue {
     pub fn purge(&self) -> Result<u64> {
         let mut st = self.state.lock();
         if st.stream.is_some() {
-            // A stream is a log: it is trimmed by retention only.
-            return Ok(0);
+            // A stream is a log, trimmed by retention only (RabbitMQ refuses too).
+            return Err(Error::PreconditionFailed(format!(
+                "purge not supported by stream queue '{}' in vhost '{}'",
+                self.name, self.vhost
+            )));
         }
         if !st.delivery_counts.is_empty() {
             let st = &mut *st;
