@@ -216,6 +216,12 @@ async fn overview_and_aliveness() {
     let (_, o) = api.get("/api/overview").await;
     assert_eq!(o["product_name"], "LavinMQ");
     assert!(o["object_totals"]["queues"].as_u64().unwrap() >= 1);
+    // The bindings total counts what /api/bindings lists.
+    let (_, all) = api.get("/api/bindings").await;
+    assert_eq!(
+        o["object_totals"]["bindings"].as_u64(),
+        all.as_array().map(|a| a.len() as u64)
+    );
     assert!(o["queue_totals"]["messages"].is_u64());
     assert_eq!(api.get("/api/aliveness-test/nope").await.0, StatusCode::NOT_FOUND);
 }

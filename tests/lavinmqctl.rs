@@ -735,6 +735,7 @@ async fn status_and_cluster_status() {
             "Consumers",
             "Exchanges",
             "Queues",
+            "Bindings",
             "Messages",
             "Messages_ready",
             "Messages_unacked"
@@ -745,6 +746,7 @@ async fn status_and_cluster_status() {
 
     let json = ctl(&b, &["status", "-f", "json"]).await.ok().json();
     assert_eq!(json["Queues"], 1);
+    assert_eq!(json["Bindings"], 1, "the queue's binding to the default exchange");
     assert_eq!(json["Messages"], 0);
     assert!(json["Uptime"].is_u64(), "{json}");
 

@@ -375,6 +375,11 @@ impl Exchange {
         self.bindings.read().all.to_vec()
     }
 
+    /// How many bindings the exchange has (for totals, without copying them).
+    pub fn binding_count(&self) -> usize {
+        self.bindings.read().all.len()
+    }
+
     /// True when the exchange has no bindings.
     pub fn has_bindings(&self) -> bool {
         !self.bindings.read().all.is_empty()

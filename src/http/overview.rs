@@ -51,7 +51,7 @@ pub const NODE: &str = "lavinmq@localhost";
 
 /// Totals across the vhosts the user may see.
 pub async fn overview(State(s): State<Arc<HttpState>>, user: Authed) -> Json<Value> {
-    let (mut queues, mut exchanges, mut consumers, mut ready, mut unacked) = (0, 0, 0, 0, 0);
+    let (mut queues, mut exchanges, mut bindings, mut consumers, mut ready, mut unacked) = (0, 0, 0usize, 0, 0, 0);
     let visible = s.visible_vhosts(&user);
     // Totals over all vhosts when the user sees them all, else over its own.
     let mut values: Vec<(&'static str, u64)> = Vec::new();
@@ -87,10 +87,15 @@ pub async fn overview(State(s): State<Arc<HttpState>>, user: Authed) -> Json<Val
         message_stats.insert(format!("{name}_details"), json!({"rate": stat(name)}));
     }
     for v in visible {
-        exchanges += v.exchanges().len();
+        let list = v.exchanges();
+        exchanges += list.len();
+        bindings += list.iter().map(|e| e.binding_count()).sum::<usize>();
         for q in v.queues() {
             let st = q.stats();
             queues += 1;
+            // Every queue's implicit binding to the default exchange counts,
+            // as `/api/bindings` lists it.
+            bindings += 1;
             consumers += st.consumers;
             ready += st.ready;
             unacked += st.unacked;
@@ -104,7 +109,7 @@ pub async fn overview(State(s): State<Arc<HttpState>>, user: Authed) -> Json<Val
         "node": NODE,
         "exchange_types": exchange_types(),
         "listeners": listeners(&s),
-        "object_totals": {"queues": queues, "exchanges": exchanges, "consumers": consumers,
+        "object_totals": {"queues": queues, "exchanges": exchanges, "bindings": bindings, "consumers": consumers,
                           "connections": connections, "channels": channels},
         "queue_totals": {"messages": ready + unacked, "messages_ready": ready, "messages_unacknowledged": unacked,
                          "messages_details": {"rate": stat("messages")},

@@ -44,6 +44,7 @@ async function refresh() {
     stat("Consumers", num(t.consumers), "/consumers", "total-consumers"),
     stat("Exchanges", num(t.exchanges), "/exchanges", "total-exchanges"),
     stat("Queues", num(t.queues), "/queues", "total-queues"),
+    stat("Bindings", num(t.bindings), null, "total-bindings"),
     stat("Messages", num(q.messages), null, "total-messages"),
     stat("Ready", num(q.messages_ready), null, "total-ready"),
     stat("Unacked", num(q.messages_unacknowledged), null, "total-unacked"),

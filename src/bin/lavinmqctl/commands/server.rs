@@ -52,6 +52,7 @@ pub async fn status(ctx: &Ctx) -> CtlResult<()> {
         ("Consumers", at(&overview, "object_totals.consumers")),
         ("Exchanges", at(&overview, "object_totals.exchanges")),
         ("Queues", at(&overview, "object_totals.queues")),
+        ("Bindings", at(&overview, "object_totals.bindings")),
         ("Messages", at(&overview, "queue_totals.messages")),
         ("Messages_ready", at(&overview, "queue_totals.messages_ready")),
         (
