@@ -6,8 +6,8 @@ mod common;
 use common::api::*;
 use common::*;
 use lapin::options::{BasicAckOptions, BasicQosOptions};
-use reqwest::StatusCode;
-use serde_json::Value;
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
 
 async fn started() -> TestBroker {
     start_with(|c| c.main.stats_interval = 50).await
@@ -142,6 +142,71 @@ async fn channels_and_consumers_are_listed_and_a_consumer_can_be_cancelled() {
     assert_eq!(api.delete(&path).await, StatusCode::NOT_FOUND);
     let qj = api.get_ok(&format!("/api/queues/%2F/{q}")).await;
     assert_eq!(qj["consumers"], 0, "{qj}");
+    assert!(conn.status().connected());
+}
+
+#[tokio::test]
+async fn a_channels_prefetch_is_changed_through_the_api() {
+    let b = started().await;
+    let api = Api::new(&b);
+    let (conn, ch) = b.channel().await;
+    let q = uniq("prefetch");
+    declare_queue(&ch, &q).await;
+    confirm_select(&ch).await;
+    for i in 0..5 {
+        publish_confirmed(&ch, "", &q, format!("m{i}").as_bytes()).await;
+    }
+    let (_c2, consumer_ch) = b.channel().await;
+    consumer_ch.basic_qos(1, BasicQosOptions::default()).await.expect("qos");
+    let mut consumer = consume(&consumer_ch, &q).await;
+    assert_eq!(next_delivery(&mut consumer).await.data, b"m0");
+    assert_no_delivery(&mut consumer).await;
+
+    let channels = api.get_ok("/api/channels").await;
+    let name = channels
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["consumer_count"] == 1)
+        .and_then(|c| c["name"].as_str())
+        .expect("the consumer's channel")
+        .to_string();
+    let path = format!("/api/channels/{}", enc(&name));
+    // Raised to 3: two more deliveries follow at once, with no ack.
+    assert_eq!(api.put(&path, json!({"prefetch": 3})).await, StatusCode::NO_CONTENT);
+    let more: Vec<Vec<u8>> = deliveries(&mut consumer, 2).await.into_iter().map(|d| d.data).collect();
+    assert_eq!(more, [b"m1".to_vec(), b"m2".to_vec()]);
+    assert_no_delivery(&mut consumer).await;
+    let shown = api.get_ok(&path).await;
+    assert_eq!(shown["prefetch_count"], 3, "{shown}");
+    assert_eq!(shown["consumer_details"][0]["prefetch_count"], 3, "{shown}");
+
+    assert_eq!(
+        api.put(&path, json!({"prefetch": 70000})).await,
+        StatusCode::BAD_REQUEST
+    );
+    assert_eq!(api.put(&path, json!({"prefetch": -1})).await, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        api.put("/api/channels/nope%20(1)", json!({"prefetch": 1})).await,
+        StatusCode::NOT_FOUND
+    );
+    // Another user's channel: hidden from a management user, refused to a
+    // monitoring one (who sees every connection but is no administrator).
+    for (user, tags, status) in [
+        ("mgr", "management", StatusCode::NOT_FOUND),
+        ("mon", "monitoring", StatusCode::FORBIDDEN),
+    ] {
+        assert_eq!(
+            api.put(&format!("/api/users/{user}"), json!({"password": "pw", "tags": tags}))
+                .await,
+            StatusCode::CREATED
+        );
+        let (got, _) = api
+            .call(Method::PUT, &path, Some((user, "pw")), Some(json!({"prefetch": 9})))
+            .await;
+        assert_eq!(got, status, "{user}");
+    }
+    assert_eq!(api.get_ok(&path).await["prefetch_count"], 3);
     assert!(conn.status().connected());
 }
 

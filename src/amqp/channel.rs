@@ -147,7 +147,6 @@ pub struct Channel {
     pub(super) confirm: bool,
     pub(super) confirm_seq: u64,
     pub(super) tx: Option<super::publish::TxBuffer>,
-    prefetch: u32,
     /// A basic.qos (per consumer, non-zero) was received: stream consumers
     /// need one, as in RabbitMQ (the configured default does not count).
     consumer_qos_set: bool,
@@ -203,7 +202,6 @@ impl Channel {
             confirm: false,
             confirm_seq: 0,
             tx: None,
-            prefetch: u32::from(info.ctx.settings.default_prefetch),
             consumer_qos_set: false,
             last_queue: String::new(),
             route_buf: Vec::new(),
@@ -471,9 +469,8 @@ impl Channel {
                         .store(u32::from(prefetch_count), Ordering::Release);
                     self.shared.wake_consumers();
                 } else {
-                    self.prefetch = u32::from(prefetch_count);
                     self.consumer_qos_set = prefetch_count > 0;
-                    self.shared.prefetch.store(self.prefetch, Ordering::Relaxed);
+                    self.shared.prefetch.store(u32::from(prefetch_count), Ordering::Relaxed);
                 }
                 self.send(&Method::BasicQosOk);
             }
@@ -676,7 +673,8 @@ impl Channel {
                 no_ack,
                 exclusive,
                 priority,
-                prefetch: self.prefetch,
+                // The latest basic.qos, or what the management API set since.
+                prefetch: self.shared.prefetch.load(Ordering::Relaxed),
             },
         );
         match &stream_options {

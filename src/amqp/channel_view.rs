@@ -34,12 +34,23 @@ impl ChannelView for ChannelShared {
                 queue: c.queue.name.clone(),
                 ack_required: !c.no_ack,
                 exclusive: c.exclusive,
-                prefetch_count: c.prefetch,
+                prefetch_count: c.prefetch.load(Ordering::Relaxed),
                 priority: c.priority,
             })
             .collect();
         all.sort_by(|a, b| a.tag.cmp(&b.tag));
         all
+    }
+
+    fn set_prefetch(&self, prefetch: u16) -> bool {
+        let prefetch = u32::from(prefetch);
+        self.prefetch.store(prefetch, Ordering::Relaxed);
+        for c in self.consumers.lock().values() {
+            c.prefetch.store(prefetch, Ordering::Relaxed);
+            // A higher limit may let it deliver at once.
+            crate::core::consumer::Consumer::notify(&**c);
+        }
+        true
     }
 
     fn cancel_consumer(&self, tag: &str) -> bool {

@@ -46,8 +46,8 @@ pub struct AmqpConsumer {
     pub no_ack: bool,
     /// Consumer priority.
     pub priority: i32,
-    /// Per-consumer prefetch (0 = unlimited).
-    pub prefetch: u32,
+    /// Per-consumer prefetch (0 = unlimited); the management API may change it.
+    pub prefetch: AtomicU32,
     /// The only consumer of its queue.
     pub exclusive: bool,
     /// Deliveries not yet acked.
@@ -73,7 +73,7 @@ impl AmqpConsumer {
             queue,
             no_ack: settings.no_ack,
             priority: settings.priority,
-            prefetch: settings.prefetch,
+            prefetch: AtomicU32::new(settings.prefetch),
             exclusive: settings.exclusive,
             unacked: AtomicU32::new(0),
             wake: Notify::new(),
@@ -126,7 +126,8 @@ impl Consumer for AmqpConsumer {
         if self.no_ack {
             return true;
         }
-        (self.prefetch == 0 || self.unacked.load(Ordering::Acquire) < self.prefetch) && self.channel.global_capacity()
+        let prefetch = self.prefetch.load(Ordering::Relaxed);
+        (prefetch == 0 || self.unacked.load(Ordering::Acquire) < prefetch) && self.channel.global_capacity()
     }
 
     /// Counts the delivery in the channel's unacked total before it is made,

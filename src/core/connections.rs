@@ -111,6 +111,10 @@ pub trait ChannelView: Send + Sync {
     fn details(&self) -> ChannelDetails;
     /// Consumers on the channel.
     fn consumers(&self) -> Vec<ConsumerDetails>;
+    /// Sets the prefetch of the channel's consumers and of those it creates
+    /// from now on (LavinMQ's `PUT /api/channels/{name}`); false when the
+    /// protocol has no such setting.
+    fn set_prefetch(&self, prefetch: u16) -> bool;
     /// Cancels consumer `tag` from the broker's side (the client is told when
     /// it understands server cancels); false when there is no such consumer.
     fn cancel_consumer(&self, tag: &str) -> bool;

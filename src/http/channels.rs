@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use super::HttpState;
 use super::auth::Authed;
+use super::body::JsonBody;
 use super::connections::visible;
 use super::error::{ApiError, ApiResult};
 use super::listing::Listing;
@@ -83,19 +84,54 @@ pub async fn list_connection(
     )))
 }
 
-/// One channel, by its name (`<connection name> (<number>)`).
-pub async fn show(State(s): State<Arc<HttpState>>, user: Authed, Path(name): Path<String>) -> ApiResult<Json<Value>> {
+/// The channel named `<connection name> (<number>)`, if the user may see it.
+fn find(s: &HttpState, user: &Authed, name: &str) -> ApiResult<(Arc<ConnectionEntry>, Arc<dyn ChannelView>)> {
     let (conn, number) = name
         .strip_suffix(')')
         .and_then(|n| n.rsplit_once(" ("))
         .and_then(|(conn, num)| Some((conn, num.parse::<u16>().ok()?)))
         .ok_or_else(ApiError::not_found)?;
-    let c = s.broker.connections.get(conn).filter(|c| visible(&user, c));
+    let c = s.broker.connections.get(conn).filter(|c| visible(user, c));
     let c = c.ok_or_else(ApiError::not_found)?;
     let ch = c.channel(number).ok_or_else(ApiError::not_found)?;
+    Ok((c, ch))
+}
+
+/// One channel, by its name (`<connection name> (<number>)`).
+pub async fn show(State(s): State<Arc<HttpState>>, user: Authed, Path(name): Path<String>) -> ApiResult<Json<Value>> {
+    let (c, ch) = find(&s, &user, &name)?;
     let mut out = channel_json(&c, &*ch);
     out["consumer_details"] = Value::Array(consumers_of(&c, &*ch));
     Ok(Json(out))
+}
+
+/// Body of `PUT /api/channels/{name}`.
+#[derive(serde::Deserialize)]
+pub struct ChannelUpdate {
+    prefetch: Option<i64>,
+}
+
+/// Changes a channel's prefetch, for its consumers and those it creates
+/// later (LavinMQ's extension, for a consumer that took more than it can
+/// handle): 204.
+pub async fn update(
+    State(s): State<Arc<HttpState>>,
+    user: Authed,
+    Path(name): Path<String>,
+    JsonBody(body): JsonBody<ChannelUpdate>,
+) -> ApiResult<StatusCode> {
+    let (c, ch) = find(&s, &user, &name)?;
+    if !(user.has_tag("administrator") || c.info.user == user.0.name) {
+        return Err(ApiError::forbidden("Not administrator user"));
+    }
+    if let Some(prefetch) = body.prefetch {
+        let prefetch = u16::try_from(prefetch)
+            .map_err(|_| ApiError::bad_request(format!("prefetch must be between 0 and {}", u16::MAX)))?;
+        if !ch.set_prefetch(prefetch) {
+            return Err(ApiError::bad_request("this channel has no prefetch"));
+        }
+    }
+    Ok(StatusCode::NO_CONTENT)
 }
 
 fn consumers_of(c: &ConnectionEntry, ch: &dyn ChannelView) -> Vec<Value> {

@@ -146,7 +146,7 @@ fn routes(state: Arc<HttpState>) -> Router {
         )
         .route("/api/connections/{name}/channels", get(channels::list_connection))
         .route("/api/channels", get(channels::list))
-        .route("/api/channels/{name}", get(channels::show))
+        .route("/api/channels/{name}", get(channels::show).put(channels::update))
         .route("/api/vhosts/{vhost}/channels", get(channels::list_vhost))
         .route("/api/vhosts/{vhost}/permissions", get(users::vhost_permissions))
         .route("/api/consumers", get(channels::consumers))
