@@ -718,6 +718,87 @@ async fn a_file_with_a_bad_item_applies_nothing_and_names_every_problem() {
     assert_eq!(api.get_ok("/api/permissions/v2/u1").await["configure"], ".*");
 }
 
+/// Posts `file` as a browser form would (multipart, field `file`), with a
+/// `Referer` when given; returns the status and the `Location` header.
+async fn post_form(
+    api: &Api,
+    path: &str,
+    auth: (&str, &str),
+    file: &str,
+    referer: Option<&str>,
+) -> (StatusCode, Option<String>) {
+    let boundary = "----lavinmq-test-boundary";
+    let body = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"defs.json\"\r\n\
+         Content-Type: application/json\r\n\r\n{file}\r\n--{boundary}--\r\n"
+    );
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client");
+    let mut req = client
+        .post(format!("{}{path}", api.base))
+        .basic_auth(auth.0, Some(auth.1))
+        .header("content-type", format!("multipart/form-data; boundary={boundary}"))
+        .body(body);
+    if let Some(r) = referer {
+        req = req.header("referer", r);
+    }
+    let resp = within("form upload", req.send()).await.expect("request");
+    let location = resp
+        .headers()
+        .get("location")
+        .and_then(|v| v.to_str().ok())
+        .map(String::from);
+    (resp.status(), location)
+}
+
+#[tokio::test]
+async fn definitions_upload_from_a_browser_form() {
+    let b = start().await;
+    let api = Api::new(&b);
+    let file = json!({"queues": [{"name": "from-form", "vhost": "/", "durable": true, "auto_delete": false,
+                                  "arguments": {}}]})
+    .to_string();
+    let back = "http://localhost:15672/definitions";
+    assert_eq!(
+        post_form(&api, "/api/definitions/upload", ("guest", "guest"), &file, Some(back)).await,
+        (StatusCode::SEE_OTHER, Some(back.to_string()))
+    );
+    api.get_ok("/api/queues/%2F/from-form").await;
+    // Into one vhost (the items' own vhost is ignored); no Referer: 204.
+    assert_eq!(api.put("/api/vhosts/formed", json!({})).await, StatusCode::CREATED);
+    assert_eq!(
+        post_form(&api, "/api/definitions/formed/upload", ("guest", "guest"), &file, None).await,
+        (StatusCode::NO_CONTENT, None)
+    );
+    api.get_ok("/api/queues/formed/from-form").await;
+    // A file that is not definitions, a missing vhost, a user who is no administrator.
+    assert_eq!(
+        post_form(&api, "/api/definitions/upload", ("guest", "guest"), "{", None)
+            .await
+            .0,
+        StatusCode::BAD_REQUEST
+    );
+    assert_eq!(
+        post_form(&api, "/api/definitions/nope/upload", ("guest", "guest"), &file, None)
+            .await
+            .0,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        api.put("/api/users/mgr", json!({"password": "pw", "tags": "management"}))
+            .await,
+        StatusCode::CREATED
+    );
+    assert_eq!(
+        post_form(&api, "/api/definitions/upload", ("mgr", "pw"), &file, None)
+            .await
+            .0,
+        StatusCode::FORBIDDEN
+    );
+}
+
 /// A definitions file as RabbitMQ 3.10 exports it, edited by hand (user tags in
 /// both the list and the older comma-separated form).
 fn rabbitmq_export() -> Value {

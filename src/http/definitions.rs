@@ -32,8 +32,9 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::extract::{Multipart, Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -873,4 +874,55 @@ pub async fn upload_vhost(
     let v = s.broker.vhost(&v).ok_or_else(ApiError::not_found)?;
     import(&s.broker, &parse(&body)?, Some(&v))?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// The definitions file of a browser form upload (multipart, as LavinMQ's and
+/// RabbitMQ's UIs send it): the field named `file`, or else the first field
+/// that carries a file name.
+async fn form_file(mut form: Multipart) -> ApiResult<Bytes> {
+    let bad = |e: axum::extract::multipart::MultipartError| ApiError::bad_request(format!("invalid upload: {e}"));
+    while let Some(field) = form.next_field().await.map_err(bad)? {
+        if field.name() == Some("file") || field.file_name().is_some() {
+            return field.bytes().await.map_err(bad);
+        }
+    }
+    Err(ApiError::bad_request("invalid upload: no file field"))
+}
+
+/// Where a form upload answers: back to the page that sent it (303), or 204.
+fn after_form(headers: &HeaderMap) -> Response {
+    match headers.get(header::REFERER) {
+        Some(back) => (StatusCode::SEE_OTHER, [(header::LOCATION, back.clone())]).into_response(),
+        None => StatusCode::NO_CONTENT.into_response(),
+    }
+}
+
+/// Imports an uploaded definitions file into the broker (`POST
+/// /api/definitions/upload`).
+pub async fn upload_form(
+    State(s): State<Arc<HttpState>>,
+    user: Authed,
+    headers: HeaderMap,
+    form: Multipart,
+) -> ApiResult<Response> {
+    user.require_admin()?;
+    let body = form_file(form).await?;
+    import(&s.broker, &parse(&body)?, None)?;
+    Ok(after_form(&headers))
+}
+
+/// Imports an uploaded definitions file into one vhost (`POST
+/// /api/definitions/{vhost}/upload`).
+pub async fn upload_form_vhost(
+    State(s): State<Arc<HttpState>>,
+    user: Authed,
+    Path(v): Path<String>,
+    headers: HeaderMap,
+    form: Multipart,
+) -> ApiResult<Response> {
+    user.require_admin()?;
+    let v = s.broker.vhost(&v).ok_or_else(ApiError::not_found)?;
+    let body = form_file(form).await?;
+    import(&s.broker, &parse(&body)?, Some(&v))?;
+    Ok(after_form(&headers))
 }

@@ -36,7 +36,7 @@ pub mod websocket;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::routing::{get, put};
+use axum::routing::{get, post, put};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -223,6 +223,8 @@ fn routes(state: Arc<HttpState>) -> Router {
             get(bindings::show_ee).delete(bindings::delete_ee),
         )
         .route("/api/definitions", get(definitions::show).post(definitions::upload))
+        .route("/api/definitions/upload", post(definitions::upload_form))
+        .route("/api/definitions/{vhost}/upload", post(definitions::upload_form_vhost))
         .route(
             "/api/definitions/{vhost}",
             get(definitions::show_vhost).post(definitions::upload_vhost),
