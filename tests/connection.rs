@@ -427,3 +427,49 @@ async fn opening_more_channels_than_channel_max_is_not_allowed_530() {
     assert_eq!(close.code, 530, "{close:?}");
     assert_broker_alive(&broker).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crossing_channel_closes_end_the_channel_and_spare_the_connection() {
+    let broker = start().await;
+    let mut raw = RawConn::open(broker.addr()).await;
+    raw.send(&channel_open(1)).await;
+    assert_eq!(raw.read_method().await.method_ids(), Some((20, 11)));
+    // In one write: a passive declare of a missing queue (the broker closes
+    // the channel with 404) and the client's own channel.close, so the two
+    // closes cross.
+    let mut declare = vec![0, 0];
+    declare.extend(shortstr("no-such-queue"));
+    declare.push(1); // passive
+    declare.extend(0u32.to_be_bytes());
+    let mut close = 200u16.to_be_bytes().to_vec();
+    close.extend(shortstr("bye"));
+    close.extend([0, 0, 0, 0]);
+    let mut both = method_frame(1, 50, 10, &declare);
+    both.extend(method_frame(1, 20, 40, &close));
+    raw.send(&both).await;
+    let theirs = raw.expect_channel_close().await;
+    assert_eq!((theirs.channel, theirs.code), (1, 404), "{theirs:?}");
+    let ok = raw.read_method().await;
+    assert_eq!(
+        (ok.channel, ok.method_ids()),
+        (1, Some((20, 41))),
+        "close-ok for the client's close"
+    );
+    // A publish the client sent before it saw either close arrives, then its
+    // close-ok for the broker's close: both are dropped quietly.
+    let mut late = basic_publish(1, "", "q");
+    late.extend(content_header(1, 0));
+    late.extend(method_frame(1, 20, 41, &[]));
+    raw.send(&late).await;
+    // The connection is unharmed: the channel number opens again.
+    raw.send(&channel_open(1)).await;
+    let reopened = raw.read_method().await;
+    assert_eq!(
+        (reopened.channel, reopened.method_ids()),
+        (1, Some((20, 11))),
+        "{reopened:?}"
+    );
+    raw.send(&method_frame(0, 10, 50, &close)).await;
+    assert_eq!(raw.read_method().await.method_ids(), Some((10, 51)));
+    assert_broker_alive(&broker).await;
+}

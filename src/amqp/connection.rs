@@ -132,14 +132,39 @@ where
             published: false,
             told_blocked: false,
             held: None,
+            crossed_closes: Vec::new(),
         };
         conn.run(&mut rd, buf).instrument(span).await;
         conn.cleanup();
+        // Unlisted now, not after the linger below.
+        drop(conn);
         outbox.close();
         let _ = writer.await;
+        linger(&mut rd).await;
     }
     .instrument(span)
     .await
+}
+
+/// How long a closed connection's socket is kept open to read what the client
+/// still sends.
+const CLOSE_LINGER: Duration = Duration::from_secs(1);
+
+/// After the connection is closed (our close-ok or close written, the write
+/// side shut down), reads and drops what the client still sends until it
+/// closes its end, for at most [`CLOSE_LINGER`]. A socket closed with unread
+/// bytes in it is reset, and the reset can destroy the close-ok before the
+/// client read it (a client closing while another of its threads publishes).
+async fn linger<R: AsyncRead + Unpin>(rd: &mut R) {
+    let mut sink = [0u8; 4096];
+    let drain = async {
+        while let Ok(n) = rd.read(&mut sink).await {
+            if n == 0 {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(CLOSE_LINGER, drain).await;
 }
 
 /// An open connection after the handshake.
@@ -157,6 +182,10 @@ struct Connection {
     told_blocked: bool,
     /// A publish held back by the disk alarm, handled first once it clears.
     held: Option<Frame>,
+    /// Channels whose close crossed the client's own: gone, but the client
+    /// still owes the close-ok for ours, and frames it sent before it saw our
+    /// close may follow. They are dropped, not a connection error.
+    crossed_closes: Vec<u16>,
 }
 
 fn is_publish(frame: &Frame) -> bool {
@@ -430,6 +459,9 @@ impl Connection {
 
     fn content(&mut self, number: u16, f: impl FnOnce(&mut Channel, &ConnInfo) -> AmqpResult) -> AmqpResult {
         let Some(ch) = self.channels.get_mut(&number) else {
+            if self.crossed_closes.contains(&number) {
+                return Ok(());
+            }
             return Err(AmqpError::connection(
                 code::CHANNEL_ERROR,
                 format!("content frame on unopened channel {number}"),
@@ -498,6 +530,7 @@ impl Connection {
                 )
                 .on(class, id));
             }
+            self.crossed_closes.retain(|&n| n != number);
             let ch = Channel::new(number, self.outbox.clone(), &self.info);
             ch.send(&Method::ChannelOpenOk);
             self.registration.entry.add_channel(ch.shared.clone());
@@ -505,6 +538,13 @@ impl Connection {
             return Ok(());
         }
         let Some(ch) = self.channels.get_mut(&number) else {
+            if let Some(i) = self.crossed_closes.iter().position(|&n| n == number) {
+                // The close-ok the client owed for our close ends it.
+                if matches!(method, Method::ChannelCloseOk) {
+                    self.crossed_closes.swap_remove(i);
+                }
+                return Ok(());
+            }
             return Err(AmqpError::connection(
                 code::CHANNEL_ERROR,
                 format!("expected 'channel.open' on channel {number}"),
@@ -515,8 +555,11 @@ impl Connection {
             match method {
                 Method::ChannelCloseOk => self.remove_channel(number),
                 Method::ChannelClose { .. } => {
+                    // Our close crossed the client's: answer its close; its
+                    // close-ok for ours may still come.
                     ch.send(&Method::ChannelCloseOk);
                     self.remove_channel(number);
+                    self.crossed_closes.push(number);
                 }
                 _ => {}
             }
