@@ -336,6 +336,33 @@ async fn user_id_must_match_the_authenticated_user() {
         Some(406)
     );
     assert!(conn.status().connected());
+    // With LavinMQ's `impersonator` tag a user may publish as anyone (a relay
+    // forwarding other users' messages); the tag applies to an open connection.
+    let users = &broker.server().broker.users;
+    users
+        .update("guest", |u| u.tags.push("impersonator".into()))
+        .expect("tag added");
+    assert_eq!(
+        try_publish(&conn, BasicProperties::default().with_user_id("mallory".into())).await,
+        None
+    );
+    let ch = conn.create_channel().await.expect("channel");
+    let q = uniq("impersonated");
+    declare_queue(&ch, &q).await;
+    confirm_select(&ch).await;
+    ch.basic_publish(
+        "".into(),
+        q.as_str().into(),
+        BasicPublishOptions::default(),
+        b"as mallory",
+        BasicProperties::default().with_user_id("mallory".into()),
+    )
+    .await
+    .expect("publish")
+    .await
+    .expect("confirm");
+    let got = get(&ch, &q, true).await.expect("the message");
+    assert_eq!(got.properties.user_id().as_ref().map(|u| u.as_str()), Some("mallory"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

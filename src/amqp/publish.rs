@@ -203,6 +203,7 @@ impl Channel {
         let props = &msg.properties;
         if let Some(uid) = &props.user_id
             && **uid != *info.user
+            && !may_impersonate(info)
         {
             return Err(precondition(format!(
                 "user_id property set to '{uid}' but authenticated user was '{}'",
@@ -473,4 +474,15 @@ pub fn parse_expiration(s: &str) -> Result<u64, String> {
         return Err(format!("{{value_negative,{s}}}"));
     }
     s.parse::<u64>().map_err(|_| "no_integer".to_string())
+}
+
+/// Whether the connection's user has the `impersonator` tag (LavinMQ's): it
+/// may publish with any `user_id`, for a relay that forwards other users'
+/// messages. Looked up when needed, so a tag change applies at once.
+fn may_impersonate(info: &ConnInfo) -> bool {
+    info.ctx
+        .broker
+        .users
+        .get(&info.user)
+        .is_some_and(|u| u.tags.iter().any(|t| t == "impersonator"))
 }
