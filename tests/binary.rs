@@ -118,8 +118,8 @@ async fn handshake(port: u16) -> TcpStream {
     start_ok.extend_from_slice(b"en_US");
     send_method(&mut s, &start_ok).await;
     let _ = s.read(&mut buf).await.unwrap(); // connection.tune
-    let mut tune_ok = vec![0, 10, 0, 31];
-    tune_ok.extend_from_slice(&2048u16.to_be_bytes());
+    let mut tune_ok = vec![0, 10, 0, 31]; // channel_max 0: the server's offer
+    tune_ok.extend_from_slice(&0u16.to_be_bytes());
     tune_ok.extend_from_slice(&131072u32.to_be_bytes());
     tune_ok.extend_from_slice(&0u16.to_be_bytes());
     send_method(&mut s, &tune_ok).await;
