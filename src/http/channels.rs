@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::HttpState;
 use super::auth::Authed;
 use super::body::JsonBody;
-use super::connections::visible;
+use super::connections::{require_owner_or_admin, visible};
 use super::error::{ApiError, ApiResult};
 use super::listing::Listing;
 use super::stats_json;
@@ -121,9 +121,7 @@ pub async fn update(
     JsonBody(body): JsonBody<ChannelUpdate>,
 ) -> ApiResult<StatusCode> {
     let (c, ch) = find(&s, &user, &name)?;
-    if !(user.has_tag("administrator") || c.info.user == user.0.name) {
-        return Err(ApiError::forbidden("Not administrator user"));
-    }
+    require_owner_or_admin(&user, &c)?;
     if let Some(prefetch) = body.prefetch {
         let prefetch = u16::try_from(prefetch)
             .map_err(|_| ApiError::bad_request(format!("prefetch must be between 0 and {}", u16::MAX)))?;
@@ -226,9 +224,7 @@ pub async fn cancel(
         .get(&conn)
         .filter(|c| c.info.vhost == vhost && visible(&user, c));
     let c = c.ok_or_else(ApiError::not_found)?;
-    if !(user.has_tag("administrator") || c.info.user == user.0.name) {
-        return Err(ApiError::forbidden("Not administrator user"));
-    }
+    require_owner_or_admin(&user, &c)?;
     let ch = c.channel(channel).ok_or_else(ApiError::not_found)?;
     if !ch.cancel_consumer(&tag) {
         return Err(ApiError::not_found());

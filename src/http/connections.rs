@@ -52,6 +52,16 @@ pub fn visible(user: &Authed, c: &ConnectionEntry) -> bool {
     user.sees_all() || c.info.user == user.0.name
 }
 
+/// Refuses (403) a change to connection `c` (closing it, cancelling a
+/// consumer, changing a prefetch) unless `user` owns it or is an administrator.
+pub fn require_owner_or_admin(user: &Authed, c: &ConnectionEntry) -> ApiResult<()> {
+    if user.has_tag("administrator") || c.info.user == user.0.name {
+        Ok(())
+    } else {
+        Err(ApiError::forbidden("Not administrator user"))
+    }
+}
+
 /// Every connection the user may see.
 pub async fn list(State(s): State<Arc<HttpState>>, user: Authed) -> Listing {
     let all = s.broker.connections.list();
@@ -99,9 +109,7 @@ pub async fn close(
 ) -> ApiResult<StatusCode> {
     let c = s.broker.connections.get(&name).filter(|c| visible(&user, c));
     let c = c.ok_or_else(ApiError::not_found)?;
-    if !(user.has_tag("administrator") || c.info.user == user.0.name) {
-        return Err(ApiError::forbidden("Not administrator user"));
-    }
+    require_owner_or_admin(&user, &c)?;
     c.close(reason(&headers));
     Ok(StatusCode::NO_CONTENT)
 }

@@ -905,10 +905,7 @@ pub async fn upload_form(
     headers: HeaderMap,
     form: Multipart,
 ) -> ApiResult<Response> {
-    user.require_admin()?;
-    let body = form_file(form).await?;
-    import(&s.broker, &parse(&body)?, None)?;
-    Ok(after_form(&headers))
+    import_form(&s, &user, None, &headers, form).await
 }
 
 /// Imports an uploaded definitions file into one vhost (`POST
@@ -920,9 +917,23 @@ pub async fn upload_form_vhost(
     headers: HeaderMap,
     form: Multipart,
 ) -> ApiResult<Response> {
+    import_form(&s, &user, Some(&v), &headers, form).await
+}
+
+/// What both form uploads do: into vhost `only`, or the whole broker.
+async fn import_form(
+    s: &HttpState,
+    user: &Authed,
+    only: Option<&str>,
+    headers: &HeaderMap,
+    form: Multipart,
+) -> ApiResult<Response> {
     user.require_admin()?;
-    let v = s.broker.vhost(&v).ok_or_else(ApiError::not_found)?;
+    let only = match only {
+        Some(v) => Some(s.broker.vhost(v).ok_or_else(ApiError::not_found)?),
+        None => None,
+    };
     let body = form_file(form).await?;
-    import(&s.broker, &parse(&body)?, Some(&v))?;
-    Ok(after_form(&headers))
+    import(&s.broker, &parse(&body)?, only.as_ref())?;
+    Ok(after_form(headers))
 }
