@@ -1,4 +1,4 @@
-.PHONY: run test bench lint
+.PHONY: run test bench lint deb
 
 run:
 	scripts/run.sh
@@ -15,3 +15,17 @@ bench:
 lint:
 	cargo fmt --check
 	cargo clippy --all-targets -- -D warnings
+
+# Debian package in target/debian/ (cargo-deb, installed by the setup script
+# when missing; rustup's cargo may not be on make's PATH yet). Builds the
+# release binaries first if they are out of date; --strip drops their debug
+# info (the release profile keeps line tables, which would make the package 7
+# times larger and take minutes to compress). `make deb
+# CARGO_DEB_FLAGS=--no-build` packages the binaries already in target/release
+# instead: after `cargo build --release --all-targets` cargo-deb's own build
+# (the binaries alone) would compile the dependencies again, with the
+# dev-dependencies' features left out.
+CARGO_DEB_FLAGS ?=
+deb:
+	scripts/setup-package-deps.sh
+	PATH="$$HOME/.cargo/bin:$$PATH" cargo deb --strip $(CARGO_DEB_FLAGS)

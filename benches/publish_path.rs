@@ -86,10 +86,8 @@ impl Fixture {
             "bench",
             dir.path(),
             StoreSettings {
-                segment_size: 8 * 1024 * 1024,
                 sync: false,
-                free_disk_min: 0,
-                consistent_hash_algorithm: Default::default(),
+                ..Default::default()
             },
         )
         .expect("open vhost");

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the tests need, builds everything in release mode, runs the Rust
 # unit and integration tests, then the cross-client compatibility suite against
-# the release binary. CI runs exactly this (.ci/run).
+# the release binary, then builds and checks the Debian package, the systemd
+# unit and the container image's configuration. CI runs exactly this (.ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/setup-build-deps.sh
@@ -9,3 +10,4 @@ scripts/setup-test-deps.sh
 cargo build --release --all-targets
 cargo test --release
 LAVINMQ_BIN=target/release/lavinmq tests/compat/run.sh
+scripts/check-package.sh

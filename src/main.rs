@@ -1,17 +1,22 @@
 //! The `lavinmq` daemon: reads flags, the ini file and the environment, starts the
-//! broker, reloads its TLS certificates on SIGHUP, and shuts it down gracefully
-//! on SIGINT or SIGTERM.
+//! broker, tells systemd when it is ready, reloads its configuration on SIGHUP,
+//! and shuts it down gracefully on SIGINT or SIGTERM.
 
 use std::process::ExitCode;
 
 use lavinmq::config::Config;
+use lavinmq::logging::Logging;
 use lavinmq::server::Server;
-use tokio::signal::unix::{SignalKind, signal};
-use tracing_subscriber::layer::SubscriberExt;
-use tracing_subscriber::util::SubscriberInitExt;
+use lavinmq::systemd;
+use tokio::signal::unix::{Signal, SignalKind, signal};
+use tokio_util::sync::CancellationToken;
 
 fn main() -> ExitCode {
-    let loaded = match Config::load(std::env::args_os(), &|k| std::env::var(k).ok()) {
+    if std::env::args().skip(1).any(|a| a == "--build-info") {
+        print!("{}", build_info());
+        return ExitCode::SUCCESS;
+    }
+    let loaded = match load_config() {
         Ok(l) => l,
         Err(lavinmq::config::ConfigError::Clap(e)) => e.exit(),
         Err(e) => {
@@ -20,36 +25,18 @@ fn main() -> ExitCode {
         }
     };
     let config = loaded.config;
-    let level = match config.main.log_level.as_str() {
-        "fatal" => "error",
-        "notice" => "info",
-        "none" => "off",
-        other => other,
+    let logging = match Logging::init(&config.main.log_level, config.main.log_file.as_deref()) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("lavinmq: {e}");
+            return ExitCode::FAILURE;
+        }
     };
-    let filter =
-        tracing_subscriber::EnvFilter::try_new(level).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    // The log goes to stdout or the log file, and its tail to the management
-    // API's live log (`GET /api/livelog`), under the same level filter.
-    let logging = tracing_subscriber::registry()
-        .with(filter)
-        .with(lavinmq::log_tail::layer());
-    let output = tracing_subscriber::fmt::layer().with_target(false);
-    match &config.main.log_file {
-        Some(path) => match std::fs::OpenOptions::new().create(true).append(true).open(path) {
-            Ok(file) => logging
-                .with(output.with_ansi(false).with_writer(std::sync::Mutex::new(file)))
-                .init(),
-            Err(e) => {
-                eprintln!("lavinmq: cannot open log file {}: {e}", path.display());
-                return ExitCode::FAILURE;
-            }
-        },
-        None => logging.with(output).init(),
-    }
-    if let Some(pidfile) = &config.main.pidfile
-        && let Err(e) = std::fs::write(pidfile, format!("{}\n", std::process::id()))
+    let pidfile = config.main.pidfile.clone();
+    if let Some(path) = &pidfile
+        && let Err(e) = std::fs::write(path, format!("{}\n", std::process::id()))
     {
-        eprintln!("lavinmq: cannot write pidfile {}: {e}", pidfile.display());
+        eprintln!("lavinmq: cannot write pidfile {}: {e}", path.display());
         return ExitCode::FAILURE;
     }
     if let Some(path) = &loaded.config_file {
@@ -58,6 +45,9 @@ fn main() -> ExitCode {
     for w in &loaded.warnings {
         tracing::warn!("config: {w}");
     }
+    for w in lavinmq::system_limits::check(&config.main.data_dir) {
+        tracing::warn!("{w}");
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
@@ -65,30 +55,67 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(run(config))
+    let code = runtime.block_on(run(config, logging));
+    if let Some(path) = pidfile {
+        let _ = std::fs::remove_file(path);
+    }
+    code
 }
 
-async fn run(config: Config) -> ExitCode {
+/// The configuration from this process's flags, environment and config file.
+fn load_config() -> Result<lavinmq::config::LoadedConfig, lavinmq::config::ConfigError> {
+    Config::load(std::env::args_os(), &|k| std::env::var(k).ok())
+}
+
+/// What `--build-info` prints: the version, the compiler, the target and the
+/// protocols and features built in.
+fn build_info() -> String {
+    format!(
+        "LavinMQ {version}\n\
+         Built with {rustc} for {target} ({profile})\n\
+         Features: AMQP 0-9-1, AMQPS, MQTT 3.1/3.1.1, MQTTS, WebSocket, HTTP API, \
+         Prometheus metrics, clustering (etcd), TLS (rustls, ring), systemd notify\n",
+        version = env!("CARGO_PKG_VERSION"),
+        rustc = env!("LAVINMQ_RUSTC_VERSION"),
+        target = env!("LAVINMQ_BUILD_TARGET"),
+        profile = env!("LAVINMQ_BUILD_PROFILE"),
+    )
+}
+
+/// SIGINT, SIGTERM and SIGHUP, installed before anything starts so that a
+/// signal during start-up is not the default action (which ends the process).
+struct Signals {
+    int: Signal,
+    term: Signal,
+    hup: Signal,
+}
+
+impl Signals {
+    fn install() -> std::io::Result<Signals> {
+        Ok(Signals {
+            int: signal(SignalKind::interrupt())?,
+            term: signal(SignalKind::terminate())?,
+            hup: signal(SignalKind::hangup())?,
+        })
+    }
+}
+
+async fn run(config: Config, mut logging: Logging) -> ExitCode {
     tracing::info!(
         "LavinMQ {} starting, data dir {}",
         env!("CARGO_PKG_VERSION"),
         config.main.data_dir.display()
     );
-    // Installed first, so a SIGHUP during start-up does not end the process.
-    let signals = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-        signal(SignalKind::hangup()),
-    );
-    let (mut int, mut term, mut hup) = match signals {
-        (Ok(i), Ok(t), Ok(h)) => (i, t, h),
-        _ => {
-            eprintln!("lavinmq: cannot install signal handlers");
-            return ExitCode::FAILURE;
-        }
+    let Ok(mut signals) = Signals::install() else {
+        eprintln!("lavinmq: cannot install signal handlers");
+        return ExitCode::FAILURE;
     };
+    let watchdog = CancellationToken::new();
+    systemd::spawn_watchdog(watchdog.clone());
     if config.clustering.enabled {
-        return run_clustered(config, int, term).await;
+        let code = run_clustered(config, signals, logging).await;
+        systemd::stopping();
+        return code;
     }
     let server = match Server::start(&config).await {
         Ok(s) => s,
@@ -98,42 +125,96 @@ async fn run(config: Config) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    systemd::ready();
     loop {
         tokio::select! {
-            _ = int.recv() => {
+            _ = signals.int.recv() => {
                 tracing::info!("SIGINT received, shutting down");
                 break;
             }
-            _ = term.recv() => {
+            _ = signals.term.recv() => {
                 tracing::info!("SIGTERM received, shutting down");
                 break;
             }
-            _ = hup.recv() => reload(&server),
+            _ = signals.hup.recv() => {
+                systemd::reloading();
+                if let Some(new) = reload_config(&config, &mut logging) {
+                    match server.reload(&new) {
+                        Ok(()) => tracing::info!("configuration reloaded"),
+                        Err(e) => tracing::error!("TLS reload failed, keeping the current certificates: {e}"),
+                    }
+                }
+                systemd::ready();
+            }
         }
     }
+    systemd::stopping();
+    watchdog.cancel();
     server.shutdown().await;
     ExitCode::SUCCESS
 }
 
+/// SIGHUP: reads the configuration again (the same flags, environment and
+/// config file as at start), applies its log settings and names the changed
+/// settings that need a restart. Returns the new configuration for the
+/// broker to apply, or `None` (changing nothing) when it does not load.
+fn reload_config(started: &Config, logging: &mut Logging) -> Option<Config> {
+    tracing::info!("SIGHUP received, reloading the configuration");
+    let loaded = match load_config() {
+        Ok(loaded) => loaded,
+        Err(e) => {
+            tracing::error!("reload failed, keeping the current configuration: {e}");
+            return None;
+        }
+    };
+    for w in &loaded.warnings {
+        tracing::warn!("config: {w}");
+    }
+    let config = loaded.config;
+    if let Err(e) = logging.reload(&config.main.log_level, config.main.log_file.as_deref()) {
+        tracing::error!("reload failed, keeping the current configuration: {e}");
+        return None;
+    }
+    tracing::info!("log level {}", config.main.log_level);
+    let pending = started.restart_needed(&config);
+    if !pending.is_empty() {
+        tracing::warn!(
+            "changed settings that take effect only after a restart: {}",
+            pending.join(", ")
+        );
+    }
+    Some(config)
+}
+
 /// A clustered node: follows, campaigns and leads (see `lavinmq::cluster`)
 /// until SIGINT or SIGTERM, when a leader closes its clients and hands over.
-async fn run_clustered(
-    config: Config,
-    mut int: tokio::signal::unix::Signal,
-    mut term: tokio::signal::unix::Signal,
-) -> ExitCode {
-    let stop = tokio_util::sync::CancellationToken::new();
+/// SIGHUP applies the log settings; the rest of a changed configuration needs
+/// a restart of the node.
+async fn run_clustered(config: Config, mut signals: Signals, mut logging: Logging) -> ExitCode {
+    let stop = CancellationToken::new();
     let node = tokio::spawn({
-        let stop = stop.clone();
+        let (stop, config) = (stop.clone(), config.clone());
         async move { lavinmq::cluster::node::run(&config, stop).await }
     });
     let signal_stop = stop.clone();
     tokio::spawn(async move {
-        tokio::select! {
-            _ = int.recv() => tracing::info!("SIGINT received, shutting down"),
-            _ = term.recv() => tracing::info!("SIGTERM received, shutting down"),
+        loop {
+            tokio::select! {
+                _ = signals.int.recv() => tracing::info!("SIGINT received, shutting down"),
+                _ = signals.term.recv() => tracing::info!("SIGTERM received, shutting down"),
+                _ = signals.hup.recv() => {
+                    systemd::reloading();
+                    if reload_config(&config, &mut logging).is_some() {
+                        tracing::info!("clustered: log settings reloaded; other settings apply after a restart");
+                    }
+                    systemd::ready();
+                    continue;
+                }
+            }
+            systemd::stopping();
+            signal_stop.cancel();
+            return;
         }
-        signal_stop.cancel();
     });
     match node.await {
         Ok(Ok(())) => {
@@ -149,29 +230,5 @@ async fn run_clustered(
             eprintln!("lavinmq: {e}");
             ExitCode::FAILURE
         }
-    }
-}
-
-/// SIGHUP: reads the configuration again (the same flags, environment and
-/// config file as at start) and reloads the TLS certificates from it. A
-/// configuration or certificate that does not load changes nothing.
-fn reload(server: &Server) {
-    tracing::info!("SIGHUP received, reloading TLS certificates");
-    let config = match Config::load(std::env::args_os(), &|k| std::env::var(k).ok()) {
-        Ok(loaded) => {
-            for w in &loaded.warnings {
-                tracing::warn!("config: {w}");
-            }
-            loaded.config
-        }
-        Err(e) => {
-            tracing::error!("reload failed, keeping the current certificates: {e}");
-            return;
-        }
-    };
-    match server.reload_tls(&config) {
-        Ok(()) if server.https_addr().is_some() => tracing::info!("TLS certificates reloaded"),
-        Ok(()) => tracing::info!("TLS is off (no tls_cert); nothing to reload"),
-        Err(e) => tracing::error!("reload failed, keeping the current certificates: {e}"),
     }
 }

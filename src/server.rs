@@ -83,6 +83,8 @@ pub struct Server {
     ctx: Arc<AmqpContext>,
     mqtt_ctx: Arc<MqttContext>,
     control: Option<crate::transport::unix_socket::BoundSocket>,
+    /// Stops the `log_exchange` publisher, while it runs.
+    log_exchange: parking_lot::Mutex<Option<CancellationToken>>,
     /// The protocols' Unix sockets (`unix_path`), removed at shutdown.
     unix_sockets: Vec<crate::transport::unix_socket::BoundSocket>,
     _lock: Option<DataDirLock>,
@@ -120,6 +122,8 @@ impl Server {
             segment_size: main.segment_size,
             sync: main.sync,
             free_disk_min: main.free_disk_min,
+            free_disk_warn: main.free_disk_warn,
+            max_deleted_definitions: Arc::new(std::sync::atomic::AtomicUsize::new(main.max_deleted_definitions)),
             consistent_hash_algorithm: crate::core::consistent_hash::HashAlgorithm::parse(
                 &main.default_consistent_hash_algorithm,
             )
@@ -149,19 +153,7 @@ impl Server {
         })?;
         tracing::info!("AMQP listening on {amqp_addr}");
         let shutdown = CancellationToken::new();
-        let amqp_settings = AmqpSettings {
-            frame_max: amqp.frame_max,
-            channel_max: amqp.channel_max,
-            heartbeat: amqp.heartbeat,
-            max_message_size: amqp.max_message_size.min(MAX_MESSAGE_SIZE_LIMIT),
-            default_prefetch: main.default_consumer_prefetch,
-            set_timestamp: main.set_timestamp,
-            max_consumers_per_channel: amqp.max_consumers_per_channel,
-            default_user: main.default_user.clone(),
-            default_user_only_loopback: main.default_user_only_loopback,
-            consumer_timeout: main.consumer_timeout,
-            consumer_timeout_check: std::time::Duration::from_secs(main.consumer_timeout_loop_interval.max(1)),
-        };
+        let amqp_settings = amqp_settings(config);
         let mqtt_listener = bind_tcp("MQTT", &config.mqtt.bind, config.mqtt.port).await?;
         let mqtt_addr = mqtt_listener.local_addr().map_err(|source| StartError::Bind {
             what: "MQTT",
@@ -283,7 +275,7 @@ impl Server {
         tokio::spawn(crate::memory_trim::trim_after_churn(broker.clone(), shutdown.clone()));
         let stats_interval = Duration::from_millis(main.stats_interval.max(10));
         tokio::spawn(stats_loop(broker.clone(), stats_interval, shutdown.clone()));
-        Ok(Server {
+        let server = Server {
             broker,
             amqp_addr,
             mqtt_addr,
@@ -297,9 +289,49 @@ impl Server {
             ctx,
             mqtt_ctx,
             control,
+            log_exchange: parking_lot::Mutex::new(None),
             unix_sockets,
             _lock: lock,
-        })
+        };
+        server.set_log_exchange(main.log_exchange);
+        Ok(server)
+    }
+
+    /// Starts or stops publishing the log to `amq.lavinmq.log` (`log_exchange`).
+    fn set_log_exchange(&self, on: bool) {
+        let mut running = self.log_exchange.lock();
+        match (on, running.is_some()) {
+            (true, false) => {
+                let stop = self.shutdown.child_token();
+                crate::log_exchange::spawn(self.broker.clone(), crate::log_tail::LogTail::global(), stop.clone());
+                *running = Some(stop);
+            }
+            (false, true) => {
+                if let Some(stop) = running.take() {
+                    stop.cancel();
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Applies a reloaded configuration (SIGHUP) to the running broker: the
+    /// settings [`Config::live_settings_cleared`] lists, for connections,
+    /// channels and messages from now on; open connections keep what they
+    /// negotiated. TLS is reloaded last; its error (a certificate that does
+    /// not load) is returned, and leaves the old certificates in use.
+    pub fn reload(&self, config: &Config) -> Result<(), TlsError> {
+        self.ctx.settings.store(Arc::new(amqp_settings(config)));
+        self.mqtt_ctx.settings.store(Arc::new(mqtt_settings(config)));
+        let main = &config.main;
+        self.broker
+            .set_store_limits(main.free_disk_min, main.free_disk_warn, main.max_deleted_definitions);
+        self.set_log_exchange(main.log_exchange);
+        self.reload_tls(config)?;
+        if self.tls.is_some() {
+            tracing::info!("TLS certificates reloaded");
+        }
+        Ok(())
     }
 
     /// The address the AMQP listener is bound to (useful with port 0).
@@ -531,6 +563,24 @@ async fn bind_tcp(what: &'static str, bind: &str, port: u16) -> Result<TcpListen
     TcpListener::bind(&addr)
         .await
         .map_err(|source| StartError::Bind { what, addr, source })
+}
+
+/// The AMQP listeners' settings from `[amqp]` and `[main]`.
+fn amqp_settings(config: &Config) -> AmqpSettings {
+    let (amqp, main) = (&config.amqp, &config.main);
+    AmqpSettings {
+        frame_max: amqp.frame_max,
+        channel_max: amqp.channel_max,
+        heartbeat: amqp.heartbeat,
+        max_message_size: amqp.max_message_size.min(MAX_MESSAGE_SIZE_LIMIT),
+        default_prefetch: main.default_consumer_prefetch,
+        set_timestamp: main.set_timestamp,
+        max_consumers_per_channel: amqp.max_consumers_per_channel,
+        default_user: main.default_user.clone(),
+        default_user_only_loopback: main.default_user_only_loopback,
+        consumer_timeout: main.consumer_timeout,
+        consumer_timeout_check: std::time::Duration::from_secs(main.consumer_timeout_loop_interval.max(1)),
+    }
 }
 
 /// The MQTT listener's settings from `[mqtt]` and `[main]`.

@@ -10,6 +10,10 @@ use tokio::net::TcpStream;
 
 const BIN: &str = env!("CARGO_BIN_EXE_lavinmq");
 
+mod process;
+#[path = "binary/service.rs"]
+mod service;
+
 fn write_ini(dir: &std::path::Path, text: &str) -> std::path::PathBuf {
     let p = dir.join("lavinmq.ini");
     std::fs::write(&p, text).unwrap();

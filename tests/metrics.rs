@@ -545,7 +545,11 @@ async fn family_parameter_selects_detailed_families() {
     for query in ["", "family=nonsense", "family=family=queue_coarse_metrics"] {
         let s = scrape(&detailed(query), None).await;
         let names: Vec<_> = s.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(names, ["telemetry_scrape_duration_seconds"], "{query}");
+        assert_eq!(
+            names,
+            ["telemetry_scrape_duration_seconds", "telemetry_scrape_mem"],
+            "{query}"
+        );
     }
     // Churn: this test's one connection, one channel and one queue.
     let churn = scrape(&detailed("family=connection_churn_metrics"), None).await;
@@ -553,6 +557,8 @@ async fn family_parameter_selects_detailed_families() {
     assert_eq!(value(&churn, "lavinmq_detailed_channels_opened_total"), 1.0);
     assert_eq!(value(&churn, "lavinmq_detailed_queues_created_total"), 1.0);
     assert_eq!(value(&churn, "lavinmq_detailed_queues_deleted_total"), 0.0);
+    assert_eq!(value(&churn, "lavinmq_detailed_consumers_added_total"), 1.0);
+    assert_eq!(value(&churn, "lavinmq_detailed_consumers_removed_total"), 0.0);
 
     let expect = [
         ("queue_coarse_metrics", "lavinmq_detailed_queue_messages_ready"),
@@ -682,5 +688,541 @@ async fn scraping_2000_queues_while_amqp_traffic_flows() {
 
     let s = scrape(&format!("{base}/metrics/detailed?family=queue_coarse_metrics"), None).await;
     assert_eq!(values(&s, "lavinmq_detailed_queue_messages_ready").len(), QUEUES + 1);
+    b.stop().await;
+}
+
+/// The whole text of a metrics document, asserting 200.
+async fn document(url: &str, auth: Option<(&str, &str)>) -> String {
+    let (status, _, body) = fetch(url, auth).await;
+    assert_eq!(status, StatusCode::OK, "GET {url}: {body}");
+    parse(&body);
+    body
+}
+
+/// A metric family: name (without the prefix), type and help text.
+type FamilySpec = (&'static str, &'static str, &'static str);
+
+/// LavinMQ 2.9's families on `/metrics` (unclustered; the node figures read
+/// from `/proc` only where it exists), as `(name, type, help)`.
+const LAVINMQ_OVERVIEW: &[FamilySpec] = &[
+    ("identity_info", "gauge", "System information"),
+    (
+        "connections_opened_total",
+        "counter",
+        "Total number of connections opened",
+    ),
+    (
+        "connections_closed_total",
+        "counter",
+        "Total number of connections closed or terminated",
+    ),
+    ("channels_opened_total", "counter", "Total number of channels opened"),
+    ("channels_closed_total", "counter", "Total number of channels closed"),
+    ("queues_declared_total", "counter", "Total number of queues declared"),
+    ("queues_deleted_total", "counter", "Total number of queues deleted"),
+    ("process_open_tcp_sockets", "gauge", "Open TCP sockets"),
+    ("disk_space_available_bytes", "gauge", "Disk space available in bytes"),
+    ("connections", "gauge", "Connections currently open"),
+    ("channels", "gauge", "Channels currently open"),
+    ("consumers", "gauge", "Consumers currently connected"),
+    ("queues", "gauge", "Queues available"),
+    ("bindings", "gauge", "Bindings currently configured"),
+    (
+        "queue_messages_ready",
+        "gauge",
+        "Messages ready to be delivered to consumers",
+    ),
+    (
+        "queue_messages_unacked",
+        "gauge",
+        "Messages delivered to consumers but not yet acknowledged",
+    ),
+    (
+        "queue_messages",
+        "gauge",
+        "Sum of ready and unacknowledged messages - total queue depth",
+    ),
+    ("uptime", "counter", "Server uptime in seconds"),
+    (
+        "stats_collection_duration_seconds_total",
+        "gauge",
+        "Total time it takes to collect metrics (stats_loop)",
+    ),
+    (
+        "stats_rates_collection_duration_seconds",
+        "gauge",
+        "Time it takes to update stats rates (update_stats_rates)",
+    ),
+    (
+        "stats_system_collection_duration_seconds",
+        "gauge",
+        "Time it takes to collect system metrics",
+    ),
+    (
+        "total_connected_followers",
+        "gauge",
+        "Amount of follower nodes connected",
+    ),
+    ("mfile_count", "gauge", "Number of MFile memory-mapped files"),
+    (
+        "global_messages_delivered_total",
+        "counter",
+        "Total number of messaged delivered to consumers",
+    ),
+    (
+        "global_messages_redelivered_total",
+        "counter",
+        "Total number of messages redelivered to consumers",
+    ),
+    (
+        "global_messages_acknowledged_total",
+        "counter",
+        "Total number of messages acknowledged by consumers",
+    ),
+    (
+        "global_messages_confirmed_total",
+        "counter",
+        "Total number of messages confirmed to publishers",
+    ),
+];
+
+/// The families LavinMQ reads from `/proc`.
+const LAVINMQ_OVERVIEW_PROC: &[FamilySpec] = &[
+    ("process_open_fds", "gauge", "Open file descriptors"),
+    ("process_resident_memory_bytes", "gauge", "Memory used in bytes"),
+    ("process_max_fds", "gauge", "Open file descriptors limit"),
+    ("resident_memory_limit_bytes", "gauge", "Memory high watermark in bytes"),
+    ("cpu_system_time_total", "counter", "Total CPU system time"),
+    ("cpu_user_time_total", "counter", "Total CPU user time"),
+];
+
+/// LavinMQ 2.9's families on `/metrics/detailed`, by `family=`.
+const LAVINMQ_DETAILED: &[(&str, &[FamilySpec])] = &[
+    (
+        "connection_churn_metrics",
+        &[
+            (
+                "detailed_connections_opened_total",
+                "counter",
+                "Total number of connections opened",
+            ),
+            (
+                "detailed_connections_closed_total",
+                "counter",
+                "Total number of connections closed or terminated",
+            ),
+            (
+                "detailed_channels_opened_total",
+                "counter",
+                "Total number of channels opened",
+            ),
+            (
+                "detailed_channels_closed_total",
+                "counter",
+                "Total number of channels closed",
+            ),
+            (
+                "detailed_queues_declared_total",
+                "counter",
+                "Total number of queues declared",
+            ),
+            (
+                "detailed_queues_deleted_total",
+                "counter",
+                "Total number of queues deleted",
+            ),
+            (
+                "detailed_consumers_added_total",
+                "counter",
+                "Total number of consumers added",
+            ),
+            (
+                "detailed_consumers_removed_total",
+                "counter",
+                "Total number of consumers removed",
+            ),
+        ],
+    ),
+    (
+        "queue_coarse_metrics",
+        &[
+            (
+                "detailed_queue_messages_ready",
+                "gauge",
+                "Messages ready to be delivered to consumers",
+            ),
+            (
+                "detailed_queue_messages_unacked",
+                "gauge",
+                "Messages delivered to consumers but not yet acknowledged",
+            ),
+            (
+                "detailed_queue_messages",
+                "gauge",
+                "Sum of ready and unacknowledged messages - total queue depth",
+            ),
+            (
+                "detailed_queue_deduplication",
+                "counter",
+                "Number of deduplicated messages for this queue",
+            ),
+        ],
+    ),
+    (
+        "queue_consumer_count",
+        &[("detailed_queue_consumers", "gauge", "Consumers on a queue")],
+    ),
+    (
+        "connection_coarse_metrics",
+        &[
+            (
+                "detailed_connection_incoming_bytes_total",
+                "counter",
+                "Total number of bytes received on a connection",
+            ),
+            (
+                "detailed_connection_outgoing_bytes_total",
+                "counter",
+                "Total number of bytes sent on a connection",
+            ),
+            // LavinMQ says counter; it is a gauge here (it goes down).
+            ("detailed_connection_channels", "gauge", "Channels on a connection"),
+        ],
+    ),
+    (
+        "channel_metrics",
+        &[
+            ("detailed_channel_consumers", "gauge", "Consumers on a channel"),
+            (
+                "detailed_messages_unacked",
+                "gauge",
+                "Delivered but not yet acknowledged messages",
+            ),
+            (
+                "detailed_channel_prefetch",
+                "gauge",
+                "Total limit of unacknowledged messages for all consumers on a channel",
+            ),
+        ],
+    ),
+    (
+        "exchange_metrics",
+        &[(
+            "detailed_exchange_deduplication",
+            "counter",
+            "Number of deduplicated messages for this exchange",
+        )],
+    ),
+    (
+        "vhost_message_stats",
+        &[
+            (
+                "detailed_vhost_messages_published_total",
+                "counter",
+                "Total messages published to a vhost (all protocols)",
+            ),
+            (
+                "detailed_vhost_messages_delivered_total",
+                "counter",
+                "Total messages delivered to clients on a vhost (all protocols)",
+            ),
+            ("detailed_vhost_queues", "gauge", "Number of queues on a vhost"),
+        ],
+    ),
+];
+
+/// LavinMQ's scrape telemetry, on both endpoints.
+const LAVINMQ_TELEMETRY: &[FamilySpec] = &[
+    (
+        "scrape_duration_seconds",
+        "gauge",
+        "Duration for metrics collection in seconds",
+    ),
+    ("scrape_mem", "gauge", "Memory used for metrics collections in bytes"),
+];
+
+/// Asserts that `text` declares each family with its type and help text.
+#[track_caller]
+fn assert_families(text: &str, prefix: &str, families: &[FamilySpec]) {
+    for (name, kind, help) in families {
+        let full = format!("{prefix}_{name}");
+        assert!(
+            text.contains(&format!("# TYPE {full} {kind}\n")),
+            "no `# TYPE {full} {kind}` in:\n{text}"
+        );
+        assert!(
+            text.contains(&format!("# HELP {full} {help}\n")),
+            "no `# HELP {full} {help}` in:\n{text}"
+        );
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(&format!("{full} ")) || l.starts_with(&format!("{full}{{"))),
+            "no sample of {full} in:\n{text}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lavinmq_families_have_lavinmqs_names_types_and_help() {
+    let b = start().await;
+    let base = metrics_base(&b);
+    // Something in every family: a queue with a consumer on an open channel.
+    let (_conn, ch) = b.channel().await;
+    let q = uniq("families");
+    declare_queue(&ch, &q).await;
+    let _consumer = consume(&ch, &q).await;
+
+    for prefix in ["lavinmq", "other"] {
+        let text = document(&format!("{base}/metrics?prefix={prefix}"), None).await;
+        assert_families(&text, prefix, LAVINMQ_OVERVIEW);
+        if cfg!(target_os = "linux") {
+            assert_families(&text, prefix, LAVINMQ_OVERVIEW_PROC);
+        }
+        assert_families(&text, "telemetry", LAVINMQ_TELEMETRY);
+        // Garbage-collector statistics have no meaning here.
+        assert!(!text.contains(&format!("{prefix}_gc_")), "{text}");
+
+        let mut all = String::new();
+        for (family, metrics) in LAVINMQ_DETAILED {
+            let url = format!("{base}/metrics/detailed?prefix={prefix}&family={family}");
+            let text = document(&url, None).await;
+            assert_families(&text, prefix, metrics);
+            assert_families(&text, "telemetry", LAVINMQ_TELEMETRY);
+            all.push_str(&format!("&family={family}"));
+        }
+        // Every family at once still makes one valid document.
+        let text = document(&format!("{base}/metrics/detailed?prefix={prefix}{all}"), None).await;
+        for (_, metrics) in LAVINMQ_DETAILED {
+            assert_families(&text, prefix, metrics);
+        }
+    }
+    b.stop().await;
+}
+
+/// `global_messages_confirmed_total` in `/metrics` (with `query`).
+async fn confirmed(base: &str, query: &str) -> f64 {
+    let s = scrape(&format!("{base}/metrics{query}"), None).await;
+    value(&s, "lavinmq_global_messages_confirmed_total")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publisher_confirms_are_counted_and_outlive_their_channels() {
+    let b = start().await;
+    let base = metrics_base(&b);
+    assert_eq!(confirmed(&base, "").await, 0.0);
+
+    let (conn, ch) = b.channel().await;
+    let q = uniq("confirmed");
+    declare_queue(&ch, &q).await;
+    // Without confirm mode nothing is confirmed.
+    publish(&ch, "", &q, b"unconfirmed").await;
+    let confirming = conn.create_channel().await.expect("channel");
+    confirm_select(&confirming).await;
+    for i in 0..3 {
+        publish_confirmed(&confirming, "", &q, format!("c{i}").as_bytes()).await;
+    }
+    // An unroutable message is confirmed too.
+    publish_confirmed(&confirming, "", "no-such-queue", b"lost").await;
+    assert_eq!(confirmed(&base, "").await, 4.0);
+    let channels = value(&scrape(&format!("{base}/metrics"), None).await, "lavinmq_channels");
+    assert_eq!(channels, 2.0);
+
+    // A closed channel's and a closed connection's confirms still count.
+    confirming.close(200, "bye".into()).await.expect("channel.close");
+    assert_eq!(confirmed(&base, "").await, 4.0);
+    let (other, other_ch) = b.channel().await;
+    confirm_select(&other_ch).await;
+    publish_confirmed(&other_ch, "", &q, b"other").await;
+    other.close(200, "bye".into()).await.expect("connection.close");
+    assert_eq!(confirmed(&base, "").await, 5.0);
+    eventually("the connection unlisted", || async {
+        value(&scrape(&format!("{base}/metrics"), None).await, "lavinmq_connections") == 1.0
+    })
+    .await;
+    assert_eq!(confirmed(&base, "").await, 5.0);
+
+    // MQTT's PUBACK and PUBREC confirm a publish; QoS 0 has nothing to confirm.
+    let mut mqtt = common::mqtt::connect(common::mqtt::options(&b, "metrics-confirms")).await;
+    mqtt.publish("metrics/confirms", rumqttc::QoS::AtMostOnce, false, b"0")
+        .await;
+    mqtt.publish("metrics/confirms", rumqttc::QoS::AtLeastOnce, false, b"1")
+        .await;
+    mqtt.publish("metrics/confirms", rumqttc::QoS::ExactlyOnce, false, b"2")
+        .await;
+    assert_eq!(confirmed(&base, "").await, 7.0);
+    mqtt.disconnect().await;
+    assert_eq!(confirmed(&base, "").await, 7.0);
+
+    // Counted per vhost.
+    b.server().broker.create_vhost("metrics-quiet").expect("vhost");
+    assert_eq!(confirmed(&base, "?vhost=/").await, 7.0);
+    assert_eq!(confirmed(&base, "?vhost=metrics-quiet").await, 0.0);
+    drop(conn);
+    b.stop().await;
+}
+
+/// The `connection_churn_metrics` family.
+async fn churn(base: &str) -> Vec<Sample> {
+    scrape(
+        &format!("{base}/metrics/detailed?family=connection_churn_metrics"),
+        None,
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumers_added_and_removed_are_counted() {
+    use lapin::options::BasicCancelOptions;
+    let b = start().await;
+    let base = metrics_base(&b);
+    let s = churn(&base).await;
+    assert_eq!(value(&s, "lavinmq_detailed_consumers_added_total"), 0.0);
+    assert_eq!(value(&s, "lavinmq_detailed_consumers_removed_total"), 0.0);
+
+    let (conn, ch) = b.channel().await;
+    let (q1, q2) = (uniq("churn"), uniq("churn"));
+    declare_queue(&ch, &q1).await;
+    declare_queue(&ch, &q2).await;
+    let first = consume(&ch, &q1).await;
+    let _second = consume(&ch, &q1).await;
+    let _third = consume(&ch, &q2).await;
+    let s = churn(&base).await;
+    assert_eq!(value(&s, "lavinmq_detailed_consumers_added_total"), 3.0);
+    assert_eq!(value(&s, "lavinmq_detailed_consumers_removed_total"), 0.0);
+
+    // A cancel, then a queue deleted under its consumer.
+    ch.basic_cancel(first.tag(), BasicCancelOptions::default())
+        .await
+        .expect("basic.cancel");
+    let s = churn(&base).await;
+    assert_eq!(value(&s, "lavinmq_detailed_consumers_removed_total"), 1.0);
+    ch.queue_delete(q2.as_str().into(), Default::default())
+        .await
+        .expect("queue.delete");
+    let s = churn(&base).await;
+    assert_eq!(value(&s, "lavinmq_detailed_consumers_removed_total"), 2.0);
+
+    // A closing connection takes its last consumer with it.
+    conn.close(200, "bye".into()).await.expect("connection.close");
+    eventually("the last consumer removed", || async {
+        value(&churn(&base).await, "lavinmq_detailed_consumers_removed_total") == 3.0
+    })
+    .await;
+    let s = churn(&base).await;
+    assert_eq!(value(&s, "lavinmq_detailed_consumers_added_total"), 3.0);
+    assert_eq!(value(&s, "lavinmq_detailed_connections_closed_total"), 1.0);
+    assert_eq!(value(&s, "lavinmq_detailed_channels_closed_total"), 1.0);
+    // The overview has LavinMQ's churn totals, without the consumers.
+    let overview = scrape(&format!("{base}/metrics"), None).await;
+    assert_eq!(value(&overview, "lavinmq_connections_closed_total"), 1.0);
+    assert_eq!(value(&overview, "lavinmq_queues_deleted_total"), 1.0);
+    assert!(values(&overview, "lavinmq_consumers_added_total").is_empty());
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deduplicated_messages_are_counted_per_queue_and_exchange() {
+    use lapin::BasicProperties;
+    use lapin::options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
+    use lapin::types::AMQPValue;
+
+    let b = start().await;
+    let base = metrics_base(&b);
+    let (_conn, ch) = b.channel().await;
+    let dedup = || table(&[("x-message-deduplication", AMQPValue::Boolean(true))]);
+    let (q, plain) = (uniq("dedup-q"), uniq("plain-q"));
+    ch.queue_declare(q.as_str().into(), QueueDeclareOptions::default(), dedup())
+        .await
+        .expect("queue.declare");
+    declare_queue(&ch, &plain).await;
+    let ex = uniq("dedup-ex");
+    ch.exchange_declare(
+        ex.as_str().into(),
+        lapin::ExchangeKind::Fanout,
+        ExchangeDeclareOptions::default(),
+        dedup(),
+    )
+    .await
+    .expect("exchange.declare");
+    ch.queue_bind(
+        plain.as_str().into(),
+        ex.as_str().into(),
+        "".into(),
+        QueueBindOptions::default(),
+        lapin::types::FieldTable::default(),
+    )
+    .await
+    .expect("queue.bind");
+
+    confirm_select(&ch).await;
+    let with_id =
+        |id: &str| BasicProperties::default().with_headers(table(&[("x-deduplication-header", long_str(id))]));
+    // The queue drops two repeats, the exchange one.
+    for id in ["a", "a", "b", "a"] {
+        publish_props(&ch, "", &q, b"m", with_id(id)).await;
+    }
+    for id in ["x", "x", "y"] {
+        publish_props(&ch, &ex, "", b"m", with_id(id)).await;
+    }
+    ch.wait_for_confirms().await.expect("confirms");
+
+    let s = scrape(
+        &format!("{base}/metrics/detailed?family=queue_coarse_metrics&family=exchange_metrics"),
+        None,
+    )
+    .await;
+    assert_eq!(
+        queue_value(&s, "lavinmq_detailed_queue_deduplication", "/", &q),
+        Some(2.0)
+    );
+    assert_eq!(
+        queue_value(&s, "lavinmq_detailed_queue_messages_ready", "/", &q),
+        Some(2.0)
+    );
+    assert_eq!(
+        queue_value(&s, "lavinmq_detailed_queue_deduplication", "/", &plain),
+        Some(0.0)
+    );
+    let exchange = |name: &str| {
+        s.iter()
+            .find(|m| {
+                m.name == "lavinmq_detailed_exchange_deduplication"
+                    && m.label("exchange") == Some(name)
+                    && m.label("vhost") == Some("/")
+            })
+            .map(|m| m.value)
+    };
+    assert_eq!(exchange(&ex), Some(1.0));
+    assert_eq!(exchange("amq.direct"), Some(0.0));
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_maps_and_collection_times_are_reported() {
+    let b = start_with(|c| c.main.stats_interval = 50).await;
+    let base = metrics_base(&b);
+    let (_conn, ch) = b.channel().await;
+    let q = uniq("mapped");
+    declare_queue(&ch, &q).await;
+    confirm_select(&ch).await;
+    publish_confirmed(&ch, "", &q, b"on disk").await;
+    // The queue's segment (at least) is mapped; other tests' brokers in this
+    // process map theirs too, so only a lower bound holds.
+    let s = scrape(&format!("{base}/metrics"), None).await;
+    assert!(value(&s, "lavinmq_mfile_count") >= 1.0, "{s:?}");
+
+    eventually("the stats loop timed", || async {
+        let s = scrape(&format!("{base}/metrics"), None).await;
+        value(&s, "lavinmq_stats_rates_collection_duration_seconds") > 0.0
+    })
+    .await;
+    let s = scrape(&format!("{base}/metrics"), None).await;
+    let total = value(&s, "lavinmq_stats_collection_duration_seconds_total");
+    let rates = value(&s, "lavinmq_stats_rates_collection_duration_seconds");
+    let system = value(&s, "lavinmq_stats_system_collection_duration_seconds");
+    assert!(rates > 0.0 && rates < 5.0, "{rates}");
+    assert!((0.0..5.0).contains(&system), "{system}");
+    assert!((total - (rates + system)).abs() < 1e-6, "{total} != {rates} + {system}");
+    assert!(value(&s, "telemetry_scrape_mem") > 0.0);
     b.stop().await;
 }

@@ -190,8 +190,8 @@ impl Channel {
                 cancel_notify: info.cancel_notify,
                 reply_to: Mutex::new(None),
                 awaiting_sync: AtomicU64::new(0),
-                consumer_timeout: info.ctx.settings.consumer_timeout,
-                prefetch: AtomicU32::new(u32::from(info.ctx.settings.default_prefetch)),
+                consumer_timeout: info.ctx.settings().consumer_timeout,
+                prefetch: AtomicU32::new(u32::from(info.ctx.settings().default_prefetch)),
                 confirm_mode: AtomicBool::new(false),
                 tx_mode: AtomicBool::new(false),
                 counters: ChannelCounters::default(),
@@ -589,7 +589,7 @@ impl Channel {
                 format!("attempt to reuse consumer tag '{tag}'"),
             ));
         }
-        let max = info.ctx.settings.max_consumers_per_channel;
+        let max = info.ctx.settings().max_consumers_per_channel;
         if max > 0 && self.shared.consumers.lock().len() >= max as usize {
             return Err(AmqpError::channel(
                 code::RESOURCE_ERROR,

@@ -218,7 +218,7 @@ impl Connection {
         let idle_limit = (self.info.heartbeat > 0).then(|| Duration::from_secs(u64::from(self.info.heartbeat) * 2));
         let shutdown = self.info.ctx.shutdown.clone();
         let entry = self.registration.entry.clone();
-        let mut timeout_check = tokio::time::interval(self.info.ctx.settings.consumer_timeout_check);
+        let mut timeout_check = tokio::time::interval(self.info.ctx.settings().consumer_timeout_check);
         timeout_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut busy = false;
         loop {

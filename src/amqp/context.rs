@@ -61,8 +61,9 @@ impl Default for AmqpSettings {
 pub struct AmqpContext {
     /// The protocol-agnostic broker.
     pub broker: Arc<Broker>,
-    /// Listener settings.
-    pub settings: AmqpSettings,
+    /// Listener settings, replaced as a whole when the config is reloaded
+    /// (see [`Self::settings`]).
+    pub settings: arc_swap::ArcSwap<AmqpSettings>,
     direct_reply: Mutex<HashMap<String, Weak<ChannelShared>>>,
     /// Cancelled when the server shuts down.
     pub shutdown: CancellationToken,
@@ -75,11 +76,19 @@ impl AmqpContext {
     pub fn new(broker: Arc<Broker>, settings: AmqpSettings, shutdown: CancellationToken) -> Arc<Self> {
         Arc::new(AmqpContext {
             broker,
-            settings,
+            settings: arc_swap::ArcSwap::from_pointee(settings),
             direct_reply: Mutex::default(),
             shutdown,
             tasks: TaskTracker::new(),
         })
+    }
+
+    /// The current settings: connection limits are negotiated from them at
+    /// connect, per-message checks read them each time, so a reload reaches
+    /// open connections too.
+    #[inline]
+    pub fn settings(&self) -> arc_swap::Guard<Arc<AmqpSettings>> {
+        self.settings.load()
     }
 
     /// A process-unique id for connections and consumers.

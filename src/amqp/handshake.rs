@@ -216,7 +216,7 @@ where
             String::from_utf8_lossy(&header)
         )));
     }
-    let settings = &ctx.settings;
+    let settings = ctx.settings.load_full();
     let start = Method::ConnectionStart {
         version_major: 0,
         version_minor: 9,
@@ -246,7 +246,7 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let settings = &ctx.settings;
+    let settings = ctx.settings.load_full();
     let Method::ConnectionStartOk {
         client_properties,
         mechanism,

@@ -119,7 +119,7 @@ impl Channel {
                 format!("content header for class {class_id}, expected 60"),
             ));
         }
-        let max = info.ctx.settings.max_message_size;
+        let max = info.ctx.settings().max_message_size;
         if body_size > max {
             self.publish = None;
             return Err(precondition(format!(
@@ -224,7 +224,7 @@ impl Channel {
             };
             msg.properties_mut().reply_to = Some(ShortStr::from(format!("{REPLY_TO_PREFIX}{token}")));
         }
-        if info.ctx.settings.set_timestamp && msg.properties.timestamp.is_none() {
+        if info.ctx.settings().set_timestamp && msg.properties.timestamp.is_none() {
             let ts = (msg.timestamp / 1000) as u64;
             msg.properties_mut().timestamp = Some(ts);
         }

@@ -236,6 +236,7 @@ impl Node {
         self.status.set_role(Role::Follower, None);
         let proxies = Proxies::bind(&self.config).await;
         let api = FollowerApi::start(&self.config, self.status.clone()).await;
+        crate::systemd::ready();
         let (target_tx, mut target_rx) = tokio::sync::watch::channel(None);
         let mut replica: Option<Replica> = None;
         let (won_tx, mut won_rx) = tokio::sync::mpsc::channel(1);
@@ -364,6 +365,7 @@ impl Node {
                 return;
             }
         };
+        crate::systemd::ready();
         let info = LeaderInfo {
             id: node_id::format(self.id),
             amqp_port: server.amqp_addr().port(),

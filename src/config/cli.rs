@@ -201,6 +201,20 @@ pub(crate) struct Cli {
     #[arg(long, value_name = "ACTIONS", hide = true)]
     clustering_max_unsynced_actions: Option<String>,
 
+    /// Kernel TLS offload (accepted for compatibility with LavinMQ; TLS is
+    /// done in user space here, so it has no effect)
+    #[arg(long, value_name = "BOOL", value_parser = value::bool_flag)]
+    tls_ktls: Option<bool>,
+
+    /// (LavinMQ's garbage-collector warnings; no effect here, as there is no
+    /// garbage collector)
+    #[arg(long)]
+    raise_gc_warn: bool,
+
+    /// Print the version, the compiler and the enabled features, then exit
+    #[arg(long)]
+    build_info: bool,
+
     /// Print version
     #[arg(short = 'v', short_alias = 'V', long, action = ArgAction::Version)]
     version: (),
@@ -290,6 +304,12 @@ impl Cli {
         set_opt(&mut clustering.on_leader_lost, self.clustering_on_leader_lost);
         set(&mut clustering.lease_ttl, self.clustering_lease_ttl);
         set(&mut clustering.ack_timeout, self.clustering_ack_timeout);
+        if self.tls_ktls == Some(true) {
+            warnings.push("'--tls-ktls' has no effect: TLS is done in user space (rustls)".to_owned());
+        }
+        if self.raise_gc_warn {
+            warnings.push("'--raise-gc-warn' has no effect: there is no garbage collector".to_owned());
+        }
         if self.clustering_max_unsynced_actions.is_some() {
             warnings.push("'--clustering-max-unsynced-actions' is deprecated and ignored".to_owned());
         }

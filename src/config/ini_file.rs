@@ -65,7 +65,13 @@ fn apply_section(
             if let Some(host) = name.strip_prefix("sni:").filter(|host| !host.is_empty()) {
                 return apply_sni(config, name, host, props, warnings);
             }
-            extend_raw(raw_section(config, name)?, props);
+            let raw = raw_section(config, name)?;
+            extend_raw(raw, props);
+            if let Some(why) = raw_section_no_effect(name) {
+                for (key, _) in props.iter() {
+                    warnings.push(format!("'{key}' in section [{name}] has no effect here: {why}"));
+                }
+            }
             return Ok(());
         }
     };
@@ -94,6 +100,16 @@ fn raw_section<'c>(config: &'c mut Config, name: &str) -> Result<&'c mut RawSect
             section: name.to_owned(),
             hint: "",
         }),
+    }
+}
+
+/// Why the keys of a section kept raw do nothing yet.
+fn raw_section_no_effect(name: &str) -> Option<&'static str> {
+    match name {
+        "oauth" => Some("OAuth 2.0 authentication is not supported yet"),
+        // LavinMQ's scheduler tuning: tokio schedules fairly by itself.
+        "experimental" => Some("the runtime's scheduler already yields between clients"),
+        _ => None,
     }
 }
 
@@ -198,6 +214,11 @@ impl Entry<'_> {
         format!("'{}' in section [{}] is deprecated and ignored", self.key, self.section)
     }
 
+    /// Warning for a key LavinMQ acts on that this broker accepts but ignores.
+    fn no_effect(&self, why: &str) -> String {
+        format!("'{}' in section [{}] has no effect here: {why}", self.key, self.section)
+    }
+
     fn deprecated(&self, replacement: &str) -> String {
         format!(
             "'{}' in section [{}] is deprecated, use {replacement} instead",
@@ -258,6 +279,17 @@ fn apply_main(config: &mut Config, e: &Entry<'_>, warnings: &mut Vec<String>) ->
         "data_dir_lock" => m.data_dir_lock = e.bool()?,
         "metrics_http_bind" => m.metrics_http_bind = e.string(),
         "metrics_http_port" => m.metrics_http_port = e.port_or_disabled()?,
+        "tls_ktls" => {
+            if e.bool()? {
+                warnings.push(e.no_effect("TLS is done in user space (rustls)"));
+            }
+        }
+        "auth_backends" => {
+            let backends: Vec<&str> = e.value.split(',').map(str::trim).filter(|b| !b.is_empty()).collect();
+            if backends.iter().any(|b| *b != "local") {
+                warnings.push(e.no_effect("only the local user database authenticates"));
+            }
+        }
         "default_consistent_hash_algorithm" => {
             m.default_consistent_hash_algorithm =
                 value::parse_hash_algorithm(e.value).ok_or_else(|| e.invalid(value::HASH_ALGORITHM_EXPECTED))?;
@@ -308,6 +340,8 @@ fn apply_amqp(config: &mut Config, e: &Entry<'_>, warnings: &mut Vec<String>) ->
         "channel_max" => a.channel_max = e.int()?,
         "max_message_size" => a.max_message_size = e.int()?,
         "max_consumers_per_channel" => a.max_consumers_per_channel = e.int()?,
+        // LavinMQ declares it but never uses it either.
+        "amqp_systemd_socket_name" => warnings.push(e.no_effect("socket activation is not supported")),
         _ => warnings.push(e.unknown()),
     }
     Ok(())
@@ -340,6 +374,8 @@ fn apply_mgmt(config: &mut Config, e: &Entry<'_>, warnings: &mut Vec<String>) ->
         "port" => m.port = e.int()?,
         "tls_port" => m.tls_port = e.port_or_disabled()?,
         "unix_path" => m.unix_path = e.opt_path(),
+        // LavinMQ declares it but never uses it either.
+        "http_systemd_socket_name" => warnings.push(e.no_effect("socket activation is not supported")),
         _ => warnings.push(e.unknown()),
     }
     Ok(())

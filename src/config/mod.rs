@@ -11,6 +11,7 @@ mod clustering;
 mod env;
 mod error;
 mod ini_file;
+mod reload;
 mod tcp_keepalive;
 mod tls;
 mod value;

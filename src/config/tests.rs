@@ -451,14 +451,14 @@ fn unknown_key_is_a_warning() {
 }
 
 #[test]
-fn raw_sections_are_kept_without_warnings() {
+fn raw_sections_are_kept_with_a_warning_per_key() {
     let (c, warnings) = ini("\
 [oauth]
 issuer = https://id.example
 [experimental]
 yield_each_received_bytes = 1
 ");
-    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
     assert_eq!(c.oauth.get("issuer").map(String::as_str), Some("https://id.example"));
     assert_eq!(c.experimental.len(), 1);
 }
@@ -1320,5 +1320,128 @@ fn example_ini_documents_every_clustering_key_with_its_default() {
         "ack_timeout",
     ] {
         assert!(section.contains(&key), "[clustering] {key} is not documented");
+    }
+}
+
+/// Every flag LavinMQ 2.9's `lavinmq --help` lists is accepted (the ones that
+/// have no work to do here with a warning), so a unit file or script written
+/// for LavinMQ starts this broker unchanged.
+#[test]
+fn every_lavinmq_2_9_flag_is_accepted() {
+    let args = [
+        "-D",
+        "/tmp/d",
+        "-l",
+        "info",
+        "--pidfile",
+        "/tmp/p",
+        "--no-sync",
+        "--default-consumer-prefetch",
+        "10",
+        "--default-password-hash",
+        "+pHuxkR9fCyrrwXjOD4BP4XbzO3l8LJr8YkThMgJ0yVHFRE+",
+        "--default-password",
+        "+pHuxkR9fCyrrwXjOD4BP4XbzO3l8LJr8YkThMgJ0yVHFRE+",
+        "--default-user",
+        "admin",
+        "--default-user-only-loopback=false",
+        "--guest-only-loopback=false",
+        "--no-data-dir-lock",
+        "--raise-gc-warn",
+        "--metrics-http-bind",
+        "0.0.0.0",
+        "--metrics-http-port",
+        "15692",
+        "-b",
+        "0.0.0.0",
+        "-p",
+        "5672",
+        "--amqp-bind",
+        "0.0.0.0",
+        "--amqp-unix-path",
+        "/tmp/a.sock",
+        "--amqps-port",
+        "5671",
+        "--mqtt-bind",
+        "0.0.0.0",
+        "--mqtt-port",
+        "1883",
+        "--mqtts-port",
+        "8883",
+        "--mqtt-unix-path",
+        "/tmp/m.sock",
+        "--http-bind",
+        "0.0.0.0",
+        "--http-port",
+        "15672",
+        "--http-unix-path",
+        "/tmp/h.sock",
+        "--https-port",
+        "15671",
+        "--control-unix-path",
+        "/tmp/c.sock",
+        "--cert",
+        "/tmp/c.pem",
+        "--key",
+        "/tmp/k.pem",
+        "--ciphers",
+        "ECDHE",
+        "--tls-min-version",
+        "1.2",
+        "--tls-ktls=true",
+        "--clustering-advertised-uri",
+        "tcp://h:5679",
+        "--clustering-bind",
+        "0.0.0.0",
+        "--clustering-port",
+        "5679",
+        "--clustering-etcd-endpoints",
+        "localhost:2379",
+        "--clustering-etcd-prefix",
+        "lavinmq",
+        "--clustering-on-leader-elected",
+        "true",
+        "--clustering-on-leader-lost",
+        "true",
+        "--clustering-max-unsynced-actions",
+        "8192",
+        "-d",
+    ];
+    let loaded = load(&args, &[]).expect("every LavinMQ flag parses");
+    for flag in ["--tls-ktls", "--raise-gc-warn", "--clustering-max-unsynced-actions"] {
+        assert!(
+            loaded.warnings.iter().any(|w| w.contains(flag)),
+            "no warning for {flag}: {:?}",
+            loaded.warnings
+        );
+    }
+    assert!(load(&["--clustering"], &[]).is_ok());
+    assert!(load(&["--build-info"], &[]).is_ok());
+}
+
+/// Keys LavinMQ reads that do nothing here are accepted with a warning
+/// saying so, never silently.
+#[test]
+fn lavinmq_keys_without_effect_here_are_named_in_warnings() {
+    let (_, warnings) = Config::from_ini_str(
+        "[main]\ntls_ktls = true\nauth_backends = local,oauth\n\
+         [amqp]\namqp_systemd_socket_name = x.socket\n\
+         [mgmt]\nhttp_systemd_socket_name = y.socket\n\
+         [experimental]\nyield_each_received_bytes = 1\n\
+         [oauth]\nissuer = https://id.example\n",
+    )
+    .expect("accepted");
+    for key in [
+        "tls_ktls",
+        "auth_backends",
+        "amqp_systemd_socket_name",
+        "http_systemd_socket_name",
+        "yield_each_received_bytes",
+        "issuer",
+    ] {
+        assert!(
+            warnings.iter().any(|w| w.contains(key) && w.contains("no effect")),
+            "no warning for {key}: {warnings:?}"
+        );
     }
 }

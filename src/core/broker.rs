@@ -76,7 +76,12 @@ impl Broker {
         std::fs::create_dir_all(data_dir)
             .map_err(|e| Error::Internal(format!("cannot create data dir {}: {e}", data_dir.display())))?;
         let users = UserStore::open(data_dir.join("users.json"), default_user, default_hash, settings.sync)?;
-        let disk = DiskMonitor::new(data_dir, settings.free_disk_min);
+        let disk = DiskMonitor::new(
+            data_dir,
+            settings.segment_size,
+            settings.free_disk_min,
+            settings.free_disk_warn,
+        );
         let sync = GroupSync::start(data_dir, settings.sync)
             .map_err(|e| Error::Internal(format!("cannot start the sync thread: {e}")))?;
         let broker = Broker {
@@ -206,6 +211,17 @@ impl Broker {
         }
         self.save_global_parameters()?;
         Ok(true)
+    }
+
+    /// Applies reloaded store settings: the free-disk thresholds and the
+    /// definitions-log compaction limit. The segment size (and so the disk
+    /// alarm's built-in floor) stays what it was at start.
+    pub fn set_store_limits(&self, free_disk_min: u64, free_disk_warn: u64, max_deleted_definitions: usize) {
+        self.disk
+            .set_limits(self.settings.segment_size, free_disk_min, free_disk_warn);
+        self.settings
+            .max_deleted_definitions
+            .store(max_deleted_definitions, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Looks up a vhost.

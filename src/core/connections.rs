@@ -144,6 +144,12 @@ pub struct ConnectionEntry {
     pub recv_cnt: Counter,
     /// Socket writes.
     pub send_cnt: Counter,
+    /// Publisher confirms sent by a protocol without channels (MQTT's PUBACK
+    /// and PUBREC); channels count their own.
+    pub confirm: Counter,
+    /// Publisher confirms the connection's closed channels had sent, added
+    /// under the channels' lock as each one closes.
+    closed_channel_confirms: Counter,
     /// Rates of the byte counts, sampled by the broker.
     pub rates: Rates,
     churn: Arc<ChurnCounters>,
@@ -184,9 +190,24 @@ impl ConnectionEntry {
 
     /// Unlists a closed channel.
     pub fn remove_channel(&self, number: u16) {
-        if self.channels.write().remove(&number).is_some() {
+        let mut channels = self.channels.write();
+        if let Some(ch) = channels.remove(&number) {
+            // Kept under the lock, so that `confirms` never sees the count twice or not at all.
+            self.closed_channel_confirms.add(ch.counters().confirm.get());
             self.churn.channel_closed.incr();
         }
+    }
+
+    /// Publisher confirms sent on the connection so far, by its open and its
+    /// closed channels alike.
+    pub fn confirms(&self) -> u64 {
+        let channels = self.channels.read();
+        self.confirms_locked(&channels)
+    }
+
+    fn confirms_locked(&self, channels: &BTreeMap<u16, Arc<dyn ChannelView>>) -> u64 {
+        let open: u64 = channels.values().map(|ch| ch.counters().confirm.get()).sum();
+        self.confirm.get() + self.closed_channel_confirms.get() + open
     }
 
     /// The open channels, by number.
@@ -230,6 +251,9 @@ pub struct ConnectionRegistry {
     last_id: std::sync::atomic::AtomicU64,
     /// Connections, channels and queues created and closed, broker-wide.
     pub churn: Arc<ChurnCounters>,
+    /// Publisher confirms sent on closed connections, per vhost; changed
+    /// only under the `entries` write lock.
+    closed_confirms: Mutex<FxHashMap<String, u64>>,
 }
 
 /// Keeps a connection listed; dropping it removes the entry.
@@ -241,9 +265,23 @@ pub struct Registration {
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        self.registry.entries.write().remove(&self.entry.info.id);
+        let open = {
+            let mut entries = self.registry.entries.write();
+            entries.remove(&self.entry.info.id);
+            // Moved to the vhost's total in one step with the removal, so a
+            // concurrent `ConnectionRegistry::confirms` counts them once.
+            let channels = self.entry.channels.read();
+            let confirms = self.entry.confirms_locked(&channels);
+            let mut closed = self.registry.closed_confirms.lock();
+            match closed.get_mut(&self.entry.info.vhost) {
+                Some(total) => *total += confirms,
+                None => {
+                    closed.insert(self.entry.info.vhost.clone(), confirms);
+                }
+            }
+            channels.len() as u64
+        };
         self.registry.churn.connection_closed.incr();
-        let open = self.entry.channels.write().len() as u64;
         self.registry.churn.channel_closed.add(open);
     }
 }
@@ -274,6 +312,8 @@ impl ConnectionRegistry {
             send_oct: Counter::default(),
             recv_cnt: Counter::default(),
             send_cnt: Counter::default(),
+            confirm: Counter::default(),
+            closed_channel_confirms: Counter::default(),
             rates: Rates::default(),
             churn: self.churn.clone(),
             info,
@@ -301,6 +341,26 @@ impl ConnectionRegistry {
         let mut all: Vec<_> = self.entries.read().values().cloned().collect();
         all.sort_by(|a, b| a.name.cmp(&b.name));
         all
+    }
+
+    /// Publisher confirms sent to clients of the vhosts `in_vhost` accepts,
+    /// over open and closed connections: a count that never goes back, even
+    /// while connections and channels close.
+    pub fn confirms(&self, in_vhost: impl Fn(&str) -> bool) -> u64 {
+        let entries = self.entries.read();
+        let closed: u64 = self
+            .closed_confirms
+            .lock()
+            .iter()
+            .filter(|(vhost, _)| in_vhost(vhost))
+            .map(|(_, n)| n)
+            .sum();
+        let open: u64 = entries
+            .values()
+            .filter(|e| in_vhost(&e.info.vhost))
+            .map(|e| e.confirms())
+            .sum();
+        closed + open
     }
 
     /// The connection named `name`.

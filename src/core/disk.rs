@@ -1,27 +1,58 @@
-//! The free-disk-space alarm: when free space in the data directory falls under
-//! `free_disk_min`, publishers are blocked (before the disk is full, so nothing
-//! is lost) and unblocked once space returns.
+//! The free-disk-space alarm. As in LavinMQ, publishers are blocked when free
+//! space in the data directory falls below max(3 × `segment_size`,
+//! `free_disk_min`), before the disk is full so that nothing is lost, and
+//! unblocked once space returns; a warning is logged below max(6 ×
+//! `segment_size`, `free_disk_warn`). The segment-size floor makes the alarm
+//! work with no configuration at all: a new segment file must always fit.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use tokio::sync::watch;
+
+/// Segments' worth of free space below which publishers are blocked.
+const BLOCK_SEGMENTS: u64 = 3;
+
+/// Segments' worth of free space below which a warning is logged.
+const WARN_SEGMENTS: u64 = 6;
 
 /// Watches free space in the data directory.
 pub struct DiskMonitor {
     dir: PathBuf,
+    /// The built-in floor: [`BLOCK_SEGMENTS`] segment files.
+    floor: AtomicU64,
+    /// `free_disk_min` as configured (0 = only the floor).
     min_free: AtomicU64,
+    /// The warning threshold, the floor for it already applied.
+    warn_below: AtomicU64,
+    /// True while free space is under the warning threshold (logged once).
+    warned: AtomicBool,
     blocked: watch::Sender<bool>,
 }
 
 impl DiskMonitor {
-    /// A monitor of `dir` that blocks below `min_free` bytes (0 = never).
-    pub fn new(dir: &Path, min_free: u64) -> Self {
-        DiskMonitor {
+    /// A monitor of `dir` for a broker writing `segment_size`-byte segments,
+    /// blocking below max(3 × `segment_size`, `min_free`) and warning below
+    /// max(6 × `segment_size`, `warn`).
+    pub fn new(dir: &Path, segment_size: u64, min_free: u64, warn: u64) -> Self {
+        let monitor = DiskMonitor {
             dir: dir.to_path_buf(),
-            min_free: AtomicU64::new(min_free),
+            floor: AtomicU64::new(0),
+            min_free: AtomicU64::new(0),
+            warn_below: AtomicU64::new(0),
+            warned: AtomicBool::new(false),
             blocked: watch::channel(false).0,
-        }
+        };
+        monitor.store_limits(segment_size, min_free, warn);
+        monitor
+    }
+
+    fn store_limits(&self, segment_size: u64, min_free: u64, warn: u64) {
+        self.floor
+            .store(segment_size.saturating_mul(BLOCK_SEGMENTS), Ordering::Release);
+        self.min_free.store(min_free, Ordering::Release);
+        self.warn_below
+            .store(segment_size.saturating_mul(WARN_SEGMENTS).max(warn), Ordering::Release);
     }
 
     /// Follows the blocked state (true = publishers must wait).
@@ -34,14 +65,29 @@ impl DiskMonitor {
         *self.blocked.borrow()
     }
 
-    /// The free-space threshold in bytes (0 = none).
+    /// The free-space threshold in bytes under which publishers are blocked:
+    /// `free_disk_min` or the built-in floor, whichever is larger.
     pub fn min_free(&self) -> u64 {
-        self.min_free.load(Ordering::Acquire)
+        self.min_free
+            .load(Ordering::Acquire)
+            .max(self.floor.load(Ordering::Acquire))
     }
 
-    /// Changes the threshold (config reload, tests) and re-checks at once.
+    /// The free-space threshold in bytes under which a warning is logged.
+    pub fn warn_below(&self) -> u64 {
+        self.warn_below.load(Ordering::Acquire)
+    }
+
+    /// Changes `free_disk_min` (tests) and re-checks at once; the built-in
+    /// floor still applies.
     pub fn set_min_free(&self, bytes: u64) {
         self.min_free.store(bytes, Ordering::Release);
+        self.check();
+    }
+
+    /// Applies reloaded settings and re-checks at once.
+    pub fn set_limits(&self, segment_size: u64, min_free: u64, warn: u64) {
+        self.store_limits(segment_size, min_free, warn);
         self.check();
     }
 
@@ -53,20 +99,28 @@ impl DiskMonitor {
 
     /// Measures free space and updates the blocked state, logging changes.
     pub fn check(&self) {
-        let min = self.min_free.load(Ordering::Acquire);
-        let free = self.free_bytes();
-        let blocked = min > 0 && free.is_some_and(|f| f < min);
+        let Some(free) = self.free_bytes() else {
+            return;
+        };
+        let min = self.min_free();
+        let warn = self.warn_below();
+        let low = free < warn;
+        if self.warned.swap(low, Ordering::AcqRel) != low {
+            if low {
+                tracing::warn!("low on disk space: {free} bytes free, below the warning level of {warn} bytes");
+            } else {
+                tracing::info!("free disk space is back above the warning level of {warn} bytes");
+            }
+        }
+        let blocked = free < min;
         self.blocked.send_if_modified(|b| {
             if *b == blocked {
                 return false;
             }
             if blocked {
-                tracing::warn!(
-                    "free disk space {} bytes is below free_disk_min {min}: blocking publishers",
-                    free.unwrap_or(0)
-                );
+                tracing::warn!("free disk space {free} bytes is below {min} bytes: blocking publishers");
             } else {
-                tracing::info!("free disk space is back above free_disk_min {min}: unblocking publishers");
+                tracing::info!("free disk space is back above {min} bytes: unblocking publishers");
             }
             *b = blocked;
             true

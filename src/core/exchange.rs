@@ -235,12 +235,16 @@ impl Exchange {
     }
 
     /// With deduplication on: true when this message was seen recently (it is
-    /// then not routed); otherwise remembers it.
+    /// then not routed, and counted); otherwise remembers it.
     pub fn is_duplicate(&self, headers: Option<&FieldTable>, now_ms: i64) -> bool {
-        match &self.dedup {
+        let duplicate = match &self.dedup {
             Some(cache) => cache.lock().is_duplicate(headers, now_ms),
             None => false,
+        };
+        if duplicate {
+            self.counters.dedup.incr();
         }
+        duplicate
     }
 
     /// True once the exchange was deleted (holders of a cached reference must

@@ -10,6 +10,7 @@ pub mod consumer;
 pub mod dead_letter;
 pub mod dedup;
 pub mod definitions;
+pub mod definitions_log;
 pub mod delayed;
 pub mod disk;
 pub mod error;

@@ -22,7 +22,7 @@ use super::dead_letter::{self, DeadLetter, Reason};
 use super::dedup::{DedupCache, DedupSettings};
 use super::message::Message;
 use super::queue_settings::{Overflow, QueueSettings, QueueType};
-use super::stats::{QueueCounts, Rates};
+use super::stats::{ChurnCounters, QueueCounts, Rates};
 use super::stream::{self, ConsumerOptions, StreamState};
 use super::vhost::VHost;
 use super::{BasicProperties, Error, FieldTable, FieldValue, Result};
@@ -326,6 +326,7 @@ impl Queue {
             if let Some(cache) = st.dedup.as_mut()
                 && cache.is_duplicate(msg.properties.headers.as_ref(), msg.timestamp)
             {
+                st.counts.dedup += 1;
                 return Ok(Published::default());
             }
             return self.append_to_stream(&mut st, msg, scratch);
@@ -355,6 +356,7 @@ impl Queue {
         if let Some(cache) = st.dedup.as_mut()
             && cache.is_duplicate(msg.properties.headers.as_ref(), msg.timestamp)
         {
+            st.counts.dedup += 1;
             return Ok(Published::default());
         }
         let per_message = msg.properties.expiration.as_ref().and_then(|e| e.parse::<u64>().ok());
@@ -797,7 +799,15 @@ impl Queue {
         st.last_used_ms = Message::now_ms();
         consumer.notify();
         st.consumers.push(consumer);
+        self.consumer_churn(|c| c.consumer_added.incr());
         Ok(())
+    }
+
+    /// Counts consumers attached or detached in the vhost's churn figures.
+    fn consumer_churn(&self, count: impl FnOnce(&ChurnCounters)) {
+        if let Some(vhost) = self.vhost_ref.upgrade() {
+            count(&vhost.churn);
+        }
     }
 
     /// Detaches a consumer; returns true when the queue should now be auto-deleted.
@@ -815,6 +825,8 @@ impl Queue {
             s.remove_reader(id);
         }
         if st.consumers.len() != before {
+            let removed = (before - st.consumers.len()) as u64;
+            self.consumer_churn(|c| c.consumer_removed.add(removed));
             st.exclusive_consumer = false;
             st.last_used_ms = Message::now_ms();
             // A departing consumer may leave messages others can now take (with a
@@ -841,6 +853,7 @@ impl Queue {
             (std::mem::take(&mut st.consumers), count)
         };
         self.housekeeping.notify_one();
+        self.consumer_churn(|c| c.consumer_removed.add(consumers.len() as u64));
         for c in consumers {
             c.queue_deleted();
         }

@@ -51,6 +51,8 @@ pub struct QueueCounts {
     pub ack: u64,
     /// Deliveries of messages that had been delivered before.
     pub redeliver: u64,
+    /// Messages dropped as duplicates (`x-message-deduplication`).
+    pub dedup: u64,
 }
 
 impl QueueCounts {
@@ -82,6 +84,8 @@ pub struct ExchangeCounters {
     pub publish_out: Counter,
     /// Messages it routed nowhere.
     pub unroutable: Counter,
+    /// Messages dropped as duplicates (`x-message-deduplication`).
+    pub dedup: Counter,
 }
 
 impl ExchangeCounters {
@@ -152,6 +156,11 @@ pub struct ChurnCounters {
     pub queue_created: Counter,
     /// Queues deleted.
     pub queue_deleted: Counter,
+    /// Consumers attached to a queue (kept per vhost; not in [`Self::named`]).
+    pub consumer_added: Counter,
+    /// Consumers detached from a queue, or gone with it (per vhost, like
+    /// `consumer_added`).
+    pub consumer_removed: Counter,
 }
 
 impl ChurnCounters {

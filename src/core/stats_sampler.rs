@@ -3,7 +3,8 @@
 //! Runs off the hot path: publishers and consumers only ever add to counters.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
 use rustc_hash::FxHashMap;
@@ -43,6 +44,8 @@ pub struct StatsSampler {
     /// Objects created and closed, broker-wide.
     pub churn: Totals,
     vhosts: RwLock<FxHashMap<String, Arc<Totals>>>,
+    /// How long the last [`StatsSampler::sample`] took, in nanoseconds.
+    last_duration_ns: AtomicU64,
 }
 
 /// Adds `values` into `acc`, by name.
@@ -64,8 +67,22 @@ impl StatsSampler {
         self.vhosts.read().get(name).cloned()
     }
 
-    /// Samples every queue, exchange, connection and channel of `broker`.
+    /// How long the last sample took (zero before the first): LavinMQ's
+    /// `stats_rates_collection_duration_seconds`.
+    pub fn last_duration(&self) -> Duration {
+        Duration::from_nanos(self.last_duration_ns.load(Ordering::Relaxed))
+    }
+
+    /// Samples every queue, exchange, connection and channel of `broker`, and
+    /// records how long that took.
     pub fn sample(&self, broker: &Broker, now: Instant) {
+        let started = Instant::now();
+        self.sample_all(broker, now);
+        let took = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.last_duration_ns.store(took, Ordering::Relaxed);
+    }
+
+    fn sample_all(&self, broker: &Broker, now: Instant) {
         let mut overall = Named::new();
         let mut churn: Named = broker.connections.churn.named().to_vec();
         let mut vhosts = FxHashMap::default();

@@ -12,6 +12,7 @@ use parking_lot::{Mutex, RwLock};
 
 use super::dead_letter::{self, DeadLetter};
 use super::definitions;
+use super::definitions_log::DefinitionsLog;
 use super::exchange::{Destination, Exchange, ExchangeKind};
 use super::headers::tables_equivalent;
 use super::message::Message;
@@ -30,10 +31,32 @@ pub struct StoreSettings {
     pub segment_size: u64,
     /// Whether definition changes are synced to disk.
     pub sync: bool,
-    /// Publishers are blocked when free disk space falls below this (0 = off).
+    /// Publishers are blocked when free disk space falls below this or 3
+    /// segments, whichever is more (`free_disk_min`).
     pub free_disk_min: u64,
+    /// A warning is logged when free disk space falls below this or 6
+    /// segments, whichever is more (`free_disk_warn`).
+    pub free_disk_warn: u64,
+    /// Deletions (of queues, exchanges, bindings, policies, parameters) the
+    /// definitions log may collect before it is compacted while running
+    /// (`max_deleted_definitions`); shared by every vhost so a reload changes it.
+    pub max_deleted_definitions: Arc<std::sync::atomic::AtomicUsize>,
     /// Placement of `x-consistent-hash` exchanges without `x-algorithm`.
     pub consistent_hash_algorithm: super::consistent_hash::HashAlgorithm,
+}
+
+impl Default for StoreSettings {
+    /// LavinMQ's defaults: 8 MiB segments, synced, no extra disk thresholds.
+    fn default() -> Self {
+        StoreSettings {
+            segment_size: 8 * 1024 * 1024,
+            sync: true,
+            free_disk_min: 0,
+            free_disk_warn: 0,
+            max_deleted_definitions: Arc::new(std::sync::atomic::AtomicUsize::new(8192)),
+            consistent_hash_algorithm: Default::default(),
+        }
+    }
 }
 
 /// The exchanges every vhost has.
@@ -57,7 +80,7 @@ pub struct VHost {
     exchanges: RwLock<HashMap<String, Arc<Exchange>>>,
     queues: RwLock<HashMap<String, Arc<Queue>>>,
     /// The log of durable definition changes (absent while replaying it).
-    definitions: Mutex<Option<JsonLog>>,
+    definitions: Mutex<Option<DefinitionsLog>>,
     /// Serialises queue creation, so that two connections declaring the same new
     /// queue at once create it once.
     declare_lock: Mutex<()>,
@@ -302,7 +325,11 @@ impl VHost {
         })?
         .synced_by_group_commit();
         vhost.apply_definitions(current);
-        *vhost.definitions.lock() = Some(log);
+        *vhost.definitions.lock() = Some(DefinitionsLog::new(
+            log,
+            name,
+            vhost.settings.max_deleted_definitions.clone(),
+        ));
         vhost.apply_policies();
         vhost.ready.store(true, std::sync::atomic::Ordering::Release);
         for q in vhost.queues() {
@@ -475,6 +502,29 @@ impl VHost {
         opts: &ExchangeOptions,
         arguments: FieldTable,
     ) -> Result<()> {
+        self.declare_exchange_checked(name, kind, opts, arguments, false)
+    }
+
+    /// Declares an exchange that the broker itself owns (`amq.lavinmq.log`):
+    /// as [`Self::declare_exchange`], but the reserved `amq.` prefix is allowed.
+    pub fn declare_broker_exchange(
+        &self,
+        name: &str,
+        kind: &str,
+        opts: &ExchangeOptions,
+        arguments: FieldTable,
+    ) -> Result<()> {
+        self.declare_exchange_checked(name, kind, opts, arguments, true)
+    }
+
+    fn declare_exchange_checked(
+        &self,
+        name: &str,
+        kind: &str,
+        opts: &ExchangeOptions,
+        arguments: FieldTable,
+        reserved_allowed: bool,
+    ) -> Result<()> {
         if opts.passive {
             return self.get_exchange(name).map(|_| ());
         }
@@ -526,7 +576,7 @@ impl VHost {
         }
         // As in RabbitMQ, the reserved prefix only stops creating new exchanges:
         // redeclaring a predefined one with its own properties is fine.
-        if name.starts_with("amq.") {
+        if name.starts_with("amq.") && !reserved_allowed {
             return Err(Error::AccessRefused(format!(
                 "exchange name '{name}' contains reserved prefix 'amq.*'"
             )));

@@ -8,32 +8,63 @@
 //! (at most 20 characters, else 400), `vhost` (repeatable) limits the figures
 //! to those vhosts, `family` (repeatable, detailed only) selects families.
 //!
-//! Metric names are LavinMQ's. Where LavinMQ has no metric for a figure this
-//! broker keeps, RabbitMQ's `rabbitmq_prometheus` name is used with the same
-//! prefix (`global_messages_received_total`, `global_messages_routed_total`,
+//! Every metric family LavinMQ 2.9 exports is here, under its name, type and
+//! help text, except:
+//!
+//! * its garbage collector's statistics (`gc_*`): Rust has no collector, and
+//!   the allocator's own figures would not mean the same thing;
+//! * `detailed_connection_channels`, which LavinMQ declares a counter, is a
+//!   gauge here (as in RabbitMQ): it goes down when channels close.
+//!
+//! Where LavinMQ has no metric for a figure this broker keeps, RabbitMQ's
+//! `rabbitmq_prometheus` name is used with the same prefix
+//! (`global_messages_received_total`, `global_messages_routed_total`,
 //! `queue_messages_published_total`, the `queue_delivery_metrics` family, the
-//! connection packet counts), and the exchange counters get names in the same
-//! style. LavinMQ metrics whose source this broker does not track (churn
-//! totals, confirms, deduplication counts, GC statistics, the scrape's memory
-//! use) are left out rather than reported as zero.
+//! connection packet counts), and the extra counters get names in the same
+//! style (`queues_created_total`, the exchange message counters).
+//!
+//! How the figures LavinMQ defines are measured here:
+//!
+//! * churn totals (`connections_opened_total` ... `consumers_removed_total`):
+//!   connections and channels broker-wide, queues and consumers per vhost
+//!   (a consumer is added when it attaches to a queue and removed when it
+//!   detaches or its queue goes);
+//! * `global_messages_confirmed_total`: publisher confirms sent (AMQP
+//!   `basic.ack` and `basic.nack` in confirm mode, MQTT PUBACK and PUBREC),
+//!   one per message, over the scraped vhosts. Channels count their own
+//!   confirms; a closing channel's and connection's count is folded into its
+//!   connection's and then its vhost's total under the lock that unlists it,
+//!   so the sum never goes back;
+//! * `detailed_queue_deduplication` and `detailed_exchange_deduplication`:
+//!   messages dropped as duplicates (as in LavinMQ, only the duplicates);
+//! * `mfile_count`: memory maps of message store files open now (segments,
+//!   ack logs, read cursors);
+//! * `stats_rates_collection_duration_seconds`: the last run of the stats
+//!   sampler, which turns every counter into rates each `stats_interval`;
+//!   `stats_system_collection_duration_seconds`: reading the process and
+//!   disk figures, which this broker does when scraped rather than in that
+//!   loop; `stats_collection_duration_seconds_total`: their sum;
+//! * `telemetry_scrape_mem`: the bytes of the buffers the scrape builds (the
+//!   document, and the queue and channel snapshots it writes from).
 //!
 //! Clustered, `/metrics` also reports the cluster as this node (the leader,
-//! which alone serves it) sees it: `cluster_is_leader`, `cluster_followers`
-//! (connected), `cluster_in_sync_followers`, and per follower, labelled
+//! which alone serves it) sees it: LavinMQ's `total_connected_followers` and,
+//! per connected follower, `follower_lag_in_bytes` labelled `id="<node id>"`,
+//! plus this broker's `cluster_is_leader`, `cluster_followers` (connected),
+//! `cluster_in_sync_followers`, and per follower, labelled
 //! `follower="<node id>"`, `cluster_follower_lag_bytes` and
-//! `cluster_follower_in_sync`; LavinMQ's `total_connected_followers` then
-//! counts the connected followers. Unclustered, none of these appear (and
+//! `cluster_follower_in_sync`. Unclustered, none of these appear (and
 //! `total_connected_followers` stays 0).
 //!
 //! A scrape runs on a blocking thread: it takes each queue's lock once, briefly,
 //! to read its figures, holds no lock across an `.await`, and writes the text
-//! by hand into one `String` (see [`super::metrics_text`]), so scraping tens of
-//! thousands of queues neither stalls the runtime nor builds an object per
-//! sample.
+//! by hand into one `String` (see [`super::metrics_text`] for why not the
+//! `prometheus` crate), so scraping tens of thousands of queues neither stalls
+//! the runtime nor builds an object per sample.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::{Query, State};
@@ -279,17 +310,24 @@ async fn scrape(
 ) -> ApiResult<Response> {
     let body = tokio::task::spawn_blocking(move || {
         let started = Instant::now();
-        let mut text = match endpoint {
+        let Rendered { mut text, scratch } = match endpoint {
             Endpoint::Overview => render_overview(&broker, &vhosts, &params.prefix),
             Endpoint::Detailed => render_detailed(&broker, &vhosts, &params.families, &params.prefix),
         };
         // LavinMQ reports the scrape's own cost under a fixed prefix.
-        let mut telemetry = TextWriter::new("telemetry", 256);
+        let mut telemetry = TextWriter::new("telemetry", 512);
         telemetry.single(
             "scrape_duration_seconds",
             Gauge,
             "Duration for metrics collection in seconds",
             started.elapsed().as_secs_f64(),
+        );
+        let telemetry_bytes = telemetry.capacity();
+        telemetry.single(
+            "scrape_mem",
+            Gauge,
+            "Memory used for metrics collections in bytes",
+            text.capacity() + scratch + telemetry_bytes,
         );
         text.push_str(&telemetry.finish());
         text
@@ -301,6 +339,12 @@ async fn scrape(
         reason: format!("metrics collection failed: {e}"),
     })?;
     Ok(([(header::CONTENT_TYPE, CONTENT_TYPE)], body).into_response())
+}
+
+/// A rendered document, with the bytes of the snapshots it was written from.
+struct Rendered {
+    text: String,
+    scratch: usize,
 }
 
 /// Names of `vhosts`, for matching connections to them.
@@ -315,9 +359,40 @@ fn connections_in(broker: &Broker, names: &FxHashSet<&str>) -> Vec<Arc<Connectio
     conns
 }
 
+/// The process and disk figures, read when scraped.
+struct NodeFigures {
+    open_fds: Option<u64>,
+    resident_memory: Option<u64>,
+    disk_free: Option<u64>,
+    max_fds: Option<u64>,
+    memory_limit: Option<u64>,
+    /// User and system CPU seconds.
+    cpu: Option<(f64, f64)>,
+    /// How long reading them took.
+    took: Duration,
+}
+
+impl NodeFigures {
+    fn read(broker: &Broker) -> Self {
+        let started = Instant::now();
+        let mut figures = NodeFigures {
+            open_fds: node::open_fds(),
+            resident_memory: node::resident_memory_bytes(),
+            disk_free: broker.disk.free_bytes(),
+            max_fds: node::max_fds(),
+            memory_limit: node::memory_limit_bytes(),
+            cpu: node::cpu_times(),
+            took: Duration::ZERO,
+        };
+        figures.took = started.elapsed();
+        figures
+    }
+}
+
 /// `/metrics`: node figures, then totals over `vhosts`.
-fn render_overview(broker: &Broker, vhosts: &[Arc<VHost>], prefix: &str) -> String {
+fn render_overview(broker: &Broker, vhosts: &[Arc<VHost>], prefix: &str) -> Rendered {
     let mut w = TextWriter::new(prefix, 8 * 1024);
+    let sys = NodeFigures::read(broker);
 
     let version_label = format!("{prefix}_version");
     let cluster_label = format!("{prefix}_cluster");
@@ -332,8 +407,9 @@ fn render_overview(broker: &Broker, vhosts: &[Arc<VHost>], prefix: &str) -> Stri
         1u64,
     );
 
+    write_churn(&mut w, broker, vhosts, false);
     let all_connections = broker.connections.list();
-    if let Some(n) = node::open_fds() {
+    if let Some(n) = sys.open_fds {
         w.single("process_open_fds", Gauge, "Open file descriptors", n);
     }
     w.single(
@@ -342,16 +418,29 @@ fn render_overview(broker: &Broker, vhosts: &[Arc<VHost>], prefix: &str) -> Stri
         "Open TCP sockets",
         all_connections.len(),
     );
-    if let Some(n) = node::resident_memory_bytes() {
+    if let Some(n) = sys.resident_memory {
         w.single("process_resident_memory_bytes", Gauge, "Memory used in bytes", n);
     }
-    if let Some(n) = broker.disk.free_bytes() {
+    if let Some(n) = sys.disk_free {
         w.single("disk_space_available_bytes", Gauge, "Disk space available in bytes", n);
     }
-    if let Some(n) = node::max_fds() {
+    // RabbitMQ's names for the disk alarm's threshold and state.
+    w.single(
+        "disk_space_available_limit_bytes",
+        Gauge,
+        "Free disk space low watermark in bytes",
+        broker.disk.min_free(),
+    );
+    w.single(
+        "alarms_free_disk_space_watermark",
+        Gauge,
+        "is free disk space alarm in effect",
+        u64::from(broker.disk.is_blocked()),
+    );
+    if let Some(n) = sys.max_fds {
         w.single("process_max_fds", Gauge, "Open file descriptors limit", n);
     }
-    if let Some(n) = node::memory_limit_bytes() {
+    if let Some(n) = sys.memory_limit {
         w.single(
             "resident_memory_limit_bytes",
             Gauge,
@@ -387,6 +476,7 @@ fn render_overview(broker: &Broker, vhosts: &[Arc<VHost>], prefix: &str) -> Stri
         connections += 1;
         channels += c.channel_count() as u64;
     }
+    let confirmed = broker.connections.confirms(|v| names.contains(v));
 
     w.single("connections", Gauge, "Connections currently open", connections);
     w.single("channels", Gauge, "Channels currently open", channels);
@@ -412,12 +502,30 @@ fn render_overview(broker: &Broker, vhosts: &[Arc<VHost>], prefix: &str) -> Stri
         t.ready + t.unacked,
     );
 
-    write_churn(&mut w, broker, vhosts, "");
     w.single("uptime", Counter, "Server uptime in seconds", node::uptime_secs());
-    if let Some((user, system)) = node::cpu_times() {
+    if let Some((user, system)) = sys.cpu {
         w.single("cpu_system_time_total", Counter, "Total CPU system time", system);
         w.single("cpu_user_time_total", Counter, "Total CPU user time", user);
     }
+    let rates = broker.stats.last_duration();
+    w.single(
+        "stats_collection_duration_seconds_total",
+        Gauge,
+        "Total time it takes to collect metrics (stats_loop)",
+        (rates + sys.took).as_secs_f64(),
+    );
+    w.single(
+        "stats_rates_collection_duration_seconds",
+        Gauge,
+        "Time it takes to update stats rates (update_stats_rates)",
+        rates.as_secs_f64(),
+    );
+    w.single(
+        "stats_system_collection_duration_seconds",
+        Gauge,
+        "Time it takes to collect system metrics",
+        sys.took.as_secs_f64(),
+    );
     // Clustered, the leader counts its followers; alone, LavinMQ reports 0.
     let cluster = ClusterStatus::if_clustered().map(|c| (c.role(), c.followers()));
     let connected = cluster
@@ -432,11 +540,18 @@ fn render_overview(broker: &Broker, vhosts: &[Arc<VHost>], prefix: &str) -> Stri
     if let Some((role, followers)) = cluster {
         write_cluster(&mut w, role, followers);
     }
+    w.single(
+        "mfile_count",
+        Gauge,
+        "Number of MFile memory-mapped files",
+        crate::store::mmap::open_count(),
+    );
 
     w.single(
         "global_messages_delivered_total",
         Counter,
-        "Total number of messages delivered to consumers",
+        // LavinMQ's help text, word for word.
+        "Total number of messaged delivered to consumers",
         t.delivered,
     );
     w.single(
@@ -450,6 +565,12 @@ fn render_overview(broker: &Broker, vhosts: &[Arc<VHost>], prefix: &str) -> Stri
         Counter,
         "Total number of messages acknowledged by consumers",
         t.acked,
+    );
+    w.single(
+        "global_messages_confirmed_total",
+        Counter,
+        "Total number of messages confirmed to publishers",
+        confirmed,
     );
     w.single(
         "global_messages_received_total",
@@ -469,14 +590,26 @@ fn render_overview(broker: &Broker, vhosts: &[Arc<VHost>], prefix: &str) -> Stri
         "Total number of messages published to queues",
         t.published,
     );
-    w.finish()
+    Rendered {
+        text: w.finish(),
+        scratch: 0,
+    }
 }
 
-/// The cluster as this node sees it (clustered only): whether it leads, how
-/// many followers are connected and in sync, and per follower (label
-/// `follower`, its base-36 node id) its lag and in-sync state.
+/// The cluster as this node sees it (clustered only): each connected
+/// follower's lag under LavinMQ's name (label `id`, its base-36 node id);
+/// whether this node leads, how many followers are connected and in sync, and
+/// per follower (label `follower`) its lag and in-sync state.
 fn write_cluster(w: &mut TextWriter<'_>, role: Role, mut followers: Vec<FollowerView>) {
     followers.sort_by(|a, b| a.id.cmp(&b.id));
+    w.header(
+        "follower_lag_in_bytes",
+        Gauge,
+        "Bytes that hasn't been synchronized with the follower yet",
+    );
+    for f in followers.iter().filter(|f| f.connected) {
+        w.sample("follower_lag_in_bytes", &[("id", &f.id)], f.lag_bytes);
+    }
     w.single(
         "cluster_is_leader",
         Gauge,
@@ -590,7 +723,7 @@ fn queue_families(w: &mut TextWriter<'_>, snapshot: &[VhostQueues<'_>], specs: &
 }
 
 /// `queue_coarse_metrics` (LavinMQ's names).
-const QUEUE_COARSE: [Spec<QueueStats>; 3] = [
+const QUEUE_COARSE: [Spec<QueueStats>; 4] = [
     Spec::new(
         "detailed_queue_messages_ready",
         Gauge,
@@ -608,6 +741,12 @@ const QUEUE_COARSE: [Spec<QueueStats>; 3] = [
         Gauge,
         "Sum of ready and unacknowledged messages - total queue depth",
         |st| st.ready + st.unacked,
+    ),
+    Spec::new(
+        "detailed_queue_deduplication",
+        Counter,
+        "Number of deduplicated messages for this queue",
+        |st| st.counts.dedup,
     ),
 ];
 
@@ -672,7 +811,7 @@ const QUEUE_DELIVERY: [Spec<QueueStats>; 8] = [
 ];
 
 /// `/metrics/detailed`: the asked-for families over `vhosts`.
-fn render_detailed(broker: &Broker, vhosts: &[Arc<VHost>], families: &[Family], prefix: &str) -> String {
+fn render_detailed(broker: &Broker, vhosts: &[Arc<VHost>], families: &[Family], prefix: &str) -> Rendered {
     let snapshot = if families.iter().any(|f| f.needs_queues()) {
         snapshot_queues(vhosts)
     } else {
@@ -683,24 +822,34 @@ fn render_detailed(broker: &Broker, vhosts: &[Arc<VHost>], families: &[Family], 
     let per_queue: usize = families.iter().map(|f| f.samples_per_queue()).sum();
     let mut w = TextWriter::new(prefix, 1024 + queue_count * 100 * per_queue);
     let names = vhost_names(vhosts);
+    let mut scratch = size_of_val(snapshot.as_slice())
+        + snapshot
+            .iter()
+            .map(|vq| size_of_val(vq.queues.as_slice()))
+            .sum::<usize>();
     for family in families {
         match family {
-            Family::ConnectionChurn => write_churn(&mut w, broker, vhosts, "detailed_"),
+            Family::ConnectionChurn => write_churn(&mut w, broker, vhosts, true),
             Family::QueueCoarse => queue_families(&mut w, &snapshot, &QUEUE_COARSE),
             Family::QueueConsumerCount => queue_families(&mut w, &snapshot, &QUEUE_CONSUMERS),
             Family::QueueDelivery => queue_families(&mut w, &snapshot, &QUEUE_DELIVERY),
             Family::Connection => write_connections(&mut w, &connections_in(broker, &names)),
-            Family::Channel => write_channels(&mut w, &connections_in(broker, &names)),
-            Family::Exchange => write_exchanges(&mut w, vhosts),
+            Family::Channel => scratch += write_channels(&mut w, &connections_in(broker, &names)),
+            Family::Exchange => scratch += write_exchanges(&mut w, vhosts),
             Family::VhostMessageStats => write_vhost_stats(&mut w, &snapshot),
         }
     }
-    w.finish()
+    Rendered {
+        text: w.finish(),
+        scratch,
+    }
 }
 
 /// Connections and channels opened and closed (broker-wide), and queues
-/// declared, created and deleted in `vhosts`, named `<prefix>..._total`.
-fn write_churn(w: &mut TextWriter<'_>, broker: &Broker, vhosts: &[Arc<VHost>], prefix: &str) {
+/// declared, created and deleted in `vhosts`; `detailed` (the
+/// `connection_churn_metrics` family), names them `detailed_..._total` and
+/// adds, as LavinMQ does there, the consumers added and removed.
+fn write_churn(w: &mut TextWriter<'_>, broker: &Broker, vhosts: &[Arc<VHost>], detailed: bool) {
     let c = &broker.connections.churn;
     let sum = |f: fn(&VHost) -> u64| vhosts.iter().map(|v| f(v)).sum::<u64>();
     let figures: [(&str, &str, u64); 7] = [
@@ -711,7 +860,7 @@ fn write_churn(w: &mut TextWriter<'_>, broker: &Broker, vhosts: &[Arc<VHost>], p
         ),
         (
             "connections_closed_total",
-            "Total number of connections closed",
+            "Total number of connections closed or terminated",
             c.connection_closed.get(),
         ),
         (
@@ -740,8 +889,25 @@ fn write_churn(w: &mut TextWriter<'_>, broker: &Broker, vhosts: &[Arc<VHost>], p
             sum(|v| v.churn.queue_deleted.get()),
         ),
     ];
-    for (name, help, value) in figures {
-        w.single(&format!("{prefix}{name}"), Counter, help, value);
+    let consumers: [(&str, &str, u64); 2] = [
+        (
+            "consumers_added_total",
+            "Total number of consumers added",
+            sum(|v| v.churn.consumer_added.get()),
+        ),
+        (
+            "consumers_removed_total",
+            "Total number of consumers removed",
+            sum(|v| v.churn.consumer_removed.get()),
+        ),
+    ];
+    let (prefix, consumers) = if detailed {
+        ("detailed_", &consumers[..])
+    } else {
+        ("", &consumers[..0])
+    };
+    for (name, help, value) in figures.iter().chain(consumers) {
+        w.single(&format!("{prefix}{name}"), Counter, help, *value);
     }
 }
 
@@ -800,6 +966,7 @@ const CONNECTION: [Spec<ConnectionEntry>; 5] = [
         "Total number of socket writes on a connection",
         |c| c.send_cnt.get(),
     ),
+    // A gauge, as in RabbitMQ: LavinMQ declares it a counter, but it goes down.
     Spec::new("detailed_connection_channels", Gauge, "Channels on a connection", |c| {
         c.channel_count() as u64
     }),
@@ -843,7 +1010,8 @@ const CHANNEL: [Spec<ChannelRow>; 3] = [
     ),
 ];
 
-fn write_channels(w: &mut TextWriter<'_>, conns: &[Arc<ConnectionEntry>]) {
+/// Writes `channel_metrics`; returns the bytes of the rows it wrote from.
+fn write_channels(w: &mut TextWriter<'_>, conns: &[Arc<ConnectionEntry>]) -> usize {
     let mut rows = Vec::new();
     for c in conns {
         for ch in c.channels() {
@@ -868,11 +1036,18 @@ fn write_channels(w: &mut TextWriter<'_>, conns: &[Arc<ConnectionEntry>]) {
             w.sample(spec.name, &labels, (spec.value)(r));
         }
     }
+    size_of_val(rows.as_slice()) + rows.iter().map(|r| r.name.capacity()).sum::<usize>()
 }
 
-/// `exchange_metrics` (this broker's names: LavinMQ's only metric in the
-/// family is a deduplication count, which is not kept here).
-const EXCHANGE: [Spec<Exchange>; 3] = [
+/// `exchange_metrics`: LavinMQ's deduplication count, and this broker's
+/// message counters.
+const EXCHANGE: [Spec<Exchange>; 4] = [
+    Spec::new(
+        "detailed_exchange_deduplication",
+        Counter,
+        "Number of deduplicated messages for this exchange",
+        |e| e.counters.dedup.get(),
+    ),
     Spec::new(
         "detailed_exchange_messages_published_in_total",
         Counter,
@@ -893,7 +1068,8 @@ const EXCHANGE: [Spec<Exchange>; 3] = [
     ),
 ];
 
-fn write_exchanges(w: &mut TextWriter<'_>, vhosts: &[Arc<VHost>]) {
+/// Writes `exchange_metrics`; returns the bytes of the list it wrote from.
+fn write_exchanges(w: &mut TextWriter<'_>, vhosts: &[Arc<VHost>]) -> usize {
     let mut exchanges = Vec::new();
     for v in vhosts {
         let mut list = v.exchanges();
@@ -906,6 +1082,7 @@ fn write_exchanges(w: &mut TextWriter<'_>, vhosts: &[Arc<VHost>]) {
             w.sample(spec.name, &[("exchange", &e.name), ("vhost", &v.name)], (spec.value)(e));
         }
     }
+    size_of_val(exchanges.as_slice())
 }
 
 #[cfg(test)]
@@ -952,23 +1129,35 @@ mod tests {
         write_cluster(
             &mut w,
             Role::Leader,
-            vec![follower("zz", false, true, 4096), follower("a1", true, true, 0)],
+            vec![
+                follower("zz", false, true, 4096),
+                follower("a1", true, true, 0),
+                // Gone: LavinMQ lists only connected followers' lag.
+                follower("b2", false, false, 10),
+            ],
         );
         let text = w.finish();
         let samples: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
         assert_eq!(
             samples,
             [
+                "lavinmq_follower_lag_in_bytes{id=\"a1\"} 0",
+                "lavinmq_follower_lag_in_bytes{id=\"zz\"} 4096",
                 "lavinmq_cluster_is_leader 1",
                 "lavinmq_cluster_followers 2",
                 "lavinmq_cluster_in_sync_followers 1",
                 "lavinmq_cluster_follower_lag_bytes{follower=\"a1\"} 0",
+                "lavinmq_cluster_follower_lag_bytes{follower=\"b2\"} 10",
                 "lavinmq_cluster_follower_lag_bytes{follower=\"zz\"} 4096",
                 "lavinmq_cluster_follower_in_sync{follower=\"a1\"} 1",
+                "lavinmq_cluster_follower_in_sync{follower=\"b2\"} 0",
                 "lavinmq_cluster_follower_in_sync{follower=\"zz\"} 0",
             ]
         );
         assert!(text.contains("# TYPE lavinmq_cluster_follower_lag_bytes gauge\n"));
+        assert!(text.contains(
+            "# HELP lavinmq_follower_lag_in_bytes Bytes that hasn't been synchronized with the follower yet\n"
+        ));
 
         let mut w = TextWriter::new("p", 0);
         write_cluster(&mut w, Role::Follower, Vec::new());

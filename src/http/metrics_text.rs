@@ -1,11 +1,22 @@
 //! A writer for the Prometheus text exposition format, version 0.0.4: `# HELP`
 //! and `# TYPE` lines followed by `name{label="value",...} value` samples.
 //!
-//! Scrapes write straight into one growing `String` instead of building a
-//! registry of metric objects (as the `prometheus` crate would), because a
-//! registry allocates a descriptor, label vector and value cell per sample on
-//! every scrape, which with tens of thousands of queues costs far more than the
-//! text itself. Here a sample costs its bytes and nothing else.
+//! Why not the `prometheus` crate: its registry holds one metric object per
+//! labelled series, so exporting per-queue, per-connection and per-channel
+//! figures means either keeping a series registered for every object as it
+//! comes and goes (and unregistering it reliably), or building a fresh
+//! registry on every scrape, which allocates a descriptor, a label vector and
+//! a value cell per sample. With tens of thousands of queues either costs far
+//! more than the text itself, and the broker already keeps every figure in
+//! its own counters. Here a scrape reads those counters and writes straight
+//! into one growing `String`: a sample costs its bytes and nothing else.
+//!
+//! What keeps the output valid 0.0.4 text: metric names are fixed strings
+//! behind a prefix checked by [`validate_prefix`]; help text and label values
+//! are escaped as the format requires; each family's `# HELP` and `# TYPE`
+//! come once, before its samples (the caller writes a family's samples
+//! together); values are integers or floats in the format's syntax (`NaN`,
+//! `+Inf`, `-Inf`).
 
 use std::fmt::Write;
 
@@ -164,6 +175,11 @@ impl<'p> TextWriter<'p> {
     pub fn single(&mut self, name: &str, kind: MetricType, help: &str, value: impl SampleValue) {
         self.header(name, kind, help);
         self.sample(name, &[], value);
+    }
+
+    /// Bytes reserved for the document so far.
+    pub fn capacity(&self) -> usize {
+        self.out.capacity()
     }
 
     /// The document written so far.

@@ -78,7 +78,7 @@ pub type Refusal = (ConnectReturnCode, String);
 
 /// Checks the client's identity and client identifier.
 pub fn admit(ctx: &MqttContext, connect: &Connect, peer: &Peer) -> Result<Admitted, Refusal> {
-    let settings = &ctx.settings;
+    let settings = ctx.settings.load_full();
     let by_certificate = connect.username.is_none() && peer.client_cn().is_some();
     let (vhost_name, user) = match (&connect.username, peer.client_cn()) {
         (Some(name), _) => {

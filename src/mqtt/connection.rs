@@ -68,7 +68,7 @@ where
     async move {
         let (mut rd, mut wr) = tokio::io::split(stream);
         let mut buf = BytesMut::with_capacity(8 * 1024);
-        let connect = match read_connect(&mut rd, &mut buf, ctx.settings.max_packet_size).await {
+        let connect = match read_connect(&mut rd, &mut buf, ctx.settings().max_packet_size).await {
             Ok(c) => c,
             Err(ConnectError::Malformed(DecodeError::UnsupportedProtocolLevel(level))) => {
                 tracing::info!("unsupported protocol level {level} [MQTT-3.1.2-2]");
@@ -208,7 +208,7 @@ impl Connection {
             outbox.clone(),
             session.subscriptions.clone(),
             state.clone(),
-            ctx.settings.max_inflight,
+            ctx.settings().max_inflight,
         );
         Connection {
             ctx: ctx.clone(),
@@ -252,7 +252,7 @@ impl Connection {
         let mut busy = false;
         loop {
             loop {
-                match parse_packet(&mut buf, self.ctx.settings.max_packet_size) {
+                match parse_packet(&mut buf, self.ctx.settings().max_packet_size) {
                     Ok(Some(packet)) => match self.handle(packet) {
                         Ok(true) => {}
                         Ok(false) => {
@@ -380,7 +380,7 @@ impl Connection {
 
     /// Checks a permission when `permission_check_enabled` is on.
     fn permitted(&mut self, access: Access, kind: &str, name: &str) -> Result<(), crate::core::Error> {
-        if !self.ctx.settings.permission_check {
+        if !self.ctx.settings().permission_check {
             return Ok(());
         }
         let users = &self.ctx.broker.users;
@@ -403,6 +403,10 @@ impl Connection {
             return Ok(());
         }
         let needs_sync = self.route(p.topic.as_str(), p.qos, p.retain, p.payload)?;
+        if p.qos != QoS::AtMostOnce {
+            // The PUBACK or PUBREC below confirms the publish (LavinMQ counts it so).
+            self.registration.entry.confirm.incr();
+        }
         let sync = &self.ctx.broker.sync;
         match p.qos {
             QoS::AtMostOnce => {}

@@ -58,8 +58,9 @@ impl Default for MqttSettings {
 pub struct MqttContext {
     /// The protocol-agnostic broker.
     pub broker: Arc<Broker>,
-    /// Listener settings.
-    pub settings: MqttSettings,
+    /// Listener settings, replaced as a whole when the config is reloaded
+    /// (see [`Self::settings`]).
+    pub settings: arc_swap::ArcSwap<MqttSettings>,
     /// Sessions by vhost and client id.
     pub sessions: SessionRegistry,
     /// Retained messages, per vhost.
@@ -75,11 +76,19 @@ impl MqttContext {
     pub fn new(broker: Arc<Broker>, settings: MqttSettings, shutdown: CancellationToken) -> Arc<Self> {
         Arc::new(MqttContext {
             broker,
-            settings,
+            settings: arc_swap::ArcSwap::from_pointee(settings),
             sessions: SessionRegistry::default(),
             retained: RetainedStores::default(),
             shutdown,
             tasks: TaskTracker::new(),
         })
+    }
+
+    /// The current settings: connection limits are negotiated from them at
+    /// connect, per-message checks read them each time, so a reload reaches
+    /// open connections too.
+    #[inline]
+    pub fn settings(&self) -> arc_swap::Guard<Arc<MqttSettings>> {
+        self.settings.load()
     }
 }

@@ -1,7 +1,8 @@
 //! An append-only log of JSON documents, one per line: every change is one line
 //! appended (and synced) before it is acknowledged, and the log is compacted at
-//! start-up. A torn or garbled line (a crash mid-append, a damaged disk) is
-//! skipped with a log line that names it; every other line still counts.
+//! start-up and, when its owner asks, while running. A torn or garbled line (a
+//! crash mid-append, a damaged disk) is skipped with a log line that names it;
+//! every other line still counts.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -13,7 +14,11 @@ use super::replication::{self, FileRef};
 pub struct JsonLog {
     path: PathBuf,
     file: File,
+    /// Sync each append before it returns.
     sync: bool,
+    /// Sync rewrites (compactions), which replace the whole file, before the
+    /// new file takes the old one's place.
+    durable: bool,
     /// Bytes in the file: where the next line goes.
     len: u64,
     /// The file as registered for replication (clustered only).
@@ -28,51 +33,33 @@ impl JsonLog {
         sync: bool,
         compact: impl FnOnce(Vec<serde_json::Value>) -> Vec<serde_json::Value>,
     ) -> io::Result<Self> {
-        let mut lines = Vec::new();
-        match std::fs::read(path) {
-            Ok(bytes) => {
-                for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
-                    if line.iter().all(u8::is_ascii_whitespace) {
-                        continue;
-                    }
-                    match serde_json::from_slice::<serde_json::Value>(line) {
-                        Ok(v) => lines.push(v),
-                        Err(e) => {
-                            tracing::warn!(file = %path.display(), line = i + 1, "skipping unreadable line: {e}");
-                        }
-                    }
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
-        }
-        let compacted = compact(lines);
-        let tmp = path.with_extension("tmp");
-        let mut buf = Vec::new();
-        for v in &compacted {
-            serde_json::to_writer(&mut buf, v).map_err(io::Error::other)?;
-            buf.push(b'\n');
-        }
-        {
-            let mut f = File::create(&tmp)?;
-            f.write_all(&buf)?;
-            if sync {
-                f.sync_data()?;
-            }
-        }
-        std::fs::rename(&tmp, path)?;
-        replication::replaced(path, &buf);
-        if sync && let Some(dir) = path.parent() {
-            File::open(dir)?.sync_all()?;
-        }
-        let file = OpenOptions::new().append(true).open(path)?;
+        let lines = read_lines(path)?;
+        let (file, len) = rewrite(path, &compact(lines), sync)?;
         Ok(JsonLog {
             path: path.to_path_buf(),
             file,
             sync,
-            len: buf.len() as u64,
+            durable: sync,
+            len,
             replicated: replication::register(path),
         })
+    }
+
+    /// Rewrites the open log atomically with `compact(lines)`, as at start-up,
+    /// so that a long-running broker's log does not grow without bound.
+    /// Returns how many lines were dropped. On error the old file stays in use.
+    pub fn compact(
+        &mut self,
+        compact: impl FnOnce(Vec<serde_json::Value>) -> Vec<serde_json::Value>,
+    ) -> io::Result<usize> {
+        let lines = read_lines(&self.path)?;
+        let before = lines.len();
+        let kept = compact(lines);
+        let after = kept.len();
+        let (file, len) = rewrite(&self.path, &kept, self.durable)?;
+        self.file = file;
+        self.len = len;
+        Ok(before.saturating_sub(after))
     }
 
     /// Appends one document and syncs it (when syncing is on) before returning.
@@ -102,6 +89,55 @@ impl JsonLog {
     pub fn path(&self) -> &Path {
         &self.path
     }
+}
+
+/// Every readable line of the log at `path` (missing = none); unreadable
+/// lines are skipped with a warning naming them.
+fn read_lines(path: &Path) -> io::Result<Vec<serde_json::Value>> {
+    let mut lines = Vec::new();
+    match std::fs::read(path) {
+        Ok(bytes) => {
+            for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                match serde_json::from_slice::<serde_json::Value>(line) {
+                    Ok(v) => lines.push(v),
+                    Err(e) => {
+                        tracing::warn!(file = %path.display(), line = i + 1, "skipping unreadable line: {e}");
+                    }
+                }
+            }
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    Ok(lines)
+}
+
+/// Replaces the file at `path` with `lines` through a temporary file renamed
+/// over it (synced first when `sync`), and opens it for appending.
+fn rewrite(path: &Path, lines: &[serde_json::Value], sync: bool) -> io::Result<(File, u64)> {
+    let tmp = path.with_extension("tmp");
+    let mut buf = Vec::new();
+    for v in lines {
+        serde_json::to_writer(&mut buf, v).map_err(io::Error::other)?;
+        buf.push(b'\n');
+    }
+    {
+        let mut f = File::create(&tmp)?;
+        f.write_all(&buf)?;
+        if sync {
+            f.sync_data()?;
+        }
+    }
+    std::fs::rename(&tmp, path)?;
+    replication::replaced(path, &buf);
+    if sync && let Some(dir) = path.parent() {
+        File::open(dir)?.sync_all()?;
+    }
+    let file = OpenOptions::new().append(true).open(path)?;
+    Ok((file, buf.len() as u64))
 }
 
 #[cfg(test)]

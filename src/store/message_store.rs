@@ -11,8 +11,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
 use std::path::{Path, PathBuf};
 
-use memmap2::MmapMut;
-
+use super::mmap::Map;
 use super::record::{self, RecordView};
 use super::segment::{SEGMENT_HEADER, Segment};
 
@@ -41,13 +40,13 @@ pub struct MessageStore {
     recovered_acks: HashMap<u32, Vec<u32>>,
     /// Messages before this position were delivered before a restart.
     redeliver_until: SegPos,
-    cursor: Option<MmapMut>,
+    cursor: Option<Map>,
     ready: u64,
     /// Body bytes of the ready messages; `None` until counted after a restart.
     ready_bytes: Option<u64>,
 }
 
-fn open_cursor(dir: &Path) -> io::Result<MmapMut> {
+fn open_cursor(dir: &Path) -> io::Result<Map> {
     let file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -58,7 +57,7 @@ fn open_cursor(dir: &Path) -> io::Result<MmapMut> {
         file.set_len(8)?;
     }
     // SAFETY: see `segment::map`; the cursor file belongs to this store alone.
-    unsafe { MmapMut::map_mut(&file) }
+    unsafe { Map::map_mut(&file) }
 }
 
 impl MessageStore {

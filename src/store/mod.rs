@@ -5,6 +5,7 @@ pub mod definitions;
 pub mod group_sync;
 pub mod json_log;
 pub mod message_store;
+pub mod mmap;
 pub mod queue_store;
 pub mod record;
 pub mod replication;

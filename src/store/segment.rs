@@ -14,8 +14,7 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
 
-use memmap2::MmapMut;
-
+use super::mmap::Map;
 use super::record;
 use super::replication::{self, FileRef};
 
@@ -66,11 +65,11 @@ fn reserve(file: &File, len: u64) -> io::Result<()> {
     }
 }
 
-fn map(file: &File) -> io::Result<MmapMut> {
+fn map(file: &File) -> io::Result<Map> {
     // SAFETY: the broker owns the data directory (it holds the directory lock) and no
     // other process writes these files; within the process a segment is only touched
     // through its owning store, under the queue's lock.
-    unsafe { MmapMut::map_mut(file) }
+    unsafe { Map::map_mut(file) }
 }
 
 fn open_rw(path: &Path, create: bool) -> io::Result<File> {
@@ -131,7 +130,7 @@ pub struct Segment {
     /// Segment number, also the file name suffix.
     pub id: u32,
     file: File,
-    map: Option<MmapMut>,
+    map: Option<Map>,
     /// End of the written data.
     pub end: usize,
     /// Messages in this segment.
@@ -140,7 +139,7 @@ pub struct Segment {
     pub acked: u32,
     /// Records handed out by the reader in this run (to recount after damage).
     pub seen: u32,
-    acks: Option<MmapMut>,
+    acks: Option<Map>,
     sealed: bool,
     dir: PathBuf,
     /// Pages of the map up to here are faulted in: for the writer while the

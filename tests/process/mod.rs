@@ -75,7 +75,13 @@ impl BrokerProcess {
     /// Starts the binary on `data` with an ephemeral port (and the ini file `ini`,
     /// if given) and waits until it listens.
     pub fn spawn(data: &Path, ini: Option<&Path>) -> BrokerProcess {
-        let (mut broker, rx) = BrokerProcess::launch(data, ini);
+        BrokerProcess::spawn_with(data, ini, |_| {})
+    }
+
+    /// [`BrokerProcess::spawn`] with more arguments or environment set by
+    /// `configure` on the command.
+    pub fn spawn_with(data: &Path, ini: Option<&Path>, configure: impl FnOnce(&mut Command)) -> BrokerProcess {
+        let (mut broker, rx) = BrokerProcess::launch(data, ini, configure);
         match rx.recv_timeout(TIMEOUT) {
             Ok(port) => broker.port = port,
             Err(_) => {
@@ -89,10 +95,14 @@ impl BrokerProcess {
     /// Starts the binary without waiting for it to listen (`port` stays 0): for
     /// killing it while it recovers.
     pub fn start(data: &Path, ini: Option<&Path>) -> BrokerProcess {
-        BrokerProcess::launch(data, ini).0
+        BrokerProcess::launch(data, ini, |_| {}).0
     }
 
-    fn launch(data: &Path, ini: Option<&Path>) -> (BrokerProcess, mpsc::Receiver<u16>) {
+    fn launch(
+        data: &Path,
+        ini: Option<&Path>,
+        configure: impl FnOnce(&mut Command),
+    ) -> (BrokerProcess, mpsc::Receiver<u16>) {
         let mut cmd = Command::new(BIN);
         cmd.arg("-D").arg(data).args([
             "-p",
@@ -108,6 +118,7 @@ impl BrokerProcess {
         if let Some(ini) = ini {
             cmd.arg("-c").arg(ini);
         }
+        configure(&mut cmd);
         let mut child = cmd
             .env("NO_COLOR", "1")
             .env_remove("RUST_LOG")
@@ -364,6 +375,11 @@ impl Rng {
 
 /// Sends SIGTERM to process `pid` (without depending on a `kill` program).
 pub fn sigterm(pid: u32) {
+    send_signal(pid, rustix::process::Signal::TERM);
+}
+
+/// Sends `signal` to process `pid`.
+pub fn send_signal(pid: u32, signal: rustix::process::Signal) {
     let pid = rustix::process::Pid::from_raw(pid as i32).expect("a child's pid is positive");
-    rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("SIGTERM");
+    rustix::process::kill_process(pid, signal).expect("kill");
 }
