@@ -87,7 +87,6 @@ impl<'a> MakeWriter<'a> for SharedOutput {
 pub struct Logging {
     filter: reload::Handle<EnvFilter, Registry>,
     output: SharedOutput,
-    file: Option<PathBuf>,
 }
 
 /// The `tracing` filter for a LavinMQ log level (`notice` and `fatal` have no
@@ -124,11 +123,7 @@ impl Logging {
             // Colours unless NO_COLOR is set (the formatter's default).
             registry.with(fmt).init();
         }
-        Ok(Logging {
-            filter: handle,
-            output,
-            file: file.map(Path::to_path_buf),
-        })
+        Ok(Logging { filter: handle, output })
     }
 
     /// Applies a reloaded `log_level` and reopens the log file (or switches
@@ -137,7 +132,6 @@ impl Logging {
     pub fn reload(&mut self, level: &str, file: Option<&Path>) -> Result<(), LoggingError> {
         let output = open(file)?;
         *self.output.0.lock() = output;
-        self.file = file.map(Path::to_path_buf);
         self.filter
             .reload(filter_for(level))
             .map_err(|e| LoggingError::Level(e.to_string()))

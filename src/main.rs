@@ -45,9 +45,6 @@ fn main() -> ExitCode {
     for w in &loaded.warnings {
         tracing::warn!("config: {w}");
     }
-    for w in lavinmq::system_limits::check(&config.main.data_dir) {
-        tracing::warn!("{w}");
-    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
@@ -113,6 +110,7 @@ async fn run(config: Config, mut logging: Logging) -> ExitCode {
     let watchdog = CancellationToken::new();
     systemd::spawn_watchdog(watchdog.clone());
     if config.clustering.enabled {
+        warn_about_system_limits();
         let code = run_clustered(config, signals, logging).await;
         systemd::stopping();
         return code;
@@ -125,6 +123,7 @@ async fn run(config: Config, mut logging: Logging) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    warn_about_system_limits();
     systemd::ready();
     loop {
         tokio::select! {
@@ -152,6 +151,13 @@ async fn run(config: Config, mut logging: Logging) -> ExitCode {
     watchdog.cancel();
     server.shutdown().await;
     ExitCode::SUCCESS
+}
+
+/// Logs each operating-system limit that is too low for the opened store.
+fn warn_about_system_limits() {
+    for w in lavinmq::system_limits::check() {
+        tracing::warn!("{w}");
+    }
 }
 
 /// SIGHUP: reads the configuration again (the same flags, environment and

@@ -1,11 +1,11 @@
 //! Start-up checks of the operating system's limits that a broker with many
 //! queues runs into: every segment file is a memory map (`vm.max_map_count`)
-//! and an open file (`RLIMIT_NOFILE`). The open-file limit's soft value is
+//! and an open file (`RLIMIT_NOFILE`). Run once the data dir is open, they
+//! compare the limits with the store's maps open then (see
+//! [`crate::store::mmap`]) rather than walking the data dir again. The open-file limit's soft value is
 //! raised to its hard value, as servers commonly do; what is still too low is
 //! reported as a warning with the command that fixes it, instead of failing
 //! later on a busy broker with "too many open files".
-
-use std::path::Path;
 
 /// `vm.max_map_count` below this is reported (LavinMQ's threshold).
 const MIN_MAX_MAP_COUNT: u64 = 100_000;
@@ -15,10 +15,10 @@ const MIN_MAX_MAP_COUNT: u64 = 100_000;
 const SPARE_FILES: u64 = 10_000;
 
 /// Raises the open-file limit as far as allowed and returns a warning for
-/// each limit that is too low for a data dir holding `data_dir`'s files.
-pub fn check(data_dir: &Path) -> Vec<String> {
+/// each limit that is too low for the store as opened.
+pub fn check() -> Vec<String> {
     let mut warnings = Vec::new();
-    let segments = count_files(data_dir, 4);
+    let segments = crate::store::mmap::open_count();
     if let Some(max) = std::fs::read_to_string("/proc/sys/vm/max_map_count")
         .ok()
         .and_then(|s| s.trim().parse::<u64>().ok())
@@ -33,7 +33,7 @@ pub fn check(data_dir: &Path) -> Vec<String> {
         let wanted = segments + SPARE_FILES;
         if limit < wanted {
             warnings.push(format!(
-                "the open-file limit is {limit} ({segments} files in the data dir): raise it to at \
+                "the open-file limit is {limit} ({segments} store files open): raise it to at \
                  least {wanted} (LimitNOFILE= in the systemd unit, or 'ulimit -n')"
             ));
         }
@@ -53,20 +53,4 @@ fn raise_nofile() -> Option<u64> {
         }
     }
     limit.current
-}
-
-/// Files under `dir`, `depth` levels deep at most (queue directories hold
-/// the segments).
-fn count_files(dir: &Path, depth: u32) -> u64 {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    entries
-        .flatten()
-        .map(|e| match e.file_type() {
-            Ok(t) if t.is_dir() && depth > 0 => count_files(&e.path(), depth - 1),
-            Ok(t) if t.is_file() => 1,
-            _ => 0,
-        })
-        .sum()
 }

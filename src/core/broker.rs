@@ -217,8 +217,7 @@ impl Broker {
     /// definitions-log compaction limit. The segment size (and so the disk
     /// alarm's built-in floor) stays what it was at start.
     pub fn set_store_limits(&self, free_disk_min: u64, free_disk_warn: u64, max_deleted_definitions: usize) {
-        self.disk
-            .set_limits(self.settings.segment_size, free_disk_min, free_disk_warn);
+        self.disk.set_limits(free_disk_min, free_disk_warn);
         self.settings
             .max_deleted_definitions
             .store(max_deleted_definitions, std::sync::atomic::Ordering::Relaxed);

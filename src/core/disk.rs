@@ -19,12 +19,12 @@ const WARN_SEGMENTS: u64 = 6;
 /// Watches free space in the data directory.
 pub struct DiskMonitor {
     dir: PathBuf,
-    /// The built-in floor: [`BLOCK_SEGMENTS`] segment files.
-    floor: AtomicU64,
+    /// Size of a segment file, which the built-in thresholds are counted in.
+    segment_size: u64,
     /// `free_disk_min` as configured (0 = only the floor).
     min_free: AtomicU64,
-    /// The warning threshold, the floor for it already applied.
-    warn_below: AtomicU64,
+    /// `free_disk_warn` as configured (0 = only the floor).
+    warn: AtomicU64,
     /// True while free space is under the warning threshold (logged once).
     warned: AtomicBool,
     blocked: watch::Sender<bool>,
@@ -35,24 +35,14 @@ impl DiskMonitor {
     /// blocking below max(3 × `segment_size`, `min_free`) and warning below
     /// max(6 × `segment_size`, `warn`).
     pub fn new(dir: &Path, segment_size: u64, min_free: u64, warn: u64) -> Self {
-        let monitor = DiskMonitor {
+        DiskMonitor {
             dir: dir.to_path_buf(),
-            floor: AtomicU64::new(0),
-            min_free: AtomicU64::new(0),
-            warn_below: AtomicU64::new(0),
+            segment_size,
+            min_free: AtomicU64::new(min_free),
+            warn: AtomicU64::new(warn),
             warned: AtomicBool::new(false),
             blocked: watch::channel(false).0,
-        };
-        monitor.store_limits(segment_size, min_free, warn);
-        monitor
-    }
-
-    fn store_limits(&self, segment_size: u64, min_free: u64, warn: u64) {
-        self.floor
-            .store(segment_size.saturating_mul(BLOCK_SEGMENTS), Ordering::Release);
-        self.min_free.store(min_free, Ordering::Release);
-        self.warn_below
-            .store(segment_size.saturating_mul(WARN_SEGMENTS).max(warn), Ordering::Release);
+        }
     }
 
     /// Follows the blocked state (true = publishers must wait).
@@ -70,12 +60,14 @@ impl DiskMonitor {
     pub fn min_free(&self) -> u64 {
         self.min_free
             .load(Ordering::Acquire)
-            .max(self.floor.load(Ordering::Acquire))
+            .max(self.segment_size.saturating_mul(BLOCK_SEGMENTS))
     }
 
     /// The free-space threshold in bytes under which a warning is logged.
     pub fn warn_below(&self) -> u64 {
-        self.warn_below.load(Ordering::Acquire)
+        self.warn
+            .load(Ordering::Acquire)
+            .max(self.segment_size.saturating_mul(WARN_SEGMENTS))
     }
 
     /// Changes `free_disk_min` (tests) and re-checks at once; the built-in
@@ -85,9 +77,11 @@ impl DiskMonitor {
         self.check();
     }
 
-    /// Applies reloaded settings and re-checks at once.
-    pub fn set_limits(&self, segment_size: u64, min_free: u64, warn: u64) {
-        self.store_limits(segment_size, min_free, warn);
+    /// Applies reloaded `free_disk_min` and `free_disk_warn` and re-checks at
+    /// once.
+    pub fn set_limits(&self, min_free: u64, warn: u64) {
+        self.min_free.store(min_free, Ordering::Release);
+        self.warn.store(warn, Ordering::Release);
         self.check();
     }
 
