@@ -21,5 +21,6 @@ pub mod server;
 pub mod store;
 pub mod system_limits;
 pub mod systemd;
+pub mod takeover;
 pub mod transport;
 pub mod wire;

@@ -52,11 +52,56 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if let Some(src) = config.main.convert_lavinmq_data_dir.clone() {
+        return runtime.block_on(convert(&src, &config));
+    }
     let code = runtime.block_on(run(config, logging));
     if let Some(path) = pidfile {
         let _ = std::fs::remove_file(path);
     }
     code
+}
+
+/// `--convert-lavinmq-data-dir SRC`: converts the LavinMQ data dir `SRC`
+/// into the (empty) data dir, without starting the broker.
+async fn convert(src: &std::path::Path, config: &Config) -> ExitCode {
+    let dest = &config.main.data_dir;
+    let _lock = if config.main.data_dir_lock {
+        if let Err(e) = std::fs::create_dir_all(dest) {
+            eprintln!("lavinmq: cannot create {}: {e}", dest.display());
+            return ExitCode::FAILURE;
+        }
+        match lavinmq::data_dir_lock::DataDirLock::acquire(dest) {
+            Ok(l) => Some(l),
+            Err(e) => {
+                eprintln!("lavinmq: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        None
+    };
+    let started = std::time::Instant::now();
+    match lavinmq::takeover::convert(src, dest, lavinmq::server::store_settings(&config.main)) {
+        Ok(report) => {
+            report.log();
+            let secs = started.elapsed().as_secs_f64();
+            println!(
+                "converted {} into {}: {} users, {} vhosts, {} queues, {} messages in {secs:.1} s",
+                src.display(),
+                dest.display(),
+                report.users,
+                report.vhosts,
+                report.entities.1,
+                report.messages()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("lavinmq: cannot convert {}: {e}", src.display());
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// The configuration from this process's flags, environment and config file.

@@ -52,6 +52,15 @@ pub enum StartError {
         /// What was wrong with it.
         reason: String,
     },
+    /// The data dir is a LavinMQ data dir that could not be converted; its
+    /// original files are in the backup directory.
+    #[error("cannot take over the LavinMQ data dir (its files are kept in {backup}): {source}")]
+    TakeOver {
+        /// Where the original files are.
+        backup: PathBuf,
+        /// What went wrong.
+        source: crate::takeover::ConvertError,
+    },
     /// A Unix socket (the control socket, or a protocol's `unix_path`)
     /// could not be set up.
     #[error(transparent)]
@@ -118,17 +127,16 @@ impl Server {
         } else {
             None
         };
-        let settings = StoreSettings {
-            segment_size: main.segment_size,
-            sync: main.sync,
-            free_disk_min: main.free_disk_min,
-            free_disk_warn: main.free_disk_warn,
-            max_deleted_definitions: Arc::new(std::sync::atomic::AtomicUsize::new(main.max_deleted_definitions)),
-            consistent_hash_algorithm: crate::core::consistent_hash::HashAlgorithm::parse(
-                &main.default_consistent_hash_algorithm,
-            )
-            .unwrap_or_default(),
-        };
+        let settings = store_settings(main);
+        if crate::takeover::needs_take_over(&main.data_dir) {
+            let report = crate::takeover::take_over(&main.data_dir, settings.clone()).map_err(|source| {
+                StartError::TakeOver {
+                    backup: main.data_dir.join(crate::takeover::BACKUP_DIR),
+                    source,
+                }
+            })?;
+            report.log();
+        }
         let broker = Broker::open(
             &main.data_dir,
             settings,
@@ -478,6 +486,21 @@ fn serve_unix_sockets(
         bound.push(socket);
     }
     Ok(bound)
+}
+
+/// The storage settings of `[main]`.
+pub fn store_settings(main: &crate::config::MainConfig) -> StoreSettings {
+    StoreSettings {
+        segment_size: main.segment_size,
+        sync: main.sync,
+        free_disk_min: main.free_disk_min,
+        free_disk_warn: main.free_disk_warn,
+        max_deleted_definitions: Arc::new(std::sync::atomic::AtomicUsize::new(main.max_deleted_definitions)),
+        consistent_hash_algorithm: crate::core::consistent_hash::HashAlgorithm::parse(
+            &main.default_consistent_hash_algorithm,
+        )
+        .unwrap_or_default(),
+    }
 }
 
 /// Imports the definitions file `path` (`load_definitions`) into `broker`.

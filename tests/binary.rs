@@ -10,9 +10,13 @@ use tokio::net::TcpStream;
 
 const BIN: &str = env!("CARGO_BIN_EXE_lavinmq");
 
+#[path = "binary/lavinmq_fixture.rs"]
+mod lavinmq_fixture;
 mod process;
 #[path = "binary/service.rs"]
 mod service;
+#[path = "binary/takeover.rs"]
+mod takeover;
 
 fn write_ini(dir: &std::path::Path, text: &str) -> std::path::PathBuf {
     let p = dir.join("lavinmq.ini");

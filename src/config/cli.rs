@@ -29,6 +29,11 @@ pub(crate) struct Cli {
     #[arg(short = 'D', long, value_name = "DATADIR")]
     data_dir: Option<PathBuf>,
 
+    /// Convert the LavinMQ 2.x data dir SRC (left untouched) into the data
+    /// directory (-D, which must be empty), then exit
+    #[arg(long, value_name = "SRC")]
+    convert_lavinmq_data_dir: Option<PathBuf>,
+
     /// Log level: trace, debug, info, notice, warn, error, fatal, none (default: info)
     #[arg(short = 'l', long, value_name = "LEVEL", value_parser = value::log_level_flag)]
     log_level: Option<String>,
@@ -234,6 +239,7 @@ impl Cli {
     pub(crate) fn apply(self, config: &mut Config, warnings: &mut Vec<String>) {
         let main = &mut config.main;
         set(&mut main.data_dir, self.data_dir);
+        main.convert_lavinmq_data_dir = self.convert_lavinmq_data_dir;
         set(&mut main.log_level, self.log_level);
         if self.debug {
             main.log_level = "debug".to_owned();

@@ -143,6 +143,9 @@ pub struct MainConfig {
     pub log_exchange: bool,
     /// Definitions file to import at start-up (`load_definitions`).
     pub load_definitions: Option<PathBuf>,
+    /// A LavinMQ data dir to convert into `data_dir` instead of starting
+    /// (`--convert-lavinmq-data-dir`, command line only).
+    pub convert_lavinmq_data_dir: Option<PathBuf>,
     /// Deleted definitions tolerated before the definitions file is compacted
     /// (`max_deleted_definitions`).
     pub max_deleted_definitions: usize,
@@ -298,6 +301,7 @@ impl Default for MainConfig {
             free_disk_warn: 0,
             log_exchange: false,
             load_definitions: None,
+            convert_lavinmq_data_dir: None,
             max_deleted_definitions: 8192,
             consumer_timeout: None,
             consumer_timeout_loop_interval: 60,

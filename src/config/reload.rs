@@ -85,6 +85,7 @@ impl Config {
             main.segment_size,
             main.sync,
             main.load_definitions,
+            main.convert_lavinmq_data_dir,
             main.consumer_timeout_loop_interval,
             main.default_user,
             main.default_password_hash,

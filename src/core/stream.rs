@@ -219,6 +219,17 @@ impl StreamState {
         })
     }
 
+    /// Gives an empty stream its first offset `start` and the tracked
+    /// consumer offsets `offsets` (tag → last consumed offset): a stream
+    /// converted from another broker keeps both.
+    pub fn seed(&mut self, start: u64, offsets: BTreeMap<String, u64>) -> std::io::Result<()> {
+        self.store.start_at(start)?;
+        self.offsets = offsets;
+        self.dirty_since = Some(0);
+        self.save_offsets();
+        Ok(())
+    }
+
     /// Adds a reader for consumer `id` with tag `tag`.
     pub fn add_reader(&mut self, id: u64, tag: &str, explicit_tag: bool, opts: &ConsumerOptions) {
         let tracked_offset = explicit_tag.then(|| self.offsets.get(tag).copied()).flatten();

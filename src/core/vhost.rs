@@ -439,6 +439,13 @@ impl VHost {
         Queue::open(spec, self, self.me.clone(), dir, self.settings.segment_size)
     }
 
+    /// Where durable queue `name` keeps its files, whether or not it exists
+    /// yet: a data-dir conversion places a stream's start offset and consumer
+    /// offsets there before declaring the queue.
+    pub fn durable_queue_dir(&self, name: &str) -> PathBuf {
+        self.queue_dir(name, true)
+    }
+
     fn queue_dir(&self, name: &str, durable: bool) -> PathBuf {
         if durable {
             self.dir.join(dir_name(name))

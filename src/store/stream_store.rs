@@ -81,6 +81,17 @@ impl StreamStore {
         Ok(store)
     }
 
+    /// Makes an empty stream start at offset `start` instead of 0, so that a
+    /// stream converted from another broker keeps its offsets.
+    pub fn start_at(&mut self, start: u64) -> io::Result<()> {
+        if !self.segments.is_empty() {
+            return Err(io::Error::other("only an empty stream can be given its first offset"));
+        }
+        super::definitions::write_json(&self.dir.join(START_FILE), &start.into(), true)?;
+        self.next_offset = start;
+        Ok(())
+    }
+
     /// Offset the next message will get.
     pub fn next_offset(&self) -> u64 {
         self.next_offset
