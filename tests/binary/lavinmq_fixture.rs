@@ -152,7 +152,12 @@ pub fn record(ts: i64, exchange: &str, routing_key: &str, props: &Props, body: &
 /// Writes a message store into `dir`: records packed into segments of about
 /// `segment_size` bytes, the positions of the records `acked` selects listed
 /// in the acks files. Returns the number of segments.
-pub fn write_store(dir: &Path, records: &[Vec<u8>], segment_size: usize, acked: impl Fn(usize) -> bool) -> u32 {
+pub fn write_store<R: AsRef<[u8]>>(
+    dir: &Path,
+    records: impl IntoIterator<Item = R>,
+    segment_size: usize,
+    acked: impl Fn(usize) -> bool,
+) -> u32 {
     std::fs::create_dir_all(dir).unwrap();
     let mut seg_id = 1u32;
     let mut seg = 4i32.to_le_bytes().to_vec();
@@ -173,7 +178,8 @@ pub fn write_store(dir: &Path, records: &[Vec<u8>], segment_size: usize, acked: 
             std::fs::write(name("acks"), &acks).unwrap();
         }
     };
-    for (i, r) in records.iter().enumerate() {
+    for (i, r) in records.into_iter().enumerate() {
+        let r = r.as_ref();
         if seg.len() + r.len() > segment_size && count > 0 {
             flush(seg_id, &mut seg, &mut acks, count, false);
             seg_id += 1;

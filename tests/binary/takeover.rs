@@ -453,6 +453,27 @@ async fn convert_flag_converts_into_another_dir_without_touching_the_source() {
     check_converted(&broker, &log).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_take_over_is_redone_from_the_backup() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    // As left by a broker killed while converting: the originals moved into
+    // the backup, the marker still there, part of the new layout written.
+    write_fixture(&data.join("lavinmq-backup"));
+    std::fs::write(data.join(".lavinmq-takeover-in-progress"), "").unwrap();
+    std::fs::write(data.join("users.json"), "[]").unwrap();
+    std::fs::write(data.join("vhosts.json"), "[]").unwrap();
+    let broker = BrokerProcess::spawn(&data, None);
+    assert!(
+        broker.log_text().contains("redoing an interrupted conversion"),
+        "{}",
+        broker.log_text()
+    );
+    let conn = connect_as(&broker, "bob", "other").await;
+    assert_eq!(message_count(&conn, "q2").await, 3);
+    assert!(!data.join(".lavinmq-takeover-in-progress").exists());
+}
+
 #[test]
 fn a_data_dir_of_another_schema_is_refused_and_left_alone() {
     let dir = tempfile::tempdir().unwrap();
@@ -468,4 +489,57 @@ fn a_data_dir_of_another_schema_is_refused_and_left_alone() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("schema 4"));
+}
+
+/// Conversion speed and peak memory for one large queue, run by hand with
+/// `--ignored`: `LAVINMQ_CONVERT_MESSAGES` messages of 16 bytes (10 million
+/// by default), one in ten acked, in 8 MiB segments.
+#[test]
+#[ignore = "a measurement, run by hand"]
+fn measure_converting_a_large_queue() {
+    let n: usize = std::env::var("LAVINMQ_CONVERT_MESSAGES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000_000);
+    let dir = tempfile::tempdir_in(std::env::var("LAVINMQ_CONVERT_DIR").unwrap_or_else(|_| "/tmp".into())).unwrap();
+    let src = dir.path().join("lavinmq");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("schema_version"), "4").unwrap();
+    let (hash, algorithm) = password_hash("sha256", "guest-pw");
+    let users = serde_json::json!([{"name": "guest", "password_hash": hash, "hashing_algorithm": algorithm,
+        "permissions": {"/": {"config": ".*", "read": ".*", "write": ".*"}}, "tags": "administrator"}]);
+    std::fs::write(src.join("users.json"), users.to_string()).unwrap();
+    std::fs::write(src.join("vhosts.json"), r#"[{"name": "/"}]"#).unwrap();
+    let vhost = write_vhost(&src, "/", &[queue_declare("big", &[])]);
+    let props = Props {
+        delivery_mode: Some(2),
+        ..Props::default()
+    };
+    let records = (0..n).map(|i| record(TS, "", "big", &props, format!("{i:016}").as_bytes()));
+    write_store(&queue_dir(&vhost, "big"), records, 8 << 20, |i| i % 10 == 0);
+    let started = std::time::Instant::now();
+    let out = Command::new(BIN)
+        .arg("--convert-lavinmq-data-dir")
+        .arg(&src)
+        .arg("-D")
+        .arg(dir.path().join("converted"))
+        .output()
+        .unwrap();
+    let secs = started.elapsed().as_secs_f64();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // SAFETY: getrusage only writes into the zeroed struct it is given.
+    let usage = unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_CHILDREN, &mut u);
+        u
+    };
+    let converted = n - n.div_ceil(10);
+    println!(
+        "{converted} of {n} messages converted in {secs:.1} s ({:.0} msgs/s), peak RSS {} MiB, CPU {:.1} s",
+        converted as f64 / secs,
+        usage.ru_maxrss / 1024,
+        (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) as f64
+            + (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) as f64 / 1e6
+    );
+    println!("{}", String::from_utf8_lossy(&out.stdout));
 }
