@@ -24,7 +24,7 @@ use crate::core::{FieldTable, FieldValue};
 /// The exchange MQTT topics are routed through.
 pub const TOPIC_EXCHANGE: &str = "amq.topic";
 /// Binding argument holding a subscription's granted QoS.
-const QOS_ARGUMENT: &str = "x-mqtt-subscription-qos";
+pub const QOS_ARGUMENT: &str = "x-mqtt-subscription-qos";
 /// The longest queue name the core stores.
 const MAX_QUEUE_NAME: usize = 255;
 

@@ -10,7 +10,7 @@ use bytes::{Bytes, BytesMut};
 use serde_json::Value;
 
 use super::segments::{self, Skipped, StoredMessage};
-use super::source::{SourceVHost, stream_offsets};
+use super::source::{SOURCE_NAME, SourceVHost, is_mqtt_session, stream_offsets};
 use super::{ConvertError, Report};
 use crate::core::broker::Broker;
 use crate::core::message::Message;
@@ -90,9 +90,11 @@ pub fn copy_vhost(broker: &Broker, v: &SourceVHost, doc: &Value, report: &mut Re
         .ok_or_else(|| ConvertError::Broker(format!("vhost '{}' was not created", v.name)))?;
     for q in of_vhost(doc, "queues", &v.name) {
         let name = q["name"].as_str().unwrap_or_default();
-        let (Some(dir), Some(queue)) = (v.queue_dir(name), vhost.queue(name)) else {
+        let source_name = q[SOURCE_NAME].as_str().unwrap_or(name);
+        let (Some(dir), Some(queue)) = (v.queue_dir(source_name), vhost.queue(name)) else {
             continue;
         };
+        let session = is_mqtt_session(q);
         let stores = if is_stream(q) {
             let (first, offsets) = stream_offsets(&dir);
             if let Some(stream) = queue.lock().stream.as_mut() {
@@ -103,6 +105,16 @@ pub fn copy_vhost(broker: &Broker, v: &SourceVHost, doc: &Value, report: &mut Re
             SourceVHost::stores(&dir)
         };
         let r = copy_stores(&v.name, name.to_string(), &stores, |msg, scratch| {
+            if session {
+                // LavinMQ routes MQTT messages by topic; this broker by its
+                // AMQP form, through amq.topic.
+                let mut msg = msg.clone();
+                msg.exchange = crate::mqtt::session::TOPIC_EXCHANGE.into();
+                msg.routing_key = crate::mqtt::topic_map::topic_to_routing_key(&msg.routing_key)
+                    .as_ref()
+                    .into();
+                return queue.publish(&msg, scratch).map(|_| ());
+            }
             queue.publish(msg, scratch).map(|_| ())
         })?;
         if dir.join("paused").exists() {

@@ -23,6 +23,49 @@ pub const SCHEMA_FILE: &str = "schema_version";
 /// The hidden user LavinMQ creates for shovels and federation; not converted.
 const DIRECT_USER: &str = "__direct";
 
+/// The exchange LavinMQ binds MQTT sessions to.
+const MQTT_EXCHANGE: &str = "mqtt.default";
+
+/// The field of a converted queue's definition naming the queue it came
+/// from, when the name changed (MQTT sessions); the import ignores it.
+pub const SOURCE_NAME: &str = "lavinmq_name";
+
+/// True for a queue definition converted from a LavinMQ MQTT session.
+pub fn is_mqtt_session(queue: &Value) -> bool {
+    queue[SOURCE_NAME].is_string()
+}
+
+/// Turns LavinMQ's MQTT sessions (durable queues `mqtt.<client id>` of type
+/// `mqtt`, bound to `mqtt.default` with topic filters) into this broker's
+/// (RabbitMQ's naming: `mqtt-subscription-<client id>qos1`, bound to
+/// `amq.topic` with AMQP binding keys).
+fn convert_mqtt_sessions(queues: &mut [Value], bindings: &mut Vec<Value>) {
+    use crate::mqtt::{session, topic_map};
+    for q in queues.iter_mut() {
+        let name = q["name"].as_str().unwrap_or_default().to_string();
+        let Some(client_id) = name.strip_prefix("mqtt.") else {
+            continue;
+        };
+        if q["arguments"]["x-queue-type"] != "mqtt" {
+            continue;
+        }
+        let new_name = session::queue_name(client_id);
+        q[SOURCE_NAME] = json!(name);
+        q["name"] = json!(new_name);
+        q["auto_delete"] = json!(false);
+        q["arguments"] = json!({});
+        for b in bindings.iter_mut().filter(|b| b["destination"] == name.as_str()) {
+            let filter = b["routing_key"].as_str().unwrap_or_default();
+            let qos = b["arguments"]["mqtt.qos"].as_i64().unwrap_or(1);
+            *b = json!({"source": session::TOPIC_EXCHANGE, "destination": new_name, "destination_type": "queue",
+                        "routing_key": topic_map::filter_to_binding_key(filter), "vhost": b["vhost"],
+                        "arguments": {session::QOS_ARGUMENT: qos}});
+        }
+    }
+    // Bindings of LavinMQ's MQTT exchange to anything else have no counterpart.
+    bindings.retain(|b| b["source"] != MQTT_EXCHANGE);
+}
+
 /// Hex SHA-1 of `name`: the directory LavinMQ gives a vhost or a queue.
 pub fn sha1_dir(name: &str) -> String {
     use sha1::Digest;
@@ -172,7 +215,8 @@ impl Source {
                 Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
                 Err(e) => return Err(e),
             };
-            let entities = definitions_log::replay(&v.name, &log);
+            let mut entities = definitions_log::replay(&v.name, &log);
+            convert_mqtt_sessions(&mut entities.queues, &mut entities.bindings);
             if let Some(d) = entities.damage {
                 damage.push(format!("vhost '{}': definitions.amqp {d}", v.name));
             }

@@ -245,12 +245,17 @@ pub fn queue_delete(name: &str) -> Vec<u8> {
 
 /// `queue.bind`.
 pub fn queue_bind(queue: &str, exchange: &str, routing_key: &str) -> Vec<u8> {
+    queue_bind_with(queue, exchange, routing_key, &[])
+}
+
+/// `queue.bind` with arguments.
+pub fn queue_bind_with(queue: &str, exchange: &str, routing_key: &str, arguments: &[u8]) -> Vec<u8> {
     let mut f = 0u16.to_le_bytes().to_vec();
     short(&mut f, queue);
     short(&mut f, exchange);
     short(&mut f, routing_key);
     f.push(0);
-    f.extend(args(&[]));
+    f.extend(args(arguments));
     frame(50, 20, &f)
 }
 

@@ -71,6 +71,13 @@ fn write_fixture(root: &Path) {
             queue_bind("work", "orders", "order.#"),
             queue_bind("delayed-target", "later", "k"),
             queue_delete("gone"),
+            queue_declare("mqtt.sensor-7", &table(&[("x-queue-type", Header::Str("mqtt"))])),
+            queue_bind_with(
+                "mqtt.sensor-7",
+                "mqtt.default",
+                "sensors/#",
+                &table(&[("mqtt.qos", Header::Int(1))]),
+            ),
         ],
     );
     let work: Vec<Vec<u8>> = (0..WORK)
@@ -155,6 +162,12 @@ fn write_fixture(root: &Path) {
         .collect();
     write_store(&queue_dir(&root_vhost, "amq.delayed-later"), &delayed, 4096, |_| false);
     write_retained(&root_vhost, &[("sensors/1", b"21.5")]);
+    let queued = Props {
+        delivery_mode: Some(2),
+        ..Props::default()
+    };
+    let session = [record(TS, "mqtt.default", "sensors/9", &queued, b"queued-for-7")];
+    write_store(&queue_dir(&root_vhost, "mqtt.sensor-7"), &session, 4096, |_| false);
 
     let other = write_vhost(root, "other", &[queue_declare("q2", &[])]);
     std::fs::write(other.join("limits.json"), r#"{"max-queues":10}"#).unwrap();
@@ -366,29 +379,68 @@ async fn check_converted(broker: &BrokerProcess, conversion_log: &str) {
     assert_retained(broker).await;
 }
 
-/// The retained MQTT message is handed to a new subscriber.
+/// The retained MQTT message is handed to a new subscriber, and a
+/// persistent session finds its subscription and its queued message.
 async fn assert_retained(broker: &BrokerProcess) {
-    let log = broker.log_text();
-    let port: u16 = log
-        .split("MQTT listening on ")
-        .nth(1)
-        .and_then(|s| s.split_whitespace().next())
-        .and_then(|a| a.rsplit(':').next())
-        .and_then(|p| p.parse().ok())
-        .expect("MQTT port in the log");
+    let port = mqtt_port(broker);
     let mut opts = rumqttc::MqttOptions::new("takeover-check", "127.0.0.1", port);
     opts.set_credentials("guest", "guest-pw");
-    let (client, mut events) = rumqttc::AsyncClient::new(opts, 10);
+    let (client, mut first_events) = rumqttc::AsyncClient::new(opts, 10);
     client.subscribe("sensors/#", rumqttc::QoS::AtLeastOnce).await.unwrap();
-    let payload = within("retained message", async {
+    let retained = next_publish(&mut first_events).await;
+    assert_eq!(&retained.payload[..], b"21.5");
+    tokio::spawn(async move { while first_events.poll().await.is_ok() {} });
+
+    let mut opts = rumqttc::MqttOptions::new("sensor-7", "127.0.0.1", port);
+    opts.set_credentials("guest", "guest-pw");
+    opts.set_clean_session(false);
+    let (_client, mut events) = rumqttc::AsyncClient::new(opts, 10);
+    let present = within("connack", async {
         loop {
-            if let rumqttc::Event::Incoming(rumqttc::Packet::Publish(p)) = events.poll().await.expect("mqtt") {
-                return p.payload;
+            if let rumqttc::Event::Incoming(rumqttc::Packet::ConnAck(c)) = events.poll().await.expect("mqtt") {
+                return c.session_present;
             }
         }
     })
     .await;
-    assert_eq!(&payload[..], b"21.5");
+    assert!(present, "LavinMQ's persistent session is kept");
+    let queued = next_publish(&mut events).await;
+    assert_eq!(
+        (queued.topic.as_str(), &queued.payload[..]),
+        ("sensors/9", &b"queued-for-7"[..])
+    );
+    client
+        .publish("sensors/2", rumqttc::QoS::AtLeastOnce, false, "new")
+        .await
+        .unwrap();
+    loop {
+        let p = next_publish(&mut events).await;
+        if &p.payload[..] == b"new" {
+            assert_eq!(p.topic, "sensors/2", "the session's subscription is kept");
+            break;
+        }
+    }
+}
+
+async fn next_publish(events: &mut rumqttc::EventLoop) -> rumqttc::Publish {
+    within("mqtt publish", async {
+        loop {
+            if let rumqttc::Event::Incoming(rumqttc::Packet::Publish(p)) = events.poll().await.expect("mqtt") {
+                return p;
+            }
+        }
+    })
+    .await
+}
+
+fn mqtt_port(broker: &BrokerProcess) -> u16 {
+    let log = broker.log_text();
+    log.split("MQTT listening on ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|a| a.rsplit(':').next())
+        .and_then(|p| p.parse().ok())
+        .expect("MQTT port in the log")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -435,8 +487,8 @@ async fn convert_flag_converts_into_another_dir_without_touching_the_source() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
     let unacked = (0..WORK).filter(|&i| !acked(i)).count();
-    // work + prio (18) + stream (50) + damaged (5) + held (1) + delayed (2) + q2 (3)
-    let total = unacked + 18 + 50 + 5 + 1 + 2 + 3;
+    // work + prio (18) + stream (50) + damaged (5) + held (1) + MQTT session (1) + delayed (2) + q2 (3)
+    let total = unacked + 18 + 50 + 5 + 1 + 1 + 2 + 3;
     assert!(stdout.contains(&format!("{total} messages")), "{stdout}");
     assert_eq!(file_hashes(&src), original, "the source is left as it was");
     let again = Command::new(BIN)
