@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use bytes::Bytes;
 use rustc_hash::FxHashMap;
 
+pub use super::stream_filter::Filter;
 use super::{BasicProperties, FieldTable, FieldValue};
 use crate::store::SegPos;
 use crate::store::stream_store::{StreamCursor, StreamStore};
@@ -81,29 +82,6 @@ pub enum StartAt {
     Time(i64),
 }
 
-/// A consumer's message filter (`x-stream-filter`).
-#[derive(Debug, Clone)]
-pub struct Filter {
-    values: Vec<String>,
-    match_all: bool,
-    match_unfiltered: bool,
-}
-
-impl Filter {
-    /// True when a message with `x-stream-filter-value` `value` passes.
-    fn accepts(&self, value: Option<&str>) -> bool {
-        let Some(value) = value else {
-            return self.match_unfiltered;
-        };
-        let mut have = value.split(',').map(str::trim);
-        if self.match_all {
-            self.values.iter().all(|f| value.split(',').any(|v| v.trim() == f))
-        } else {
-            have.any(|v| self.values.iter().any(|f| f == v))
-        }
-    }
-}
-
 /// What a stream consumer asked for in its `basic.consume` arguments.
 #[derive(Debug, Clone)]
 pub struct ConsumerOptions {
@@ -136,26 +114,7 @@ impl ConsumerOptions {
                 }
             },
         };
-        let filter_values: Option<Vec<String>> = match args.get("x-stream-filter") {
-            None => None,
-            Some(FieldValue::Array(items)) => {
-                Some(items.iter().filter_map(|v| v.as_str()).map(str::to_string).collect())
-            }
-            Some(v) => match v.as_str() {
-                Some(s) => Some(
-                    s.split(',')
-                        .map(|x| x.trim().to_string())
-                        .filter(|x| !x.is_empty())
-                        .collect(),
-                ),
-                None => return Err("invalid x-stream-filter: expected a string or an array of strings".into()),
-            },
-        };
-        let match_all = match args.get("x-filter-match-type").map(|v| v.as_str()) {
-            None | Some(Some("all")) => true,
-            Some(Some("any")) => false,
-            _ => return Err("invalid x-filter-match-type: expected 'all' or 'any'".into()),
-        };
+        let filter = Filter::from_arguments(args)?;
         let flag = |key: &str| match args.get(key) {
             Some(FieldValue::Bool(b)) => *b,
             Some(v) => v.as_str() == Some("true"),
@@ -163,11 +122,7 @@ impl ConsumerOptions {
         };
         Ok(ConsumerOptions {
             start,
-            filter: filter_values.map(|values| Filter {
-                values,
-                match_all,
-                match_unfiltered: flag("x-stream-match-unfiltered"),
-            }),
+            filter,
             automatic_tracking: flag("x-stream-automatic-offset-tracking"),
         })
     }
@@ -303,15 +258,12 @@ impl StreamState {
                 continue;
             }
             if let Some(f) = &reader.filter {
-                let value = self.store.view(at).and_then(|v| {
-                    let props = BasicProperties::decode(&mut Bytes::copy_from_slice(v.properties)).ok()?;
-                    props
-                        .headers?
-                        .get("x-stream-filter-value")
-                        .and_then(|h| h.as_str())
-                        .map(str::to_string)
+                let headers = self.store.view(at).and_then(|v| {
+                    BasicProperties::decode(&mut Bytes::copy_from_slice(v.properties))
+                        .ok()?
+                        .headers
                 });
-                if !f.accepts(value.as_deref()) {
+                if !f.accepts(headers.as_ref()) {
                     continue;
                 }
             }
@@ -394,26 +346,6 @@ mod tests {
         for o in [0, 1, u64::from(u32::MAX) + 7] {
             assert_eq!(pos_offset(offset_pos(o)), o);
         }
-    }
-
-    #[test]
-    fn filters_match_all_any_and_unfiltered() {
-        let all = Filter {
-            values: vec!["a".into(), "b".into()],
-            match_all: true,
-            match_unfiltered: false,
-        };
-        assert!(all.accepts(Some("a,b,c")));
-        assert!(!all.accepts(Some("a")));
-        assert!(!all.accepts(None));
-        let any = Filter {
-            values: vec!["a".into(), "b".into()],
-            match_all: false,
-            match_unfiltered: true,
-        };
-        assert!(any.accepts(Some("b")));
-        assert!(!any.accepts(Some("c")));
-        assert!(any.accepts(None));
     }
 
     #[test]
