@@ -28,3 +28,33 @@ impl DataDirLock {
         Ok(DataDirLock { _file: file })
     }
 }
+
+/// A shared hold on `DIR/.lock` for reading a data dir without a broker
+/// (`lavinmqctl definitions`): it cannot be had while a broker holds the
+/// lock, and while held no broker can start on the dir. It never creates
+/// the lock file, so the dir is left exactly as it was.
+pub struct DataDirReadLock {
+    _file: Option<File>,
+}
+
+impl DataDirReadLock {
+    /// Takes the shared lock if the lock file exists (a dir no broker with a
+    /// lock ever ran on needs none); fails with a message that names the dir
+    /// when a broker holds it.
+    pub fn acquire(dir: &Path) -> Result<Self, String> {
+        let path = dir.join(".lock");
+        let file = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(DataDirReadLock { _file: None }),
+            Err(e) => return Err(format!("cannot open {}: {e}", path.display())),
+        };
+        rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockShared).map_err(|_| {
+            format!(
+                "data dir {} is in use by a running broker (lock held on {}); stop it first, or use export_definitions",
+                dir.display(),
+                path.display()
+            )
+        })?;
+        Ok(DataDirReadLock { _file: Some(file) })
+    }
+}

@@ -971,3 +971,110 @@ async fn remote_broker_over_http_with_basic_auth() {
         "{unreachable:?}"
     );
 }
+
+/// Every file under `dir` with its contents, to show that nothing changed.
+fn files_of(dir: &Path) -> std::collections::BTreeMap<std::path::PathBuf, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).expect("read dir") {
+            let path = entry.expect("dir entry").path();
+            if path.is_dir() {
+                todo.push(path);
+            } else {
+                let bytes = std::fs::read(&path).expect("read file");
+                out.insert(path, bytes);
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn definitions_of_a_data_dir_without_the_broker() {
+    let mut b = start().await;
+    let api = Api::new(&b);
+    let defs = json!({
+        "vhosts": [{"name": "/"}, {"name": "other", "description": "second", "tags": ["t"]}],
+        "users": [{"name": "alice", "password_hash": "", "tags": ["management"]}],
+        "permissions": [{"user": "alice", "vhost": "other", "configure": ".*", "write": "", "read": ".*"}],
+        "exchanges": [
+            {"name": "logs", "vhost": "/", "type": "topic", "durable": true, "auto_delete": false,
+             "internal": false, "arguments": {}},
+            {"name": "later", "vhost": "other", "type": "x-delayed-message", "durable": true,
+             "auto_delete": false, "internal": false, "arguments": {"x-delayed-type": "direct"}},
+            {"name": "fan", "vhost": "other", "type": "fanout", "durable": true, "auto_delete": false,
+             "internal": true, "arguments": {}}
+        ],
+        "queues": [
+            {"name": "errors", "vhost": "/", "durable": true, "auto_delete": false,
+             "arguments": {"x-max-length": 10}},
+            {"name": "events", "vhost": "/", "durable": true, "auto_delete": false,
+             "arguments": {"x-queue-type": "stream"}},
+            {"name": "gone", "vhost": "/", "durable": true, "auto_delete": false, "arguments": {}},
+            {"name": "q", "vhost": "other", "durable": true, "auto_delete": false, "arguments": {}}
+        ],
+        "bindings": [
+            {"source": "logs", "vhost": "/", "destination": "errors", "destination_type": "queue",
+             "routing_key": "*.error", "arguments": {}},
+            {"source": "logs", "vhost": "/", "destination": "gone", "destination_type": "queue",
+             "routing_key": "#", "arguments": {}},
+            {"source": "amq.topic", "vhost": "/", "destination": "logs", "destination_type": "exchange",
+             "routing_key": "logs.#", "arguments": {}},
+            {"source": "fan", "vhost": "other", "destination": "q", "destination_type": "queue",
+             "routing_key": "", "arguments": {"x-match": "any"}}
+        ],
+        "policies": [{"name": "cap", "vhost": "/", "pattern": "^err", "apply-to": "queues",
+                      "definition": {"max-length": 5}, "priority": 1}],
+        "operator_policies": [{"name": "ttl", "vhost": "other", "pattern": ".*", "apply-to": "queues",
+                               "definition": {"message-ttl": 60000}, "priority": 0}]
+    });
+    let path = socket(&b);
+    run_with(
+        &["--control-unix-path", &path, "import_definitions", "-"],
+        &[],
+        Some(&defs.to_string()),
+    )
+    .await
+    .ok();
+    ctl(&b, &["delete_queue", "gone"]).await.ok();
+    ctl(&b, &["-p", "other", "set_vhost_limits", r#"{"max-queues": 7}"#])
+        .await
+        .ok();
+    let live = api.get_ok("/api/definitions").await;
+    let dir = b.data_dir().display().to_string();
+
+    // The broker runs on the dir: refused, rather than read while written.
+    let refused = run_with(&["definitions", &dir], &[], None).await.fails_with(1);
+    assert!(refused.stderr.contains("in use by a running broker"), "{refused:?}");
+
+    b.stop_keeping_data().await;
+    let before = files_of(b.data_dir());
+    let offline = run_with(&["definitions", &dir], &[], None).await.ok();
+    assert!(offline.stdout.lines().count() > 3, "indented JSON");
+    assert_eq!(offline.json(), live);
+    assert!(files_of(b.data_dir()) == before, "the data dir was modified");
+    let queues: Vec<&str> = live["queues"]
+        .as_array()
+        .expect("queues")
+        .iter()
+        .filter_map(|q| q["name"].as_str())
+        .collect();
+    assert_eq!(queues, ["errors", "events", "q"]);
+    let compact = run_with(&["-f", "json", "definitions", &dir], &[], None).await.ok();
+    assert_eq!(compact.stdout.lines().count(), 1);
+
+    // Not a data dir (LavinMQ's message), or no dir at all.
+    let empty = tempfile::tempdir().expect("tempdir");
+    let not_data = run_with(&["definitions", &empty.path().display().to_string()], &[], None)
+        .await
+        .fails_with(1);
+    assert!(
+        not_data.stderr.contains("vhosts.json not found. Is") && not_data.stderr.contains("a data directory?"),
+        "{not_data:?}"
+    );
+    run_with(&["definitions", "/nonexistent/data"], &[], None)
+        .await
+        .fails_with(1);
+    run_with(&["definitions"], &[], None).await.fails_with(2);
+}

@@ -333,3 +333,254 @@ async fn an_offset_past_the_end_waits_for_that_offset() {
     fill(&ch, &q, (3..7).map(|i| format!("m{i}"))).await;
     assert_eq!(offsets(&mut consumer, 2).await, [5, 6]);
 }
+
+#[tokio::test]
+async fn a_negative_offset_starts_that_many_messages_before_the_end() {
+    let b = start().await;
+    let (conn, ch) = b.channel().await;
+    let q = uniq("stream-last-n");
+    declare_stream(&ch, &q, &[]).await;
+    fill(&ch, &q, (0..200).map(|i| format!("m{i}"))).await;
+    let from_end = |n: i64| table(&[("x-stream-offset", AMQPValue::LongLongInt(n))]);
+    let c1 = conn.create_channel().await.unwrap();
+    let mut last100 = consume(&c1, &q, "", from_end(-100)).await;
+    let got = deliveries(&mut last100, 100).await;
+    assert_eq!(
+        got.iter().map(offset_of).collect::<Vec<_>>(),
+        (100..200).collect::<Vec<_>>()
+    );
+    assert_eq!(got[0].data, b"m100");
+    assert_no_delivery(&mut last100).await;
+    let c2 = conn.create_channel().await.unwrap();
+    let mut last1 = consume(&c2, &q, "", from_end(-1)).await;
+    let d = next_delivery(&mut last1).await;
+    assert_eq!((offset_of(&d), d.data.as_slice()), (199, b"m199".as_slice()));
+    // More than the stream holds: from the oldest message kept.
+    let c3 = conn.create_channel().await.unwrap();
+    let mut all = consume(&c3, &q, "", from_end(i64::MIN)).await;
+    assert_eq!(offsets(&mut all, 3).await, [0, 1, 2]);
+    // After the last N, new messages follow.
+    fill(&ch, &q, ["m200".to_string()]).await;
+    assert_eq!(offsets(&mut last1, 1).await, [200]);
+    // On an empty stream the consumer waits for the next message.
+    let empty = uniq("stream-last-n-empty");
+    declare_stream(&ch, &empty, &[]).await;
+    let c4 = conn.create_channel().await.unwrap();
+    let mut waiting = consume(&c4, &empty, "", from_end(-100)).await;
+    assert_no_delivery(&mut waiting).await;
+    fill(&ch, &empty, ["first".to_string()]).await;
+    let d = next_delivery(&mut waiting).await;
+    assert_eq!((offset_of(&d), d.data.as_slice()), (0, b"first".as_slice()));
+}
+
+/// Publishes `(body, headers)` pairs into stream `q`, confirmed.
+async fn fill_with_headers(ch: &Channel, q: &str, messages: &[(&str, FieldTable)]) {
+    ch.confirm_select(ConfirmSelectOptions::default()).await.unwrap();
+    for (body, headers) in messages {
+        let props = BasicProperties::default().with_headers(headers.clone());
+        publish_props(ch, "", q, body.as_bytes(), props).await;
+    }
+    ch.wait_for_confirms().await.unwrap();
+}
+
+/// The bodies of the messages a consumer with filter arguments `filter`
+/// reads from the start of `q` (it must read `n` and then nothing more).
+async fn filtered(conn: &lapin::Connection, q: &str, filter: &[(&str, AMQPValue)], n: usize) -> Vec<String> {
+    let ch = conn.create_channel().await.unwrap();
+    let mut args = table(filter);
+    args.insert("x-stream-offset".into(), long_str("first"));
+    let mut c = consume(&ch, q, "", args).await;
+    let got = deliveries(&mut c, n).await;
+    assert_no_delivery(&mut c).await;
+    ch.close(200, "done".into()).await.ok();
+    got.into_iter()
+        .map(|d| String::from_utf8_lossy(&d.data).into_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_table_filter_matches_header_values_all_or_any() {
+    let b = start().await;
+    let (conn, ch) = b.channel().await;
+    let q = uniq("stream-kv-filter");
+    declare_stream(&ch, &q, &[]).await;
+    fill_with_headers(
+        &ch,
+        &q,
+        &[
+            (
+                "eu-1",
+                table(&[("region", long_str("eu")), ("level", AMQPValue::LongInt(1))]),
+            ),
+            (
+                "eu-2",
+                table(&[("region", long_str("eu")), ("level", AMQPValue::LongInt(2))]),
+            ),
+            (
+                "us-1",
+                table(&[("region", long_str("us")), ("level", AMQPValue::LongInt(1))]),
+            ),
+            ("tagged", table(&[("x-stream-filter-value", long_str("red,big"))])),
+            ("none", FieldTable::default()),
+        ],
+    )
+    .await;
+    let kv = || AMQPValue::FieldTable(table(&[("region", long_str("eu")), ("level", AMQPValue::LongInt(1))]));
+    // All keys must match (the default)...
+    assert_eq!(filtered(&conn, &q, &[("x-stream-filter", kv())], 1).await, ["eu-1"]);
+    // ... or any of them.
+    assert_eq!(
+        filtered(
+            &conn,
+            &q,
+            &[("x-stream-filter", kv()), ("x-filter-match-type", long_str("any"))],
+            3
+        )
+        .await,
+        ["eu-1", "eu-2", "us-1"]
+    );
+    // The key x-stream-filter in a table is the value filter; an array mixes kinds.
+    let mixed = AMQPValue::FieldArray(
+        vec![
+            long_str("big"),
+            AMQPValue::FieldTable(table(&[("region", long_str("us"))])),
+        ]
+        .into(),
+    );
+    assert_eq!(
+        filtered(
+            &conn,
+            &q,
+            &[("x-stream-filter", mixed), ("x-filter-match-type", long_str("any"))],
+            2
+        )
+        .await,
+        ["us-1", "tagged"]
+    );
+    let in_table = AMQPValue::FieldTable(table(&[("x-stream-filter", long_str("red"))]));
+    assert_eq!(
+        filtered(&conn, &q, &[("x-stream-filter", in_table)], 1).await,
+        ["tagged"]
+    );
+    // Messages without a filter value pass too when asked for.
+    assert_eq!(
+        filtered(
+            &conn,
+            &q,
+            &[
+                ("x-stream-filter", long_str("red")),
+                ("x-stream-match-unfiltered", AMQPValue::Boolean(true)),
+            ],
+            5
+        )
+        .await,
+        ["eu-1", "eu-2", "us-1", "tagged", "none"]
+    );
+    // A negative offset counts back over all messages, then the filter applies.
+    let c = conn.create_channel().await.unwrap();
+    let mut last2 = consume(
+        &c,
+        &q,
+        "",
+        table(&[
+            ("x-stream-offset", AMQPValue::LongLongInt(-3)),
+            ("x-stream-filter", kv()),
+            ("x-filter-match-type", long_str("any")),
+        ]),
+    )
+    .await;
+    assert_eq!(next_delivery(&mut last2).await.data, b"us-1");
+    assert_no_delivery(&mut last2).await;
+}
+
+#[tokio::test]
+async fn geo_filters_match_message_positions() {
+    let b = start().await;
+    let (conn, ch) = b.channel().await;
+    let q = uniq("stream-geo-filter");
+    declare_stream(&ch, &q, &[]).await;
+    let at = |lat: f64, lon: f64| {
+        table(&[
+            ("x-geo-lat", AMQPValue::Double(lat)),
+            ("x-geo-lon", AMQPValue::Double(lon)),
+        ])
+    };
+    fill_with_headers(
+        &ch,
+        &q,
+        &[
+            ("stockholm", at(59.3293, 18.0686)),
+            ("sodertalje", at(59.1955, 17.6253)),
+            ("uppsala", at(59.8586, 17.6389)),
+            ("gothenburg", at(57.7089, 11.9746)),
+            ("nowhere", FieldTable::default()),
+        ],
+    )
+    .await;
+    let geo = |key: &str, area: FieldTable| AMQPValue::FieldTable(table(&[(key, AMQPValue::FieldTable(area))]));
+    let radius = geo(
+        "geo-within-radius",
+        table(&[
+            ("lat", AMQPValue::Double(59.3293)),
+            ("lon", AMQPValue::Double(18.0686)),
+            ("radius_km", AMQPValue::LongInt(50)),
+        ]),
+    );
+    assert_eq!(
+        filtered(&conn, &q, &[("x-stream-filter", radius)], 2).await,
+        ["stockholm", "sodertalje"]
+    );
+    let bbox = geo(
+        "geo-bbox",
+        table(&[
+            ("min_lat", AMQPValue::LongInt(59)),
+            ("max_lat", AMQPValue::LongInt(60)),
+            ("min_lon", AMQPValue::LongInt(17)),
+            ("max_lon", AMQPValue::Double(17.7)),
+        ]),
+    );
+    assert_eq!(
+        filtered(&conn, &q, &[("x-stream-filter", bbox)], 2).await,
+        ["sodertalje", "uppsala"]
+    );
+    let point = |lat: f64, lon: f64| AMQPValue::FieldArray(vec![AMQPValue::Double(lat), AMQPValue::Double(lon)].into());
+    let west_coast = geo(
+        "geo-polygon",
+        table(&[(
+            "points",
+            AMQPValue::FieldArray(
+                vec![
+                    point(57.0, 11.0),
+                    point(58.5, 11.0),
+                    point(58.5, 13.0),
+                    point(57.0, 13.0),
+                ]
+                .into(),
+            ),
+        )]),
+    );
+    assert_eq!(
+        filtered(&conn, &q, &[("x-stream-filter", west_coast)], 1).await,
+        ["gothenburg"]
+    );
+    // A malformed area is refused when consuming (406, with the reason).
+    let mut ev = events(&conn);
+    let c = conn.create_channel().await.unwrap();
+    c.basic_qos(10, BasicQosOptions::default()).await.unwrap();
+    let two_points = geo(
+        "geo-polygon",
+        table(&[(
+            "points",
+            AMQPValue::FieldArray(vec![point(1.0, 1.0), point(2.0, 2.0)].into()),
+        )]),
+    );
+    let _ = c
+        .basic_consume(
+            q.as_str().into(),
+            "".into(),
+            BasicConsumeOptions::default(),
+            table(&[("x-stream-filter", two_points)]),
+        )
+        .await;
+    assert!(expect_error(&mut ev, 406).await.contains("at least 3 points"));
+}

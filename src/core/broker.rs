@@ -53,7 +53,7 @@ fn vhost_record(v: &VHost) -> Value {
 }
 
 /// Metadata of a `vhosts.json` entry (absent fields are empty).
-fn meta_of_record(rec: &Value) -> VHostMeta {
+pub(crate) fn meta_of_record(rec: &Value) -> VHostMeta {
     VHostMeta {
         description: rec["description"].as_str().unwrap_or_default().to_string(),
         tags: rec["tags"]

@@ -25,6 +25,7 @@ pub mod queue_settings;
 pub mod stats;
 pub mod stats_sampler;
 pub mod stream;
+pub mod stream_filter;
 pub mod table_json;
 pub mod topic;
 pub mod user;

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use bytes::Bytes;
 use rustc_hash::FxHashMap;
 
+pub use super::stream_filter::Filter;
 use super::{BasicProperties, FieldTable, FieldValue};
 use crate::store::SegPos;
 use crate::store::stream_store::{StreamCursor, StreamStore};
@@ -73,31 +74,12 @@ pub enum StartAt {
     Next,
     /// A message offset.
     Offset(u64),
+    /// The last N messages (a negative `x-stream-offset`, LavinMQ's
+    /// extension): fewer when the stream keeps fewer, only new messages when
+    /// it is empty.
+    LastN(u64),
     /// The first message stored at or after this time (ms).
     Time(i64),
-}
-
-/// A consumer's message filter (`x-stream-filter`).
-#[derive(Debug, Clone)]
-pub struct Filter {
-    values: Vec<String>,
-    match_all: bool,
-    match_unfiltered: bool,
-}
-
-impl Filter {
-    /// True when a message with `x-stream-filter-value` `value` passes.
-    fn accepts(&self, value: Option<&str>) -> bool {
-        let Some(value) = value else {
-            return self.match_unfiltered;
-        };
-        let mut have = value.split(',').map(str::trim);
-        if self.match_all {
-            self.values.iter().all(|f| value.split(',').any(|v| v.trim() == f))
-        } else {
-            have.any(|v| self.values.iter().any(|f| f == v))
-        }
-    }
 }
 
 /// What a stream consumer asked for in its `basic.consume` arguments.
@@ -121,8 +103,9 @@ impl ConsumerOptions {
                 (Some("first"), _) => Some(StartAt::First),
                 (Some("last"), _) => Some(StartAt::Last),
                 (Some("next"), _) => Some(StartAt::Next),
-                // As in RabbitMQ, a negative offset means the start of the stream.
-                (_, Some(n)) => Some(StartAt::Offset(n.max(0) as u64)),
+                // As in LavinMQ, a negative offset counts back from the end.
+                (_, Some(n)) if n < 0 => Some(StartAt::LastN(n.unsigned_abs())),
+                (_, Some(n)) => Some(StartAt::Offset(n as u64)),
                 (Some(s), _) => return Err(format!("invalid arg 'x-stream-offset': '{s}'")),
                 _ => {
                     return Err(
@@ -131,26 +114,7 @@ impl ConsumerOptions {
                 }
             },
         };
-        let filter_values: Option<Vec<String>> = match args.get("x-stream-filter") {
-            None => None,
-            Some(FieldValue::Array(items)) => {
-                Some(items.iter().filter_map(|v| v.as_str()).map(str::to_string).collect())
-            }
-            Some(v) => match v.as_str() {
-                Some(s) => Some(
-                    s.split(',')
-                        .map(|x| x.trim().to_string())
-                        .filter(|x| !x.is_empty())
-                        .collect(),
-                ),
-                None => return Err("invalid x-stream-filter: expected a string or an array of strings".into()),
-            },
-        };
-        let match_all = match args.get("x-filter-match-type").map(|v| v.as_str()) {
-            None | Some(Some("all")) => true,
-            Some(Some("any")) => false,
-            _ => return Err("invalid x-filter-match-type: expected 'all' or 'any'".into()),
-        };
+        let filter = Filter::from_arguments(args)?;
         let flag = |key: &str| match args.get(key) {
             Some(FieldValue::Bool(b)) => *b,
             Some(v) => v.as_str() == Some("true"),
@@ -158,11 +122,7 @@ impl ConsumerOptions {
         };
         Ok(ConsumerOptions {
             start,
-            filter: filter_values.map(|values| Filter {
-                values,
-                match_all,
-                match_unfiltered: flag("x-stream-match-unfiltered"),
-            }),
+            filter,
             automatic_tracking: flag("x-stream-automatic-offset-tracking"),
         })
     }
@@ -275,6 +235,10 @@ impl StreamState {
                 self.store.cursor_at(last)
             }
             StartAt::Offset(o) => self.store.cursor_at(o.max(self.store.first_offset())),
+            StartAt::LastN(n) => {
+                let from = self.store.next_offset().saturating_sub(n);
+                self.store.cursor_at(from.max(self.store.first_offset()))
+            }
             StartAt::Time(t) => self.store.cursor_at_time(t),
         }
     }
@@ -305,15 +269,12 @@ impl StreamState {
                 continue;
             }
             if let Some(f) = &reader.filter {
-                let value = self.store.view(at).and_then(|v| {
-                    let props = BasicProperties::decode(&mut Bytes::copy_from_slice(v.properties)).ok()?;
-                    props
-                        .headers?
-                        .get("x-stream-filter-value")
-                        .and_then(|h| h.as_str())
-                        .map(str::to_string)
+                let headers = self.store.view(at).and_then(|v| {
+                    BasicProperties::decode(&mut Bytes::copy_from_slice(v.properties))
+                        .ok()?
+                        .headers
                 });
-                if !f.accepts(value.as_deref()) {
+                if !f.accepts(headers.as_ref()) {
                     continue;
                 }
             }
@@ -399,23 +360,35 @@ mod tests {
     }
 
     #[test]
-    fn filters_match_all_any_and_unfiltered() {
-        let all = Filter {
-            values: vec!["a".into(), "b".into()],
-            match_all: true,
-            match_unfiltered: false,
+    fn negative_offsets_start_n_messages_before_the_end() {
+        let args = |n: i64| -> FieldTable { [("x-stream-offset".into(), FieldValue::from(n))].into_iter().collect() };
+        let start = |n: i64| ConsumerOptions::from_arguments(&args(n)).unwrap().start;
+        assert_eq!(start(-3), Some(StartAt::LastN(3)));
+        assert_eq!(start(i64::MIN), Some(StartAt::LastN(1 << 63)));
+        assert_eq!(start(0), Some(StartAt::Offset(0)));
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = StreamState::open(dir.path(), "s", 4096).unwrap();
+        // An empty stream: the consumer waits for the next message.
+        assert_eq!(s.cursor_for(&StartAt::LastN(5)).offset, 0);
+        for i in 0..400 {
+            s.store
+                .push(i, "", "s", &[0, 0], format!("message {i}").as_bytes())
+                .unwrap();
+        }
+        assert!(s.store.segment_count() > 3);
+        let at = |s: &mut StreamState, n: u64| {
+            let mut c = s.cursor_for(&StartAt::LastN(n));
+            s.store.read(&mut c).map(|(o, _, _)| o)
         };
-        assert!(all.accepts(Some("a,b,c")));
-        assert!(!all.accepts(Some("a")));
-        assert!(!all.accepts(None));
-        let any = Filter {
-            values: vec!["a".into(), "b".into()],
-            match_all: false,
-            match_unfiltered: true,
-        };
-        assert!(any.accepts(Some("b")));
-        assert!(!any.accepts(Some("c")));
-        assert!(any.accepts(None));
+        assert_eq!(at(&mut s, 1), Some(399));
+        assert_eq!(at(&mut s, 150), Some(250));
+        assert_eq!(at(&mut s, 1000), Some(0));
+        // Fewer kept than asked for (retention removed the oldest): the oldest kept.
+        s.store.apply_retention(Some(100), None, None);
+        let first = s.store.first_offset();
+        assert!(first > 0);
+        assert_eq!(at(&mut s, 1000), Some(first));
+        assert_eq!(at(&mut s, u64::MAX), Some(first));
     }
 
     #[test]

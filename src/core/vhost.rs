@@ -60,7 +60,8 @@ impl Default for StoreSettings {
 }
 
 /// The exchanges every vhost has.
-const DEFAULT_EXCHANGES: [(&str, ExchangeKind); 6] = [
+/// The exchanges every vhost has from the start.
+pub const DEFAULT_EXCHANGES: [(&str, ExchangeKind); 6] = [
     ("", ExchangeKind::Direct),
     ("amq.direct", ExchangeKind::Direct),
     ("amq.fanout", ExchangeKind::Fanout),
@@ -236,7 +237,9 @@ pub struct ExchangeOptions {
     pub passive: bool,
 }
 
-fn dir_name(name: &str) -> String {
+/// The directory of a vhost (or queue) under its parent: the first 20 bytes
+/// of the name's SHA-256 in hex, so that any name is a safe file name.
+pub fn dir_name(name: &str) -> String {
     use sha2::Digest;
     let digest = sha2::Sha256::digest(name.as_bytes());
     digest.iter().take(20).map(|b| format!("{b:02x}")).collect()
@@ -1305,6 +1308,23 @@ pub fn check_exchange_declaration(kind: &str, arguments: &FieldTable) -> Result<
 /// The routing kind of a declared exchange type, and whether it delays messages:
 /// RabbitMQ's `x-delayed-message` takes its kind from `x-delayed-type`; LavinMQ
 /// marks any type delayed with `x-delayed-exchange: true`.
+/// An exchange as a definitions-log line declares it, without the store of
+/// a delayed exchange and without timers: for reading the definitions of a
+/// data dir that is not opened (`lavinmqctl definitions`). Fails as a
+/// restore would for an unknown type.
+pub fn exchange_of_definition(
+    name: &str,
+    kind: &str,
+    auto_delete: bool,
+    internal: bool,
+    arguments: FieldTable,
+) -> Result<Exchange> {
+    let (base, _delayed) = resolve_type(kind, &arguments)?;
+    let mut ex = Exchange::new(name, base, true, auto_delete, internal, arguments);
+    ex.declared_type = kind.to_string();
+    Ok(ex)
+}
+
 fn resolve_type(kind: &str, arguments: &FieldTable) -> Result<(ExchangeKind, bool)> {
     if kind == "x-delayed-message" {
         return arguments

@@ -192,7 +192,15 @@ pub fn of_vhost(v: &VHost) -> Vec<BindingView> {
             });
         }
     }
-    explicit.sort_by_cached_key(|b| {
+    sort_explicit(&mut explicit);
+    out.extend(explicit);
+    out
+}
+
+/// Puts explicit bindings in the order the API lists them: by source,
+/// destination, kind of destination, routing key and arguments.
+pub fn sort_explicit(bindings: &mut [BindingView]) {
+    bindings.sort_by_cached_key(|b| {
         let args = b.arguments.to_string();
         (
             b.source.clone(),
@@ -202,8 +210,6 @@ pub fn of_vhost(v: &VHost) -> Vec<BindingView> {
             args,
         )
     });
-    out.extend(explicit);
-    out
 }
 
 fn to_json(bindings: impl IntoIterator<Item = BindingView>) -> Listing {

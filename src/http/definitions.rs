@@ -47,7 +47,7 @@ use crate::core::broker::Broker;
 use crate::core::policy::Policy;
 use crate::core::table_json::{json_to_table, table_to_json};
 use crate::core::user::{self, Permissions, User};
-use crate::core::vhost::{QueueOptions, VHost};
+use crate::core::vhost::{Parameter, QueueOptions, VHost, VHostLimits, VHostMeta};
 
 /// The RabbitMQ version the export claims (the one `/api/overview` reports).
 const RABBIT_VERSION: &str = "3.10.0";
@@ -63,8 +63,13 @@ fn vhost_entities(v: &VHost) -> [Vec<Value>; 5] {
     let queues = queues
         .iter()
         .map(|q| {
-            json!({"name": q.name, "vhost": v.name, "type": q.declared.queue_type.name(), "durable": q.durable,
-                   "auto_delete": q.auto_delete, "arguments": table_to_json(&q.arguments)})
+            queue_def_json(
+                &v.name,
+                &q.name,
+                q.declared.queue_type.name(),
+                q.auto_delete,
+                &q.arguments,
+            )
         })
         .collect();
     let mut exchanges = v.exchanges();
@@ -77,13 +82,28 @@ fn vhost_entities(v: &VHost) -> [Vec<Value>; 5] {
     let bindings = bindings::of_vhost(v)
         .into_iter()
         .filter(|b| b.durable && !b.implicit)
-        .map(|b| {
-            json!({"source": b.source, "vhost": b.vhost, "destination": b.destination,
-                   "destination_type": b.destination_type(), "routing_key": b.routing_key,
-                   "arguments": b.arguments})
-        })
+        .map(|b| binding_def_json(&b))
         .collect();
     [policies, operator, queues, exchanges, bindings]
+}
+
+/// A durable queue as exported.
+pub(super) fn queue_def_json(
+    vhost: &str,
+    name: &str,
+    queue_type: &str,
+    auto_delete: bool,
+    arguments: &crate::core::FieldTable,
+) -> Value {
+    json!({"name": name, "vhost": vhost, "type": queue_type, "durable": true,
+           "auto_delete": auto_delete, "arguments": table_to_json(arguments)})
+}
+
+/// A binding as exported.
+pub(super) fn binding_def_json(b: &bindings::BindingView) -> Value {
+    json!({"source": b.source, "vhost": b.vhost, "destination": b.destination,
+           "destination_type": b.destination_type(), "routing_key": b.routing_key,
+           "arguments": b.arguments})
 }
 
 fn header() -> serde_json::Map<String, Value> {
@@ -98,11 +118,49 @@ fn header() -> serde_json::Map<String, Value> {
 
 const ENTITY_KEYS: [&str; 5] = ["policies", "operator_policies", "queues", "exchanges", "bindings"];
 
+/// One vhost's part of the whole-broker export, gathered from a running
+/// vhost or read from a data dir (`lavinmqctl definitions`), so that both
+/// exports come out of one renderer.
+pub(super) struct VhostPart {
+    /// The vhost's name.
+    pub name: String,
+    /// Its description, tags and default queue type.
+    pub meta: VHostMeta,
+    /// Its limits.
+    pub limits: VHostLimits,
+    /// Its runtime parameters, in the vhost's order.
+    pub parameters: Vec<Parameter>,
+    /// `(policies, operator_policies, queues, exchanges, bindings)`, as exported.
+    pub entities: [Vec<Value>; 5],
+}
+
+impl VhostPart {
+    fn of(v: &VHost) -> VhostPart {
+        VhostPart {
+            name: v.name.clone(),
+            meta: v.meta(),
+            limits: v.limits(),
+            parameters: v.parameters(),
+            entities: vhost_entities(v),
+        }
+    }
+}
+
 /// The definitions of the whole broker.
 pub fn export_all(broker: &Broker) -> Value {
     let mut vhosts = broker.vhosts();
     vhosts.sort_by(|a, b| a.name.cmp(&b.name));
-    let users = broker.users.list();
+    let parts = vhosts.iter().map(|v| VhostPart::of(v)).collect();
+    render_all(
+        &broker.users.list(),
+        parts,
+        global_parameters_json(&broker.global_parameters()),
+    )
+}
+
+/// The whole-broker export of `users` (sorted by name), the vhosts' parts
+/// (sorted by name) and the global parameters.
+pub(super) fn render_all(users: &[User], vhosts: Vec<VhostPart>, global_parameters: Value) -> Value {
     let mut out = header();
     let user_json = |u: &User| {
         let mut j = super::users::user_json(u);
@@ -110,9 +168,15 @@ pub fn export_all(broker: &Broker) -> Value {
         j
     };
     out.insert("users".into(), users.iter().map(user_json).collect());
-    out.insert("vhosts".into(), vhosts.iter().map(|v| vhost_def_json(v)).collect());
+    out.insert(
+        "vhosts".into(),
+        vhosts
+            .iter()
+            .map(|v| vhost_def_json(&v.name, &v.meta, &v.limits))
+            .collect(),
+    );
     let mut permissions = Vec::new();
-    for u in &users {
+    for u in users {
         let mut ps: Vec<_> = u.permissions.iter().collect();
         ps.sort_by(|a, b| a.0.cmp(b.0));
         permissions.extend(
@@ -122,12 +186,15 @@ pub fn export_all(broker: &Broker) -> Value {
     }
     out.insert("permissions".into(), Value::Array(permissions));
     out.insert("topic_permissions".into(), json!([]));
-    out.insert("global_parameters".into(), global_parameters_json(broker));
-    let parameters = vhosts.iter().flat_map(|v| parameters_json(v, true)).collect();
+    out.insert("global_parameters".into(), global_parameters);
+    let parameters = vhosts
+        .iter()
+        .flat_map(|v| parameters_json(&v.name, &v.limits, v.parameters.clone(), true))
+        .collect();
     out.insert("parameters".into(), Value::Array(parameters));
     let mut lists: [Vec<Value>; 5] = Default::default();
-    for v in &vhosts {
-        for (all, part) in lists.iter_mut().zip(vhost_entities(v)) {
+    for v in vhosts {
+        for (all, part) in lists.iter_mut().zip(v.entities) {
             all.extend(part);
         }
     }
@@ -148,17 +215,18 @@ pub fn export_vhost(v: &VHost) -> Value {
         }
         out.insert(key.into(), Value::Array(list));
     }
-    out.insert("parameters".into(), Value::Array(parameters_json(v, false)));
+    out.insert(
+        "parameters".into(),
+        Value::Array(parameters_json(&v.name, &v.limits(), v.parameters(), false)),
+    );
     Value::Object(out)
 }
 
 /// A vhost as RabbitMQ exports it: name, metadata (also at the top level, as
 /// RabbitMQ 3.11+ has it) and limits (`[]` when none, as RabbitMQ writes it).
-fn vhost_def_json(v: &VHost) -> Value {
-    let meta = v.meta();
-    let limits = v.limits();
+fn vhost_def_json(name: &str, meta: &VHostMeta, limits: &VHostLimits) -> Value {
     let mut metadata = json!({"description": meta.description, "tags": meta.tags});
-    let mut out = json!({"name": v.name, "description": meta.description, "tags": meta.tags,
+    let mut out = json!({"name": name, "description": meta.description, "tags": meta.tags,
                          "limits": if limits.is_empty() { json!([]) } else { limits.to_json() }});
     if let Some(t) = &meta.default_queue_type {
         metadata["default_queue_type"] = json!(t);
@@ -170,18 +238,17 @@ fn vhost_def_json(v: &VHost) -> Value {
 
 /// The runtime parameters of a vhost, its limits (component `vhost-limits`)
 /// first; `with_vhost` adds the `vhost` field of the whole-broker export.
-fn parameters_json(v: &VHost, with_vhost: bool) -> Vec<Value> {
-    let limits = v.limits();
-    let limits = (!limits.is_empty()).then(|| crate::core::vhost::Parameter {
+fn parameters_json(vhost: &str, limits: &VHostLimits, parameters: Vec<Parameter>, with_vhost: bool) -> Vec<Value> {
+    let limits = (!limits.is_empty()).then(|| Parameter {
         component: VHOST_LIMITS.into(),
         name: "limits".into(),
         value: limits.to_json(),
     });
     limits
         .into_iter()
-        .chain(v.parameters())
+        .chain(parameters)
         .map(|p| {
-            let mut j = super::parameters::parameter_json(&v.name, &p);
+            let mut j = super::parameters::parameter_json(vhost, &p);
             if !with_vhost && let Some(o) = j.as_object_mut() {
                 o.remove("vhost");
             }
@@ -191,9 +258,8 @@ fn parameters_json(v: &VHost, with_vhost: bool) -> Vec<Value> {
 }
 
 /// The global parameters, as exported.
-fn global_parameters_json(broker: &Broker) -> Value {
-    broker
-        .global_parameters()
+pub(super) fn global_parameters_json(parameters: &[(String, Value)]) -> Value {
+    parameters
         .iter()
         .map(|(name, value)| super::parameters::global_parameter_json(name, value))
         .collect()

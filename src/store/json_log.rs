@@ -92,8 +92,9 @@ impl JsonLog {
 }
 
 /// Every readable line of the log at `path` (missing = none); unreadable
-/// lines are skipped with a warning naming them.
-fn read_lines(path: &Path) -> io::Result<Vec<serde_json::Value>> {
+/// lines are skipped with a warning naming them. It only reads, so it also
+/// serves to look at the log of a broker that is not running.
+pub fn read_lines(path: &Path) -> io::Result<Vec<serde_json::Value>> {
     let mut lines = Vec::new();
     match std::fs::read(path) {
         Ok(bytes) => {

@@ -140,6 +140,16 @@ impl TestBroker {
         self.server = Some(server);
     }
 
+    /// Shuts the server down and keeps its data dir, to look at what it
+    /// left behind.
+    #[allow(dead_code)]
+    pub async fn stop_keeping_data(&mut self) {
+        let server = self.server.take().expect("server running");
+        tokio::time::timeout(Duration::from_secs(30), server.shutdown())
+            .await
+            .expect("shutdown finishes");
+    }
+
     /// Shuts the server down for good.
     pub async fn stop(mut self) {
         let server = self.server.take().expect("server running");

@@ -226,6 +226,11 @@ pub enum Command {
         /// JSON file with the definitions, or - for standard input
         file: PathBuf,
     },
+    /// Generates definitions JSON from a data directory (the broker must not be running on it)
+    Definitions {
+        /// The broker's data directory
+        data_dir: PathBuf,
+    },
     /// Displays the broker's status
     Status,
     /// Displays the cluster's status: every node with its role, in-sync state and replication lag

@@ -73,6 +73,9 @@ pub enum CtlError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// The definitions of a data dir could not be read (`definitions`).
+    #[error("{0}")]
+    DataDir(#[from] lavinmq::http::definitions_offline::OfflineExportError),
     /// Writing the output failed (e.g. a closed pipe).
     #[error("cannot write output: {0}")]
     Output(#[from] std::io::Error),

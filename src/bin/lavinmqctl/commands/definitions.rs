@@ -1,5 +1,5 @@
 //! Definition commands: export (all, or one vhost with -p) and import from a
-//! file or standard input.
+//! file or standard input, and the export of a data dir without a broker.
 
 use std::io::Read;
 use std::path::Path;
@@ -53,4 +53,12 @@ pub async fn import(ctx: &Ctx, file: &Path) -> CtlResult<()> {
         )
         .await?;
     Ok(())
+}
+
+/// `definitions <datadir>`: prints the definitions stored in a data dir as
+/// JSON, read from its files without a broker (the dir is not written; a
+/// broker running on it is refused).
+pub fn from_data_dir(ctx: &Ctx, data_dir: &Path) -> CtlResult<()> {
+    let definitions = lavinmq::http::definitions_offline::export_data_dir(data_dir)?;
+    ctx.out.document(&definitions)
 }

@@ -83,6 +83,7 @@ pub async fn run(ctx: &Ctx, command: Command) -> CtlResult<()> {
         Command::CloseAllConnections { reason } => connections::close_all(ctx, reason.as_deref()).await,
         Command::ExportDefinitions => definitions::export(ctx).await,
         Command::ImportDefinitions { file } => definitions::import(ctx, &file).await,
+        Command::Definitions { data_dir } => definitions::from_data_dir(ctx, &data_dir),
         Command::Status => server::status(ctx).await,
         Command::ClusterStatus => server::cluster_status(ctx).await,
         // LavinMQ registers these and does nothing; scripts that call them keep working.
