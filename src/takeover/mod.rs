@@ -112,6 +112,18 @@ pub fn needs_take_over(dir: &Path) -> bool {
     dir.join(source::SCHEMA_FILE).exists() || dir.join(IN_PROGRESS).exists()
 }
 
+/// The definitions of the LavinMQ data dir `dir` in RabbitMQ's format,
+/// without converting anything (`lavinmqctl definitions <datadir>`).
+pub fn lavinmq_definitions(dir: &Path) -> Result<serde_json::Value, ConvertError> {
+    let (mut doc, _damage) = source::Source::open(dir)?.definitions()?;
+    for q in doc["queues"].as_array_mut().into_iter().flatten() {
+        if let Some(q) = q.as_object_mut() {
+            q.remove(source::SOURCE_NAME);
+        }
+    }
+    Ok(doc)
+}
+
 /// Converts the LavinMQ data dir `src` into the empty (or missing) data dir
 /// `dest`, leaving `src` untouched.
 pub fn convert(src: &Path, dest: &Path, settings: StoreSettings) -> Result<Report, ConvertError> {

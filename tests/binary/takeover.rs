@@ -595,3 +595,39 @@ fn measure_converting_a_large_queue() {
     );
     println!("{}", String::from_utf8_lossy(&out.stdout));
 }
+
+#[test]
+fn lavinmqctl_prints_the_definitions_of_a_lavinmq_data_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("lavinmq");
+    write_fixture(&src);
+    let original = file_hashes(&src);
+    let out = Command::new(env!("CARGO_BIN_EXE_lavinmqctl"))
+        .arg("definitions")
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let defs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names = |kind: &str| -> Vec<String> {
+        defs[kind]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v["name"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    assert_eq!(names("users"), ["guest", "alice", "bob", "carol"]);
+    assert!(names("queues").contains(&"work".to_string()));
+    assert!(!names("queues").contains(&"gone".to_string()));
+    assert_eq!(names("vhosts"), ["/", "other"]);
+    assert_eq!(defs["policies"][0]["definition"]["ha-mode"], "all");
+    assert!(
+        defs["bindings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|b| b["source"] == "orders")
+    );
+    assert_eq!(file_hashes(&src), original);
+}

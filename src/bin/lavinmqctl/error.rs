@@ -76,6 +76,9 @@ pub enum CtlError {
     /// The definitions of a data dir could not be read (`definitions`).
     #[error("{0}")]
     DataDir(#[from] lavinmq::http::definitions_offline::OfflineExportError),
+    /// A LavinMQ data dir could not be read (`definitions`).
+    #[error("{0}")]
+    LavinMqDataDir(#[from] lavinmq::takeover::ConvertError),
     /// Writing the output failed (e.g. a closed pipe).
     #[error("cannot write output: {0}")]
     Output(#[from] std::io::Error),

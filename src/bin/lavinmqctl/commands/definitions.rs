@@ -55,10 +55,15 @@ pub async fn import(ctx: &Ctx, file: &Path) -> CtlResult<()> {
     Ok(())
 }
 
-/// `definitions <datadir>`: prints the definitions stored in a data dir as
-/// JSON, read from its files without a broker (the dir is not written; a
-/// broker running on it is refused).
+/// `definitions <datadir>`: prints the definitions stored in a data dir (this
+/// broker's, or LavinMQ's) as JSON, read from its files without a broker (the
+/// dir is not written; a broker running on it is refused).
 pub fn from_data_dir(ctx: &Ctx, data_dir: &Path) -> CtlResult<()> {
-    let definitions = lavinmq::http::definitions_offline::export_data_dir(data_dir)?;
+    let definitions = if lavinmq::takeover::needs_take_over(data_dir) {
+        // A LavinMQ data dir, as LavinMQ's own command reads it.
+        lavinmq::takeover::lavinmq_definitions(data_dir)?
+    } else {
+        lavinmq::http::definitions_offline::export_data_dir(data_dir)?
+    };
     ctx.out.document(&definitions)
 }
