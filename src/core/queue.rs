@@ -413,6 +413,11 @@ impl Queue {
             self.drop_over_limit(&mut st);
             self.unlock_and_route(st);
             touched.flush();
+            if ttl.is_some_and(|t| t > 0) {
+                // A limited queue still expires what it keeps.
+                self.start_housekeeping();
+                self.housekeeping.notify_one();
+            }
             return Ok(Published {
                 woke: was_empty,
                 rejected: false,
@@ -547,17 +552,17 @@ impl Queue {
         }
     }
 
-    /// Removes a stored message for good, dead-lettering it if the queue has a DLX.
+    /// Removes a stored message for good, dead-lettering it if the queue has a
+    /// DLX or the message names its own.
     fn drop_stored(&self, st: &mut QueueState, pos: SegPos, reason: Reason) {
-        if let Some(dlx) = st.settings.dead_letter_exchange.as_deref()
-            && let Some(view) = st.store.read_mapped(pos)
-        {
-            let target = dead_letter::Target {
-                queue: &self.name,
-                exchange: dlx,
-                routing_key: st.settings.dead_letter_routing_key.as_deref(),
-            };
-            let dl = dead_letter::make(
+        let target = dead_letter::Target {
+            queue: &self.name,
+            exchange: st.settings.dead_letter_exchange.as_deref(),
+            routing_key: st.settings.dead_letter_routing_key.as_deref(),
+        };
+        if let Some(view) = st.store.read_mapped(pos)
+            && (target.exchange.is_some() || dead_letter::may_name_exchange(view.properties))
+            && let Some(dl) = dead_letter::make(
                 view.exchange,
                 view.routing_key,
                 decode_properties(view.properties),
@@ -565,7 +570,8 @@ impl Queue {
                 target,
                 reason,
                 Message::now_ms(),
-            );
+            )
+        {
             st.dead.push(dl);
         }
         st.delivery_counts.remove(&pos);
@@ -576,15 +582,15 @@ impl Queue {
 
     /// Dead-letters a message that never entered the queue.
     fn dead_letter_message(&self, st: &mut QueueState, msg: &Message, reason: Reason) {
-        let Some(dlx) = st.settings.dead_letter_exchange.as_deref() else {
-            return;
-        };
         let target = dead_letter::Target {
             queue: &self.name,
-            exchange: dlx,
+            exchange: st.settings.dead_letter_exchange.as_deref(),
             routing_key: st.settings.dead_letter_routing_key.as_deref(),
         };
-        let dl = dead_letter::make(
+        if target.exchange.is_none() && !dead_letter::names_exchange(msg.properties.headers.as_ref()) {
+            return;
+        }
+        if let Some(dl) = dead_letter::make(
             &msg.exchange,
             &msg.routing_key,
             (*msg.properties).clone(),
@@ -592,8 +598,9 @@ impl Queue {
             target,
             reason,
             Message::now_ms(),
-        );
-        st.dead.push(dl);
+        ) {
+            st.dead.push(dl);
+        }
     }
 
     /// Wakes every consumer so that those with capacity pull.
