@@ -336,7 +336,7 @@ impl VHost {
             q.start_timers();
         }
         for e in vhost.exchanges() {
-            if let Some(d) = &e.delayed {
+            for d in e.delayed_stores() {
                 d.spawn(vhost.me.clone(), Arc::downgrade(&e));
             }
         }
@@ -615,21 +615,45 @@ impl VHost {
             ex.use_hash_algorithm(self.settings.consistent_hash_algorithm);
         }
         ex.declared_type = kind.to_string();
+        let dir = self.delayed_dir(name, opts.durable);
         if delayed {
-            let dir = self.delayed_dir(name, opts.durable);
             ex.delayed = Some(super::delayed::DelayedMessages::open(
                 &dir,
                 name,
                 self.settings.segment_size,
             )?);
+        } else if dir.exists() {
+            // Held by a delayed-message policy before a restart: released even if
+            // the policy is gone now.
+            let store = super::delayed::DelayedMessages::open(&dir, name, self.settings.segment_size)?;
+            ex.attach_policy_delayed(store);
         }
         let ex = Arc::new(ex);
-        if let Some(d) = &ex.delayed
-            && self.is_ready()
-        {
-            d.spawn(self.me.clone(), Arc::downgrade(&ex));
+        if self.is_ready() {
+            for d in ex.delayed_stores() {
+                d.spawn(self.me.clone(), Arc::downgrade(&ex));
+            }
         }
         Ok(ex)
+    }
+
+    /// Opens the store of an exchange a `delayed-message` policy made delayed
+    /// and starts releasing from it.
+    fn open_policy_delayed(&self, ex: &Arc<Exchange>) {
+        let dir = self.delayed_dir(&ex.name, ex.durable);
+        match super::delayed::DelayedMessages::open(&dir, &ex.name, self.settings.segment_size) {
+            Ok(store) => {
+                ex.attach_policy_delayed(store.clone());
+                if self.is_ready() {
+                    store.spawn(self.me.clone(), Arc::downgrade(ex));
+                }
+            }
+            Err(e) => tracing::error!(
+                vhost = %self.name,
+                exchange = %ex.name,
+                "cannot open the store of a delayed-message policy: {e}"
+            ),
+        }
     }
 
     /// Routes a message through `exchange` (no deduplication, no delay: it is
@@ -668,7 +692,7 @@ impl VHost {
         }
         self.exchanges.write().remove(name);
         ex.mark_deleted();
-        if ex.delayed.is_some() {
+        if ex.delayed_stores().next().is_some() {
             let dir = self.delayed_dir(name, ex.durable);
             let _ = std::fs::remove_dir_all(&dir);
             replication::removed(&dir);
@@ -1121,10 +1145,15 @@ impl VHost {
         );
     }
 
-    fn apply_policies_to_exchange(&self, e: &Exchange) {
-        let policies = self.policies.read();
-        let p = policy::select(policies.values(), &e.name, ApplyTo::covers_exchanges);
-        e.apply_policy(p.map(|p| &p.definition));
+    fn apply_policies_to_exchange(&self, e: &Arc<Exchange>) {
+        let needs_store = {
+            let policies = self.policies.read();
+            let p = policy::select(policies.values(), &e.name, ApplyTo::covers_exchanges);
+            e.apply_policy(p.map(|p| (p.name.as_str(), &p.definition)))
+        };
+        if needs_store {
+            self.open_policy_delayed(e);
+        }
     }
 
     /// Routes messages queues dropped to their dead-letter exchanges. A missing
