@@ -391,9 +391,11 @@ impl VHost {
                         arguments,
                         declared,
                     };
-                    self.open_queue(spec, &dir).map(|q| {
-                        self.queues.write().insert(name.to_string(), q);
-                    })
+                    // A queue whose files cannot be opened stays, closed, with
+                    // its definition and files, until an operator restarts it.
+                    let q = Queue::open_or_closed(spec, self, self.me.clone(), &dir, self.settings.segment_size);
+                    self.queues.write().insert(name.to_string(), q);
+                    Ok(())
                 }
                 "policy" | "operator_policy" => {
                     let operator = op == "operator_policy";
@@ -437,6 +439,12 @@ impl VHost {
 
     fn open_queue(&self, spec: QueueSpec, dir: &Path) -> Result<Arc<Queue>> {
         Queue::open(spec, self, self.me.clone(), dir, self.settings.segment_size)
+    }
+
+    /// Reopens a closed queue from its files (LavinMQ's queue restart). False
+    /// when the queue was not closed.
+    pub fn restart_queue(&self, name: &str) -> Result<bool> {
+        self.get_queue(name)?.restart(self.settings.segment_size)
     }
 
     fn queue_dir(&self, name: &str, durable: bool) -> PathBuf {

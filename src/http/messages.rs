@@ -427,6 +427,7 @@ pub async fn get(
             q.name, q.vhost
         )));
     }
+    q.check_open()?;
     let no_ack = mode == AckMode::AckRequeueFalse;
     let mut taken = Vec::new();
     let mut positions = Vec::new();
