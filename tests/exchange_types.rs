@@ -2,6 +2,7 @@
 
 mod common;
 
+use common::api::Api;
 use common::*;
 use lapin::options::{ConfirmSelectOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
 use lapin::types::{AMQPValue, FieldTable};
@@ -318,4 +319,81 @@ async fn consistent_hash_weight_is_bounded() {
     let _ = bind(&ch, &q, &ex, "4294967295").await;
     let msg = expect_error(&mut ev, 406).await;
     assert!(msg.contains("maximum"), "{msg}");
+}
+
+/// LavinMQ's `delayed-message: true` policy key makes a matching exchange
+/// delayed, as the `x-delayed-exchange` argument does: `/api/exchanges` shows
+/// the exchange's own type and arguments with the policy in force, held
+/// messages survive a restart, and once the policy is removed new messages
+/// are routed at once while those already held are still released.
+#[tokio::test]
+async fn delayed_message_policy_makes_an_exchange_delayed() {
+    let mut b = start().await;
+    let api = Api::new(&b);
+    let (ex, q) = (uniq("dpol-x"), uniq("dpol-q"));
+    {
+        let (_c, ch) = b.channel().await;
+        declare_exchange(&ch, &ex, "direct", true, FieldTable::default())
+            .await
+            .unwrap();
+        let opts = QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        };
+        ch.queue_declare(q.as_str().into(), opts, FieldTable::default())
+            .await
+            .unwrap();
+        bind(&ch, &q, &ex, "k").await.unwrap();
+    }
+    let policy = serde_json::json!({"pattern": "^dpol-x", "apply-to": "exchanges",
+                                    "definition": {"delayed-message": true}});
+    assert_eq!(
+        api.put("/api/policies/%2F/delay", policy).await,
+        reqwest::StatusCode::CREATED
+    );
+    let shown = api.get_ok(&format!("/api/exchanges/%2F/{ex}")).await;
+    assert_eq!(shown["type"], "direct", "{shown}");
+    assert_eq!(shown["arguments"], serde_json::json!({}), "{shown}");
+    assert_eq!(shown["policy"], "delay", "{shown}");
+    assert_eq!(shown["effective_policy_definition"]["delayed-message"], true, "{shown}");
+    assert_eq!(shown["delayed"], true, "{shown}");
+    {
+        let (_c, ch) = b.channel().await;
+        ch.confirm_select(ConfirmSelectOptions::default()).await.unwrap();
+        let held = headers(&[("x-delay", AMQPValue::LongInt(300))]).with_delivery_mode(2);
+        publish_props(&ch, &ex, "k", b"held", held).await;
+        publish(&ch, &ex, "k", b"now").await;
+        ch.wait_for_confirms().await.unwrap();
+        assert_eq!(
+            queue_count(&ch, &q).await,
+            1,
+            "only the undelayed message is there at once"
+        );
+    }
+    b.restart().await;
+    let api = Api::new(&b);
+    let (_c, ch) = b.channel().await;
+    eventually("message held by the policy released after a restart", || async {
+        queue_count(&ch, &q).await == 2
+    })
+    .await;
+
+    assert_eq!(
+        api.delete("/api/policies/%2F/delay").await,
+        reqwest::StatusCode::NO_CONTENT
+    );
+    let shown = api.get_ok(&format!("/api/exchanges/%2F/{ex}")).await;
+    assert_eq!(shown["policy"], serde_json::Value::Null, "{shown}");
+    assert_eq!(shown["delayed"], false, "{shown}");
+    ch.confirm_select(ConfirmSelectOptions::default()).await.unwrap();
+    publish_props(
+        &ch,
+        &ex,
+        "k",
+        b"no longer held",
+        headers(&[("x-delay", AMQPValue::LongInt(3_600_000))]),
+    )
+    .await;
+    ch.wait_for_confirms().await.unwrap();
+    assert_eq!(queue_count(&ch, &q).await, 3, "routed at once without the policy");
 }

@@ -79,3 +79,138 @@ async fn unacked_deliveries_are_listed_per_queue() {
     let (status, _) = api.get("/api/queues/%2F/missing/unacked").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
+
+/// Publishes `n` persistent messages `m0`.. to `queue` and waits for the confirms.
+async fn fill_durable(ch: &lapin::Channel, queue: &str, n: usize) {
+    confirm_select(ch).await;
+    for i in 0..n {
+        let props = lapin::BasicProperties::default().with_delivery_mode(2);
+        publish_props(ch, "", queue, format!("m{i}").as_bytes(), props).await;
+    }
+    ch.wait_for_confirms().await.expect("confirms");
+}
+
+/// A durable queue whose segment cannot be opened at start is listed as
+/// closed with the reason (LavinMQ's state "closed"), keeps its definition,
+/// bindings and files, refuses publish, get and consume, and is reopened by
+/// `PUT /api/queues/{vhost}/{name}/restart` once its files are fixed.
+#[tokio::test]
+async fn a_queue_whose_files_cannot_be_opened_is_closed_until_restarted() {
+    let mut b = start().await;
+    let (broken, healthy) = (uniq("broken"), uniq("healthy"));
+    {
+        let (_conn, ch) = b.channel().await;
+        let args = table(&[("x-max-length", lapin::types::AMQPValue::LongInt(100))]);
+        ch.queue_declare(broken.as_str().into(), durable(), args)
+            .await
+            .expect("declare");
+        ch.queue_declare(healthy.as_str().into(), durable(), Default::default())
+            .await
+            .expect("declare");
+        ch.queue_bind(
+            broken.as_str().into(),
+            "amq.direct".into(),
+            "bk".into(),
+            Default::default(),
+            Default::default(),
+        )
+        .await
+        .expect("bind");
+        fill_durable(&ch, &broken, 3).await;
+        fill_durable(&ch, &healthy, 2).await;
+    }
+    let dir = b.queue_dir(&broken);
+    let mut saved = None;
+    b.restart_changing(|| saved = Some(break_segments(&dir))).await;
+    let (saved, damaged) = saved.expect("segments damaged");
+
+    let api = Api::new(&b);
+    let path = format!("/api/queues/%2F/{broken}");
+    let shown = api.get_ok(&path).await;
+    assert_eq!(shown["state"], "closed", "{shown}");
+    let reason = shown["closed_reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("unknown segment format version"), "{shown}");
+    assert_eq!(shown["arguments"]["x-max-length"], 100, "{shown}");
+    let listed = api.get_ok("/api/queues/%2F").await;
+    let state_of = |name: &str| {
+        listed
+            .as_array()
+            .and_then(|all| all.iter().find(|q| q["name"] == name))
+            .map(|q| (q["state"].clone(), q["messages"].clone()))
+    };
+    assert_eq!(state_of(&broken), Some((json!("closed"), json!(0))), "{listed}");
+    assert_eq!(state_of(&healthy), Some((json!("running"), json!(2))), "{listed}");
+    let bindings = api.get_ok(&format!("{path}/bindings")).await;
+    assert!(
+        bindings.as_array().is_some_and(|bs| bs
+            .iter()
+            .any(|x| x["source"] == "amq.direct" && x["routing_key"] == "bk")),
+        "binding kept: {bindings}"
+    );
+
+    let conn = b.connect().await;
+    let ch = conn.create_channel().await.expect("channel");
+    confirm_select(&ch).await;
+    let confirm = ch
+        .basic_publish(
+            "amq.direct".into(),
+            "bk".into(),
+            Default::default(),
+            b"refused",
+            Default::default(),
+        )
+        .await
+        .expect("publish")
+        .await
+        .expect("confirm");
+    assert!(confirm.is_nack(), "publish to a closed queue: {confirm:?}");
+    let err = ch
+        .basic_get(broken.as_str().into(), Default::default())
+        .await
+        .expect_err("basic.get on a closed queue");
+    assert_eq!(reply_code(&err), Some(404), "{err}");
+    assert!(err.to_string().contains("closed"), "{err}");
+    let ch = conn.create_channel().await.expect("channel");
+    let err = ch
+        .basic_consume(
+            broken.as_str().into(),
+            "".into(),
+            Default::default(),
+            Default::default(),
+        )
+        .await
+        .expect_err("basic.consume on a closed queue");
+    assert_eq!(reply_code(&err), Some(404), "{err}");
+
+    let restart = format!("{path}/restart");
+    assert_eq!(
+        api.put(&restart, json!({})).await,
+        StatusCode::BAD_REQUEST,
+        "still broken"
+    );
+    assert_eq!(api.get_ok(&path).await["state"], "closed");
+    for (file, bytes) in &damaged {
+        assert_eq!(
+            &std::fs::read(file).expect("segment kept"),
+            bytes,
+            "files left untouched"
+        );
+    }
+
+    saved.restore();
+    assert_eq!(api.put(&restart, json!({})).await, StatusCode::NO_CONTENT);
+    let shown = api.get_ok(&path).await;
+    assert_eq!(shown["state"], "running", "{shown}");
+    assert!(shown.get("closed_reason").is_none(), "{shown}");
+    assert_eq!(
+        api.put(&restart, json!({})).await,
+        StatusCode::BAD_REQUEST,
+        "not closed"
+    );
+    let ch = conn.create_channel().await.expect("channel");
+    assert_eq!(
+        drain(&ch, &broken).await,
+        [b"m0".to_vec(), b"m1".to_vec(), b"m2".to_vec()]
+    );
+    assert_eq!(drain(&ch, &healthy).await, [b"m0".to_vec(), b"m1".to_vec()]);
+}

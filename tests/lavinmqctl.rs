@@ -1078,3 +1078,40 @@ async fn definitions_of_a_data_dir_without_the_broker() {
         .fails_with(1);
     run_with(&["definitions"], &[], None).await.fails_with(2);
 }
+
+/// `restart_queue` (LavinMQ's flags: `<queue>` and `--vhost`) reopens a queue
+/// closed at start because its files could not be opened, once they are fixed;
+/// while they are still broken it fails with the broker's reason.
+#[tokio::test]
+async fn restart_queue_reopens_a_closed_queue_once_its_files_are_fixed() {
+    let mut b = start().await;
+    let q = uniq("ctl-closed");
+    ctl(&b, &["create_queue", &q, "--durable"]).await.ok();
+    {
+        let (_conn, ch) = b.channel().await;
+        confirm_select(&ch).await;
+        for body in ["a", "b"] {
+            let props = lapin::BasicProperties::default().with_delivery_mode(2);
+            publish_props(&ch, "", &q, body.as_bytes(), props).await;
+        }
+        ch.wait_for_confirms().await.expect("confirms");
+    }
+    let dir = b.queue_dir(&q);
+    let mut saved = None;
+    b.restart_changing(|| saved = Some(break_segments(&dir).0)).await;
+    let api = Api::new(&b);
+    let path = format!("/api/queues/%2F/{q}");
+    assert_eq!(api.get_ok(&path).await["state"], "closed");
+
+    let refused = ctl(&b, &["restart_queue", &q, "--vhost=/"]).await.fails_with(1);
+    assert!(refused.stderr.contains("not restarted"), "{refused:?}");
+    assert_eq!(api.get_ok(&path).await["state"], "closed");
+
+    saved.expect("segments damaged").restore();
+    ctl(&b, &["restart_queue", &q, "--vhost=/"]).await.ok();
+    assert_eq!(api.get_ok(&path).await["state"], "running");
+    let (_conn, ch) = b.channel().await;
+    assert_eq!(drain(&ch, &q).await, [b"a".to_vec(), b"b".to_vec()]);
+    let again = ctl(&b, &["restart_queue", &q]).await.fails_with(1);
+    assert!(again.stderr.contains("not restarted"), "{again:?}");
+}

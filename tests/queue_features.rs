@@ -639,3 +639,134 @@ async fn ttl_zero_behind_a_backlog_expires_at_once() {
     second.acker.ack(Default::default()).await.unwrap();
     assert_no_delivery(&mut consumer).await;
 }
+
+/// A durable direct exchange with a durable queue bound to it by `key`.
+async fn declare_direct_target(ch: &Channel, exchange: &str, queue: &str, key: &str) {
+    ch.exchange_declare(
+        exchange.into(),
+        ExchangeKind::Direct,
+        ExchangeDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    )
+    .await
+    .expect("exchange.declare");
+    declare_durable_queue(ch, queue, FieldTable::default()).await;
+    ch.queue_bind(
+        queue.into(),
+        exchange.into(),
+        key.into(),
+        QueueBindOptions::default(),
+        FieldTable::default(),
+    )
+    .await
+    .expect("queue.bind");
+}
+
+/// The message's own dead-letter headers are gone from the dead-lettered copy,
+/// which records why and where it died.
+#[track_caller]
+fn assert_own_dead_letter(props: &BasicProperties, reason: &str, queue: &str) {
+    assert!(
+        header(props, "x-dead-letter-exchange").is_none() && header(props, "x-dead-letter-routing-key").is_none(),
+        "per-message dead-letter headers stripped: {:?}",
+        props.headers()
+    );
+    let death = single_death(props);
+    assert_eq!(death_text(&death, "reason").as_deref(), Some(reason));
+    assert_eq!(death_text(&death, "queue").as_deref(), Some(queue));
+}
+
+/// LavinMQ's per-message dead-lettering: `x-dead-letter-exchange` and
+/// `x-dead-letter-routing-key` headers override the queue's own target when the
+/// message is rejected, and dead-letter messages of a queue without a DLX when
+/// they expire or are pushed out by the length limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_message_dead_letter_headers() {
+    let broker = start().await;
+    let (conn, ch) = broker.channel().await;
+    let (own, own_q, fan, fan_q) = (uniq("own"), uniq("ownq"), uniq("fan"), uniq("fanq"));
+    declare_direct_target(&ch, &own, &own_q, "own-rk").await;
+    declare_dead_letter_target(&ch, &fan, &fan_q).await;
+
+    // The queue's DLX is `own` with a key nothing is bound by.
+    let src = uniq("src");
+    let queue_dlx = [
+        ("x-dead-letter-exchange", long_str(&own)),
+        ("x-dead-letter-routing-key", long_str("nowhere")),
+    ];
+    declare_durable_queue(&ch, &src, table(&queue_dlx)).await;
+    let own_key = table(&[("x-dead-letter-routing-key", long_str("own-rk"))]);
+    let own_exchange = table(&[("x-dead-letter-exchange", long_str(&fan)), ("keep", long_str("me"))]);
+    publish_all(
+        &conn,
+        &src,
+        &[
+            ("key-only", persistent().with_headers(own_key)),
+            ("exchange-only", persistent().with_headers(own_exchange)),
+            ("plain", persistent()),
+        ],
+    )
+    .await;
+    let mut consumer = consume(&ch, &src).await;
+    for (i, d) in deliveries(&mut consumer, 3).await.into_iter().enumerate() {
+        if i == 1 {
+            d.reject(BasicRejectOptions { requeue: false }).await.expect("reject");
+        } else {
+            d.nack(BasicNackOptions {
+                requeue: false,
+                ..Default::default()
+            })
+            .await
+            .expect("nack");
+        }
+    }
+    wait_count(&conn, &own_q, 1).await;
+    wait_count(&conn, &fan_q, 1).await;
+    let m = get(&ch, &own_q, true).await.expect("routed by the message's key");
+    assert_eq!(body(&m.delivery), "key-only");
+    assert_own_dead_letter(&m.delivery.properties, "rejected", &src);
+    let m = get(&ch, &fan_q, true).await.expect("routed to the message's exchange");
+    assert_eq!(body(&m.delivery), "exchange-only");
+    assert_own_dead_letter(&m.delivery.properties, "rejected", &src);
+    assert_eq!(text_header(&m.delivery.properties, "keep").as_deref(), Some("me"));
+    assert_eq!(
+        message_count(&conn, &own_q).await,
+        0,
+        "plain message followed the queue's key"
+    );
+
+    // No DLX on the queue: only messages naming an exchange are dead-lettered.
+    let bare = uniq("bare");
+    declare_durable_queue(&ch, &bare, table(&[("x-max-length", AMQPValue::LongInt(1))])).await;
+    let named = || {
+        table(&[
+            ("x-dead-letter-exchange", long_str(&own)),
+            ("x-dead-letter-routing-key", long_str("own-rk")),
+        ])
+    };
+    publish_all(
+        &conn,
+        &bare,
+        &[
+            ("pushed-out", persistent().with_headers(named())),
+            ("unnamed", persistent()),
+            (
+                "expiring",
+                persistent().with_headers(named()).with_expiration("1".into()),
+            ),
+        ],
+    )
+    .await;
+    wait_count(&conn, &own_q, 2).await;
+    let m = get(&ch, &own_q, true).await.expect("dropped by the length limit");
+    assert_eq!(body(&m.delivery), "pushed-out");
+    assert_own_dead_letter(&m.delivery.properties, "maxlen", &bare);
+    let m = get(&ch, &own_q, true).await.expect("expired");
+    assert_eq!(body(&m.delivery), "expiring");
+    assert_own_dead_letter(&m.delivery.properties, "expired", &bare);
+    assert_eq!(message_count(&conn, &bare).await, 0);
+    assert_eq!(message_count(&conn, &fan_q).await, 0);
+}

@@ -721,6 +721,7 @@ impl Channel {
                 ),
             ));
         }
+        q.check_open()?;
         let n = self.number();
         let frame_max = self.shared.frame_max;
         let shared = &self.shared;

@@ -14,7 +14,6 @@ use super::codec::{
 };
 use super::connection::ConnInfo;
 use super::error::{AmqpError, AmqpResult, code};
-use crate::core::delayed;
 use crate::core::message::Message;
 use crate::store::SyncWaiter;
 
@@ -275,10 +274,7 @@ impl Channel {
         let extra_refs: SmallVec<[&str; 4]> = extra.iter().map(String::as_str).collect();
         let mut durable = false;
         let mut rejected = false;
-        let delay = exchange
-            .delayed
-            .as_ref()
-            .and_then(|d| delayed::delay_of(msg.properties.headers.as_ref()).map(|ms| (d, ms)));
+        let delay = exchange.hold_for(msg.properties.headers.as_ref());
         let (routed, had_route) = if exchange.name.is_empty() && msg.routing_key.starts_with(REPLY_TO_PREFIX) {
             let ok = self.deliver_direct_reply(info, &msg);
             (ok, ok)

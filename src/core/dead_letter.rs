@@ -2,6 +2,10 @@
 //! length limit, over the delivery limit) into a new message for the queue's
 //! dead-letter exchange, with the `x-death` history RabbitMQ writes, and spotting
 //! messages that would cycle through the same queues forever.
+//!
+//! As in LavinMQ, a message may name its own dead-letter exchange and routing
+//! key in its `x-dead-letter-exchange` and `x-dead-letter-routing-key` headers;
+//! they override the queue's and are removed from the dead-lettered copy.
 
 use bytes::Bytes;
 use smallvec::SmallVec;
@@ -45,15 +49,44 @@ pub struct DeadLetter {
     pub reason: Reason,
 }
 
-/// Where a queue sends what it drops.
+/// Where a queue sends what it drops, unless the message names its own target.
 #[derive(Debug, Clone, Copy)]
 pub struct Target<'a> {
     /// The queue dropping the message.
     pub queue: &'a str,
-    /// Its dead-letter exchange.
-    pub exchange: &'a str,
+    /// Its dead-letter exchange, if any.
+    pub exchange: Option<&'a str>,
     /// Its dead-letter routing key, if any.
     pub routing_key: Option<&'a str>,
+}
+
+/// Header naming a message's own dead-letter exchange (LavinMQ extension).
+pub const EXCHANGE_HEADER: &str = "x-dead-letter-exchange";
+/// Header naming a message's own dead-letter routing key (LavinMQ extension).
+pub const ROUTING_KEY_HEADER: &str = "x-dead-letter-routing-key";
+
+/// True when a message could be dead-lettered although its queue has no
+/// dead-letter exchange: its encoded properties may carry
+/// [`EXCHANGE_HEADER`]. A byte search over the raw headers, so that dropping a
+/// message without headers (or without that one) decodes nothing.
+pub fn may_name_exchange(raw_properties: &[u8]) -> bool {
+    crate::wire::properties::raw_headers(raw_properties).is_some_and(|h| {
+        h.windows(EXCHANGE_HEADER.len())
+            .any(|w| w == EXCHANGE_HEADER.as_bytes())
+    })
+}
+
+/// True when the (decoded) headers name a dead-letter exchange.
+pub fn names_exchange(headers: Option<&FieldTable>) -> bool {
+    headers.is_some_and(|h| h.get(EXCHANGE_HEADER).and_then(FieldValue::as_str).is_some())
+}
+
+/// Takes a string header out of the table (a value of another type is removed too).
+fn take_text(headers: &mut FieldTable, key: &str) -> Option<String> {
+    match headers.remove(key)? {
+        FieldValue::LongStr(b) => String::from_utf8(b.to_vec()).ok(),
+        _ => None,
+    }
 }
 
 fn long_str(s: &str) -> FieldValue {
@@ -65,7 +98,8 @@ fn text<'a>(t: &'a FieldTable, key: &str) -> Option<&'a str> {
 }
 
 /// Builds the dead-lettered copy of a message that was published to `exchange`
-/// with `routing_key`. `now_ms` is the time of death.
+/// with `routing_key`. `now_ms` is the time of death. `None` when neither the
+/// message nor the queue names a dead-letter exchange.
 pub fn make(
     exchange: &str,
     routing_key: &str,
@@ -74,8 +108,12 @@ pub fn make(
     target: Target<'_>,
     reason: Reason,
     now_ms: i64,
-) -> DeadLetter {
+) -> Option<DeadLetter> {
     let mut headers = props.headers.take().unwrap_or_default();
+    let own_exchange = take_text(&mut headers, EXCHANGE_HEADER);
+    let own_routing_key = take_text(&mut headers, ROUTING_KEY_HEADER);
+    let dlx = own_exchange.as_deref().or(target.exchange)?;
+    let dlrk = own_routing_key.as_deref().or(target.routing_key);
     let mut keys: SmallVec<[String; 2]> = SmallVec::new();
     keys.push(routing_key.to_string());
     if let Some(cc) = headers.get("CC").and_then(FieldValue::as_array) {
@@ -127,7 +165,7 @@ pub fn make(
     headers.insert("x-last-death-exchange", long_str(exchange));
     headers.insert("x-last-death-queue", long_str(target.queue));
     headers.insert("x-last-death-reason", long_str(reason.as_str()));
-    let (routing_key, extra_keys) = match target.routing_key {
+    let (routing_key, extra_keys) = match dlrk {
         Some(rk) => {
             // Routed by the DLX key alone: the CC keys no longer apply.
             headers.remove("CC");
@@ -140,10 +178,10 @@ pub fn make(
         }
     };
     props.headers = Some(headers);
-    DeadLetter {
+    Some(DeadLetter {
         message: Message {
             timestamp: now_ms,
-            exchange: ShortStr::from(target.exchange),
+            exchange: ShortStr::from(dlx),
             routing_key: ShortStr::from(routing_key),
             properties: Box::new(props),
             raw_properties: None,
@@ -151,7 +189,7 @@ pub fn make(
         },
         extra_keys,
         reason,
-    }
+    })
 }
 
 /// True when delivering the dead-lettered `msg` to `queue` would close a cycle
@@ -188,7 +226,7 @@ mod tests {
     fn target(queue: &str) -> Target<'_> {
         Target {
             queue,
-            exchange: "dlx",
+            exchange: Some("dlx"),
             routing_key: None,
         }
     }
@@ -220,7 +258,8 @@ mod tests {
             target("q1"),
             Reason::Expired,
             7_000,
-        );
+        )
+        .unwrap();
         let d = death(&dl, 0);
         assert_eq!(d.get("count"), Some(&FieldValue::I64(1)));
         assert_eq!(text(&d, "reason"), Some("expired"));
@@ -238,6 +277,39 @@ mod tests {
     }
 
     #[test]
+    fn message_headers_override_the_queue_target_and_are_removed() {
+        let headers: FieldTable = [
+            (EXCHANGE_HEADER.into(), long_str("own")),
+            (ROUTING_KEY_HEADER.into(), long_str("own-rk")),
+            ("keep".into(), long_str("v")),
+        ]
+        .into_iter()
+        .collect();
+        let props = BasicProperties {
+            headers: Some(headers),
+            ..Default::default()
+        };
+        let mut raw = bytes::BytesMut::new();
+        props.encode(&mut raw).unwrap();
+        assert!(may_name_exchange(&raw));
+        let dl = make("ex", "rk", props, Bytes::new(), target("q"), Reason::Rejected, 0).unwrap();
+        assert_eq!((&*dl.message.exchange, &*dl.message.routing_key), ("own", "own-rk"));
+        let h = dl.message.properties.headers.as_ref().unwrap();
+        assert!(h.get(EXCHANGE_HEADER).is_none() && h.get(ROUTING_KEY_HEADER).is_none());
+        assert_eq!(text(h, "keep"), Some("v"));
+        let none = Target {
+            queue: "q",
+            exchange: None,
+            routing_key: Some("q-rk"),
+        };
+        let plain = BasicProperties::default();
+        let mut raw = bytes::BytesMut::new();
+        plain.encode(&mut raw).unwrap();
+        assert!(!may_name_exchange(&raw));
+        assert!(make("ex", "rk", plain, Bytes::new(), none, Reason::Expired, 0).is_none());
+    }
+
+    #[test]
     fn repeated_death_counts_and_moves_to_front() {
         let dl = make(
             "ex",
@@ -247,7 +319,8 @@ mod tests {
             target("a"),
             Reason::Rejected,
             0,
-        );
+        )
+        .unwrap();
         let dl = make(
             "dlx",
             "rk",
@@ -256,7 +329,8 @@ mod tests {
             target("b"),
             Reason::Rejected,
             0,
-        );
+        )
+        .unwrap();
         let dl = make(
             "dlx",
             "rk",
@@ -265,7 +339,8 @@ mod tests {
             target("a"),
             Reason::Rejected,
             0,
-        );
+        )
+        .unwrap();
         assert_eq!(text(&death(&dl, 0), "queue"), Some("a"));
         assert_eq!(death(&dl, 0).get("count"), Some(&FieldValue::I64(2)));
         assert_eq!(text(&death(&dl, 1), "queue"), Some("b"));
@@ -284,7 +359,8 @@ mod tests {
             target("a"),
             Reason::Expired,
             0,
-        );
+        )
+        .unwrap();
         assert!(is_cycle(&dl.message, Reason::Expired, "a"));
         assert!(!is_cycle(&dl.message, Reason::Expired, "b"));
         assert!(!is_cycle(&dl.message, Reason::Rejected, "a"));
@@ -296,7 +372,8 @@ mod tests {
             target("b"),
             Reason::Rejected,
             0,
-        );
+        )
+        .unwrap();
         assert!(!is_cycle(&dl.message, Reason::Expired, "a"));
     }
 }

@@ -2,12 +2,16 @@
 
 use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
+use arc_swap::ArcSwapOption;
 use parking_lot::RwLock;
+use serde_json::{Map, Value};
 
 use super::binding_table::BindingTable;
 use super::consistent_hash::{self, ConsistentHasher, HashAlgorithm};
 use super::dedup::{DedupCache, DedupSettings};
+use super::delayed::{self, DelayedMessages};
 use super::headers::headers_match;
 use super::queue::Queue;
 use super::topic::TopicTrie;
@@ -146,13 +150,22 @@ pub struct Exchange {
     deleted: std::sync::atomic::AtomicBool,
     /// The alternate exchange a policy sets (the argument wins over it).
     policy_alternate_exchange: RwLock<Option<String>>,
+    /// The policy in force (name and definition), as the management API shows it.
+    policy: RwLock<Option<(String, Map<String, Value>)>>,
+    /// A `delayed-message: true` policy is in force (LavinMQ's policy key):
+    /// messages with an `x-delay` wait in [`Exchange::policy_delayed`].
+    policy_delaying: AtomicBool,
+    /// The held messages of a delayed-message policy. Kept once opened, also
+    /// after the policy goes, so that the messages it holds are still released.
+    policy_delayed: ArcSwapOption<DelayedMessages>,
     /// Recently seen message ids, with `x-message-deduplication`.
     dedup: Option<parking_lot::Mutex<DedupCache>>,
     /// The type as declared (`x-delayed-message` for a delayed exchange of the
     /// plugin's kind), reported back and compared on redeclaration.
     pub declared_type: String,
-    /// Where messages with an `x-delay` wait, for a delayed exchange.
-    pub delayed: Option<std::sync::Arc<super::delayed::DelayedMessages>>,
+    /// Where messages with an `x-delay` wait, for an exchange delayed by its
+    /// type or arguments.
+    pub delayed: Option<Arc<DelayedMessages>>,
     /// Messages in and out.
     pub counters: super::stats::ExchangeCounters,
     /// Per-second rates of the counters, sampled by the broker.
@@ -198,6 +211,9 @@ impl Exchange {
             bindings: RwLock::new(bindings),
             deleted: std::sync::atomic::AtomicBool::new(false),
             policy_alternate_exchange: RwLock::new(None),
+            policy: RwLock::new(None),
+            policy_delaying: AtomicBool::new(false),
+            policy_delayed: ArcSwapOption::empty(),
             dedup,
             declared_type: kind.name().to_string(),
             delayed: None,
@@ -268,13 +284,57 @@ impl Exchange {
             .or_else(|| self.policy_alternate_exchange.read().clone())
     }
 
-    /// Applies the policy definition that matches this exchange now (`None`: none).
-    pub fn apply_policy(&self, definition: Option<&serde_json::Map<String, serde_json::Value>>) {
+    /// Applies the policy (name and definition) that matches this exchange now
+    /// (`None`: none). Returns true when the policy makes the exchange delayed
+    /// and it has no store for held messages yet: the vhost opens one and hands
+    /// it over with [`Exchange::attach_policy_delayed`].
+    pub fn apply_policy(&self, policy: Option<(&str, &Map<String, Value>)>) -> bool {
+        let definition = policy.map(|p| p.1);
         let ae = definition
             .and_then(|d| d.get("alternate-exchange"))
             .and_then(|v| v.as_str())
             .map(str::to_string);
         *self.policy_alternate_exchange.write() = ae;
+        // As in LavinMQ, only a boolean `true` makes the exchange delayed.
+        let delaying = definition.and_then(|d| d.get("delayed-message")) == Some(&Value::Bool(true));
+        self.policy_delaying.store(delaying, Ordering::Release);
+        *self.policy.write() = policy.map(|(name, d)| (name.to_string(), d.clone()));
+        delaying && self.delayed.is_none() && self.policy_delayed.load().is_none()
+    }
+
+    /// Takes the store a delayed-message policy holds messages in (opened by
+    /// the vhost, which also starts its release task).
+    pub fn attach_policy_delayed(&self, store: Arc<DelayedMessages>) {
+        self.policy_delayed.store(Some(store));
+    }
+
+    /// The name and definition of the policy in force, if any.
+    pub fn policy(&self) -> Option<(String, Map<String, Value>)> {
+        self.policy.read().clone()
+    }
+
+    /// True when the exchange delays messages with an `x-delay` header, by its
+    /// type, its arguments or a `delayed-message` policy.
+    pub fn is_delayed(&self) -> bool {
+        self.delayed.is_some() || self.policy_delaying.load(Ordering::Acquire)
+    }
+
+    /// Where a message with `headers` waits before it is routed, and for how
+    /// many ms: `None` unless the exchange is delayed and the message asks for a
+    /// delay. One flag read for an exchange that is not delayed.
+    pub fn hold_for(&self, headers: Option<&FieldTable>) -> Option<(Arc<DelayedMessages>, u64)> {
+        let store = match &self.delayed {
+            Some(d) => d.clone(),
+            None if self.policy_delaying.load(Ordering::Acquire) => self.policy_delayed.load_full()?,
+            None => return None,
+        };
+        delayed::delay_of(headers).map(|ms| (store, ms))
+    }
+
+    /// Every store holding delayed messages of this exchange (the declared one
+    /// and the one a policy opened), to release, list or remove them.
+    pub fn delayed_stores(&self) -> impl Iterator<Item = Arc<DelayedMessages>> + use<> {
+        self.delayed.clone().into_iter().chain(self.policy_delayed.load_full())
     }
 
     /// Adds a binding; false if an identical one exists.

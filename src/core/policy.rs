@@ -179,6 +179,9 @@ impl Policy {
                     .as_str()
                     .and_then(super::stream::parse_max_age)
                     .is_some_and(|ms| ms >= 0)
+            } else if key == "delayed-message" {
+                // LavinMQ's key: a boolean; `true` makes exchanges delayed.
+                value.is_boolean()
             } else if key == "overflow" {
                 value
                     .as_str()
@@ -257,6 +260,8 @@ mod tests {
         assert!(Policy::new("p", "^q", "queues", 0, def(r#"{"max-length": 5}"#), false).is_ok());
         assert!(Policy::new("p", "(", "queues", 0, def(r#"{"max-length": 5}"#), false).is_err());
         assert!(Policy::new("p", ".*", "nothing", 0, def(r#"{"max-length": 5}"#), false).is_err());
+        assert!(Policy::new("p", ".*", "exchanges", 0, def(r#"{"delayed-message": true}"#), false).is_ok());
+        assert!(Policy::new("p", ".*", "exchanges", 0, def(r#"{"delayed-message": "yes"}"#), false).is_err());
         assert!(Policy::new("p", ".*", "all", 0, def(r#"{"max-length": -1}"#), false).is_err());
         assert!(Policy::new("p", ".*", "all", 0, def(r#"{"overflow": "x"}"#), false).is_err());
         assert!(Policy::new("p", ".*", "all", 0, def(r#"{"foo": 1}"#), false).is_err());

@@ -102,6 +102,10 @@ pub struct QueueState {
     pub unacked: u64,
     /// Set once the queue is deleted; nothing may be added after that.
     pub deleted: bool,
+    /// Why the queue's files could not be opened: the queue keeps its
+    /// definition and its files but refuses messages and consumers until an
+    /// operator restarts it (LavinMQ's "closed" state).
+    pub closed: Option<String>,
     /// Times each returned message was requeued (with a delivery limit only).
     delivery_counts: FxHashMap<SegPos, u32>,
     /// Last use (declare, get, consumer change), for `x-expires`.
@@ -167,6 +171,8 @@ pub struct QueueStats {
     pub counts: QueueCounts,
     /// Deliveries are paused.
     pub paused: bool,
+    /// The queue's files could not be opened (see [`Queue::closed_reason`]).
+    pub closed: bool,
 }
 
 /// The policies in force on a queue, as the management API shows them.
@@ -200,6 +206,26 @@ fn expires_at(settings: &QueueSettings, view: &RecordView<'_>) -> Option<i64> {
     Some(view.timestamp.saturating_add(ttl.min(i64::MAX as u64) as i64))
 }
 
+/// Opens the files of a queue: its message store and, for a stream, its log.
+fn open_storage(spec: &QueueSpec, dir: &Path, segment_size: u64) -> Result<(QueueStore, Option<StreamState>)> {
+    let name = &spec.name;
+    let store = QueueStore::open(dir, name, segment_size, spec.declared.max_priority)
+        .map_err(|e| Error::Internal(format!("cannot open queue '{name}' at {}: {e}", dir.display())))?;
+    if spec.declared.queue_type != QueueType::Stream {
+        return Ok((store, None));
+    }
+    // RabbitMQ's `x-stream-max-segment-size-bytes` sets the segment size.
+    let size = spec
+        .arguments
+        .get("x-stream-max-segment-size-bytes")
+        .and_then(|v| v.as_i64())
+        .and_then(|n| u64::try_from(n).ok())
+        .unwrap_or(segment_size);
+    let s = StreamState::open(dir, name, size)
+        .map_err(|e| Error::Internal(format!("cannot open stream '{name}' at {}: {e}", dir.display())))?;
+    Ok((store, Some(s)))
+}
+
 fn decode_properties(raw: &[u8]) -> BasicProperties {
     BasicProperties::decode(&mut Bytes::copy_from_slice(raw)).unwrap_or_default()
 }
@@ -213,24 +239,41 @@ impl Queue {
         dir: &Path,
         segment_size: u64,
     ) -> Result<Arc<Self>> {
-        let name = &spec.name;
-        let store = QueueStore::open(dir, name, segment_size, spec.declared.max_priority)
-            .map_err(|e| Error::Internal(format!("cannot open queue '{name}' at {}: {e}", dir.display())))?;
+        let (store, stream) = open_storage(&spec, dir, segment_size)?;
+        Ok(Self::build(spec, vhost, vhost_ref, dir, store, stream, None))
+    }
+
+    /// Opens a restored queue; when its files cannot be opened, the queue is
+    /// still there, closed with the reason, its definition and files kept as
+    /// they are until [`Queue::restart`].
+    pub fn open_or_closed(
+        spec: QueueSpec,
+        vhost: &VHost,
+        vhost_ref: Weak<VHost>,
+        dir: &Path,
+        segment_size: u64,
+    ) -> Arc<Self> {
+        match open_storage(&spec, dir, segment_size) {
+            Ok((store, stream)) => Self::build(spec, vhost, vhost_ref, dir, store, stream, None),
+            Err(e) => {
+                let reason = e.text().to_string();
+                tracing::error!(queue = %spec.name, vhost = %vhost.name, "queue closed: {reason}");
+                let store = QueueStore::closed(dir, &spec.name, segment_size);
+                Self::build(spec, vhost, vhost_ref, dir, store, None, Some(reason))
+            }
+        }
+    }
+
+    fn build(
+        spec: QueueSpec,
+        vhost: &VHost,
+        vhost_ref: Weak<VHost>,
+        dir: &Path,
+        store: QueueStore,
+        stream: Option<StreamState>,
+        closed: Option<String>,
+    ) -> Arc<Self> {
         let consumer_timeout = spec.declared.consumer_timeout.unwrap_or(u64::MAX);
-        let stream = if spec.declared.queue_type == QueueType::Stream {
-            // RabbitMQ's `x-stream-max-segment-size-bytes` sets the segment size.
-            let size = spec
-                .arguments
-                .get("x-stream-max-segment-size-bytes")
-                .and_then(|v| v.as_i64())
-                .and_then(|n| u64::try_from(n).ok())
-                .unwrap_or(segment_size);
-            let s = StreamState::open(dir, name, size)
-                .map_err(|e| Error::Internal(format!("cannot open stream '{name}' at {}: {e}", dir.display())))?;
-            Some(s)
-        } else {
-            None
-        };
         // Declaration validated the arguments; bad ones restored from disk are ignored.
         let dedup = DedupSettings::from_arguments(&spec.arguments)
             .ok()
@@ -257,6 +300,7 @@ impl Queue {
                 sac_draining: false,
                 unacked: 0,
                 deleted: false,
+                closed,
                 delivery_counts: FxHashMap::default(),
                 last_used_ms: Message::now_ms(),
                 dead: Vec::new(),
@@ -273,7 +317,69 @@ impl Queue {
             rates: Rates::default(),
         });
         q.start_timers();
-        Ok(q)
+        q
+    }
+
+    /// Why the queue is closed, if it is.
+    pub fn closed_reason(&self) -> Option<String> {
+        self.state.lock().closed.clone()
+    }
+
+    /// Fails with NOT_FOUND (as RabbitMQ answers for a queue it cannot reach)
+    /// while the queue is closed, naming the reason.
+    pub fn check_open(&self) -> Result<()> {
+        match &self.state.lock().closed {
+            Some(reason) => Err(self.closed_error(reason)),
+            None => Ok(()),
+        }
+    }
+
+    fn closed_error(&self, reason: &str) -> Error {
+        Error::NotFound(format!(
+            "queue '{}' in vhost '{}' is closed: {reason}",
+            self.name, self.vhost
+        ))
+    }
+
+    /// Reopens a closed queue from its files (LavinMQ's restart), once an
+    /// operator has fixed them. False when the queue was not closed; an error
+    /// (and the queue still closed, with the new reason) when the files still
+    /// cannot be opened.
+    pub fn restart(&self, segment_size: u64) -> Result<bool> {
+        let mut st = self.state.lock();
+        if st.closed.is_none() || st.deleted {
+            return Ok(false);
+        }
+        let spec = QueueSpec {
+            name: self.name.clone(),
+            durable: self.durable,
+            auto_delete: self.auto_delete,
+            exclusive_owner: self.exclusive_owner,
+            arguments: self.arguments.clone(),
+            declared: self.declared.clone(),
+        };
+        let dir = st.store.dir().to_path_buf();
+        let (store, stream) = match open_storage(&spec, &dir, segment_size) {
+            Ok(opened) => opened,
+            Err(e) => {
+                st.closed = Some(e.text().to_string());
+                return Err(e);
+            }
+        };
+        st.store = store;
+        st.stream = stream;
+        st.closed = None;
+        st.paused = dir.join(PAUSED_MARKER).exists();
+        st.counts = QueueCounts::default();
+        st.last_used_ms = Message::now_ms();
+        tracing::info!(queue = %self.name, vhost = %self.vhost, "queue restarted");
+        // Limits a policy set apply to the recovered messages.
+        self.drop_over_limit(&mut st);
+        st.notify_consumers();
+        self.unlock_and_route(st);
+        self.start_timers();
+        self.housekeeping.notify_one();
+        Ok(true)
     }
 
     /// Milliseconds a delivery from this queue may stay unacknowledged, if the
@@ -321,6 +427,13 @@ impl Queue {
         let mut st = self.state.lock();
         if st.deleted {
             return Ok(Published::default());
+        }
+        if st.closed.is_some() {
+            // Not stored: a confirm is a nack.
+            return Ok(Published {
+                woke: false,
+                rejected: true,
+            });
         }
         if st.stream.is_some() {
             if let Some(cache) = st.dedup.as_mut()
@@ -413,6 +526,11 @@ impl Queue {
             self.drop_over_limit(&mut st);
             self.unlock_and_route(st);
             touched.flush();
+            if ttl.is_some_and(|t| t > 0) {
+                // A limited queue still expires what it keeps.
+                self.start_housekeeping();
+                self.housekeeping.notify_one();
+            }
             return Ok(Published {
                 woke: was_empty,
                 rejected: false,
@@ -547,17 +665,17 @@ impl Queue {
         }
     }
 
-    /// Removes a stored message for good, dead-lettering it if the queue has a DLX.
+    /// Removes a stored message for good, dead-lettering it if the queue has a
+    /// DLX or the message names its own.
     fn drop_stored(&self, st: &mut QueueState, pos: SegPos, reason: Reason) {
-        if let Some(dlx) = st.settings.dead_letter_exchange.as_deref()
-            && let Some(view) = st.store.read_mapped(pos)
-        {
-            let target = dead_letter::Target {
-                queue: &self.name,
-                exchange: dlx,
-                routing_key: st.settings.dead_letter_routing_key.as_deref(),
-            };
-            let dl = dead_letter::make(
+        let target = dead_letter::Target {
+            queue: &self.name,
+            exchange: st.settings.dead_letter_exchange.as_deref(),
+            routing_key: st.settings.dead_letter_routing_key.as_deref(),
+        };
+        if let Some(view) = st.store.read_mapped(pos)
+            && (target.exchange.is_some() || dead_letter::may_name_exchange(view.properties))
+            && let Some(dl) = dead_letter::make(
                 view.exchange,
                 view.routing_key,
                 decode_properties(view.properties),
@@ -565,7 +683,8 @@ impl Queue {
                 target,
                 reason,
                 Message::now_ms(),
-            );
+            )
+        {
             st.dead.push(dl);
         }
         st.delivery_counts.remove(&pos);
@@ -576,15 +695,15 @@ impl Queue {
 
     /// Dead-letters a message that never entered the queue.
     fn dead_letter_message(&self, st: &mut QueueState, msg: &Message, reason: Reason) {
-        let Some(dlx) = st.settings.dead_letter_exchange.as_deref() else {
-            return;
-        };
         let target = dead_letter::Target {
             queue: &self.name,
-            exchange: dlx,
+            exchange: st.settings.dead_letter_exchange.as_deref(),
             routing_key: st.settings.dead_letter_routing_key.as_deref(),
         };
-        let dl = dead_letter::make(
+        if target.exchange.is_none() && !dead_letter::names_exchange(msg.properties.headers.as_ref()) {
+            return;
+        }
+        if let Some(dl) = dead_letter::make(
             &msg.exchange,
             &msg.routing_key,
             (*msg.properties).clone(),
@@ -592,8 +711,9 @@ impl Queue {
             target,
             reason,
             Message::now_ms(),
-        );
-        st.dead.push(dl);
+        ) {
+            st.dead.push(dl);
+        }
     }
 
     /// Wakes every consumer so that those with capacity pull.
@@ -750,6 +870,7 @@ impl Queue {
             consumers: st.consumers.len(),
             counts: st.counts,
             paused: st.paused,
+            closed: st.closed.is_some(),
         }
     }
 
@@ -787,6 +908,9 @@ impl Queue {
                 "no queue '{}' in vhost '{}'",
                 self.name, self.vhost
             )));
+        }
+        if let Some(reason) = &st.closed {
+            return Err(self.closed_error(reason));
         }
         if st.exclusive_consumer || (exclusive && !st.consumers.is_empty()) {
             return Err(Error::AccessRefused(format!(
@@ -893,6 +1017,9 @@ impl Queue {
     /// Removes all ready messages.
     pub fn purge(&self) -> Result<u64> {
         let mut st = self.state.lock();
+        if let Some(reason) = &st.closed {
+            return Err(self.closed_error(reason));
+        }
         if st.stream.is_some() {
             // A stream is a log, trimmed by retention only (RabbitMQ refuses too).
             return Err(Error::PreconditionFailed(format!(

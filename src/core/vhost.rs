@@ -339,7 +339,7 @@ impl VHost {
             q.start_timers();
         }
         for e in vhost.exchanges() {
-            if let Some(d) = &e.delayed {
+            for d in e.delayed_stores() {
                 d.spawn(vhost.me.clone(), Arc::downgrade(&e));
             }
         }
@@ -394,9 +394,11 @@ impl VHost {
                         arguments,
                         declared,
                     };
-                    self.open_queue(spec, &dir).map(|q| {
-                        self.queues.write().insert(name.to_string(), q);
-                    })
+                    // A queue whose files cannot be opened stays, closed, with
+                    // its definition and files, until an operator restarts it.
+                    let q = Queue::open_or_closed(spec, self, self.me.clone(), &dir, self.settings.segment_size);
+                    self.queues.write().insert(name.to_string(), q);
+                    Ok(())
                 }
                 "policy" | "operator_policy" => {
                     let operator = op == "operator_policy";
@@ -442,11 +444,10 @@ impl VHost {
         Queue::open(spec, self, self.me.clone(), dir, self.settings.segment_size)
     }
 
-    /// Where durable queue `name` keeps its files, whether or not it exists
-    /// yet: a data-dir conversion places a stream's start offset and consumer
-    /// offsets there before declaring the queue.
-    pub fn durable_queue_dir(&self, name: &str) -> PathBuf {
-        self.queue_dir(name, true)
+    /// Reopens a closed queue from its files (LavinMQ's queue restart). False
+    /// when the queue was not closed.
+    pub fn restart_queue(&self, name: &str) -> Result<bool> {
+        self.get_queue(name)?.restart(self.settings.segment_size)
     }
 
     fn queue_dir(&self, name: &str, durable: bool) -> PathBuf {
@@ -625,21 +626,45 @@ impl VHost {
             ex.use_hash_algorithm(self.settings.consistent_hash_algorithm);
         }
         ex.declared_type = kind.to_string();
+        let dir = self.delayed_dir(name, opts.durable);
         if delayed {
-            let dir = self.delayed_dir(name, opts.durable);
             ex.delayed = Some(super::delayed::DelayedMessages::open(
                 &dir,
                 name,
                 self.settings.segment_size,
             )?);
+        } else if dir.exists() {
+            // Held by a delayed-message policy before a restart: released even if
+            // the policy is gone now.
+            let store = super::delayed::DelayedMessages::open(&dir, name, self.settings.segment_size)?;
+            ex.attach_policy_delayed(store);
         }
         let ex = Arc::new(ex);
-        if let Some(d) = &ex.delayed
-            && self.is_ready()
-        {
-            d.spawn(self.me.clone(), Arc::downgrade(&ex));
+        if self.is_ready() {
+            for d in ex.delayed_stores() {
+                d.spawn(self.me.clone(), Arc::downgrade(&ex));
+            }
         }
         Ok(ex)
+    }
+
+    /// Opens the store of an exchange a `delayed-message` policy made delayed
+    /// and starts releasing from it.
+    fn open_policy_delayed(&self, ex: &Arc<Exchange>) {
+        let dir = self.delayed_dir(&ex.name, ex.durable);
+        match super::delayed::DelayedMessages::open(&dir, &ex.name, self.settings.segment_size) {
+            Ok(store) => {
+                ex.attach_policy_delayed(store.clone());
+                if self.is_ready() {
+                    store.spawn(self.me.clone(), Arc::downgrade(ex));
+                }
+            }
+            Err(e) => tracing::error!(
+                vhost = %self.name,
+                exchange = %ex.name,
+                "cannot open the store of a delayed-message policy: {e}"
+            ),
+        }
     }
 
     /// Routes a message through `exchange` (no deduplication, no delay: it is
@@ -678,7 +703,7 @@ impl VHost {
         }
         self.exchanges.write().remove(name);
         ex.mark_deleted();
-        if ex.delayed.is_some() {
+        if ex.delayed_stores().next().is_some() {
             let dir = self.delayed_dir(name, ex.durable);
             let _ = std::fs::remove_dir_all(&dir);
             replication::removed(&dir);
@@ -1131,10 +1156,15 @@ impl VHost {
         );
     }
 
-    fn apply_policies_to_exchange(&self, e: &Exchange) {
-        let policies = self.policies.read();
-        let p = policy::select(policies.values(), &e.name, ApplyTo::covers_exchanges);
-        e.apply_policy(p.map(|p| &p.definition));
+    fn apply_policies_to_exchange(&self, e: &Arc<Exchange>) {
+        let needs_store = {
+            let policies = self.policies.read();
+            let p = policy::select(policies.values(), &e.name, ApplyTo::covers_exchanges);
+            e.apply_policy(p.map(|p| (p.name.as_str(), &p.definition)))
+        };
+        if needs_store {
+            self.open_policy_delayed(e);
+        }
     }
 
     /// Routes messages queues dropped to their dead-letter exchanges. A missing

@@ -19,9 +19,17 @@ use crate::core::table_json::{json_to_table, table_to_json};
 use crate::core::vhost::{ExchangeOptions, VHost};
 
 /// An exchange as RabbitMQ's API shows it.
+/// With a policy in force, its name and definition are shown too (LavinMQ's
+/// `policy` and `effective_policy_definition`); `delayed` tells whether the
+/// exchange holds back messages with an `x-delay` (by argument or policy).
 pub fn exchange_json(vhost: &str, e: &Exchange) -> Value {
+    let (policy, definition) = match e.policy() {
+        Some((name, d)) => (Value::String(name), Value::Object(d)),
+        None => (Value::Null, Value::Object(Default::default())),
+    };
     json!({"name": e.name, "vhost": vhost, "type": e.declared_type, "durable": e.durable,
            "auto_delete": e.auto_delete, "internal": e.internal, "arguments": table_to_json(&e.arguments),
+           "policy": policy, "effective_policy_definition": definition, "delayed": e.is_delayed(),
            "message_stats": super::stats_json::message_stats(&e.counters.named(), &e.rates)})
 }
 

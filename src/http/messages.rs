@@ -25,7 +25,7 @@ use super::error::{ApiError, ApiResult};
 use crate::core::message::Message;
 use crate::core::permissions::Access;
 use crate::core::table_json::{json_to_table, table_to_json};
-use crate::core::{BasicProperties, Error, FieldValue, ShortStr, delayed};
+use crate::core::{BasicProperties, Error, FieldValue, ShortStr};
 
 /// Longest AMQP short string (routing keys and most properties).
 const SHORTSTR_MAX: usize = 255;
@@ -263,10 +263,7 @@ pub async fn publish(
         body: payload,
     };
     let mut scratch = BytesMut::new();
-    let delay = exchange
-        .delayed
-        .as_ref()
-        .and_then(|d| delayed::delay_of(msg.properties.headers.as_ref()).map(|ms| (d, ms)));
+    let delay = exchange.hold_for(msg.properties.headers.as_ref());
     let (routed, durable) = if let Some((held, ms)) = delay {
         // Routed when released; until then it counts as routed, as over AMQP.
         held.push(&msg, ms, &mut scratch)?;
@@ -430,6 +427,7 @@ pub async fn get(
             q.name, q.vhost
         )));
     }
+    q.check_open()?;
     let no_ack = mode == AckMode::AckRequeueFalse;
     let mut taken = Vec::new();
     let mut positions = Vec::new();

@@ -186,6 +186,7 @@ fn routes(state: Arc<HttpState>) -> Router {
         .route("/api/queues/{vhost}/{name}/unacked", get(queues::unacked))
         .route("/api/queues/{vhost}/{name}/pause", put(queues::pause))
         .route("/api/queues/{vhost}/{name}/resume", put(queues::resume))
+        .route("/api/queues/{vhost}/{name}/restart", put(queues::restart))
         .route(
             "/api/queues/{vhost}/{name}/contents",
             axum::routing::delete(queues::purge),

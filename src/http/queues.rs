@@ -19,20 +19,31 @@ use crate::core::queue::Queue;
 use crate::core::table_json::{json_to_table, table_to_json};
 use crate::core::vhost::QueueOptions;
 
-/// A queue as RabbitMQ's API shows it.
+/// A queue as RabbitMQ's API shows it; a queue whose files could not be
+/// opened shows LavinMQ's state "closed", with the reason in `closed_reason`.
 pub fn queue_json(q: &Queue) -> Value {
     let st = q.stats();
     let policies = q.policies();
+    let state = match (st.closed, st.paused) {
+        (true, _) => "closed",
+        (false, true) => "paused",
+        (false, false) => "running",
+    };
     let mut out = json!({
         "name": q.name, "vhost": q.vhost, "durable": q.durable, "auto_delete": q.auto_delete,
         "exclusive": q.exclusive_owner.is_some(), "arguments": table_to_json(&q.arguments),
-        "type": q.declared.queue_type.name(), "state": if st.paused { "paused" } else { "running" },
+        "type": q.declared.queue_type.name(), "state": state,
         "messages": st.ready + st.unacked, "messages_ready": st.ready,
         "messages_unacknowledged": st.unacked, "consumers": st.consumers,
         "policy": policies.policy, "operator_policy": policies.operator_policy,
         "effective_policy_definition": policies.effective,
         "message_stats": stats_json::message_stats(&st.counts.named(), &q.rates),
     });
+    if st.closed
+        && let Some(reason) = q.closed_reason()
+    {
+        out["closed_reason"] = Value::String(reason);
+    }
     stats_json::add_details(
         &mut out,
         &q.rates,
@@ -159,6 +170,23 @@ pub async fn resume(
 ) -> ApiResult<StatusCode> {
     s.queue_for(&user, &v, &name, Access::Configure)?.set_paused(false)?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// Reopens a closed queue from its files (LavinMQ's `PUT .../restart`): 204
+/// when reopened, 400 when the queue was not closed or its files still cannot
+/// be opened.
+pub async fn restart(
+    State(s): State<Arc<HttpState>>,
+    user: Authed,
+    Path((v, name)): Path<(String, String)>,
+) -> ApiResult<StatusCode> {
+    let q = s.queue_for(&user, &v, &name, Access::Configure)?;
+    let vhost = s.vhost_for(&user, &v)?;
+    match vhost.restart_queue(&q.name) {
+        Ok(true) => Ok(StatusCode::NO_CONTENT),
+        Ok(false) => Err(ApiError::bad_request("Queue was not restarted")),
+        Err(e) => Err(ApiError::bad_request(format!("Queue was not restarted: {}", e.text()))),
+    }
 }
 
 /// Purges a queue's ready messages.

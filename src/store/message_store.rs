@@ -130,7 +130,14 @@ impl MessageStore {
                     store.segments.insert(id, seg);
                 }
                 Err(e) => {
-                    tracing::error!(queue = %label, segment = id, "cannot open segment, skipped: {e}");
+                    // Skipping it would let new messages take its number and
+                    // overwrite it: the store does not open, and the queue is
+                    // closed until the file is fixed (as LavinMQ does).
+                    tracing::error!(queue = %label, segment = id, "cannot open segment: {e}");
+                    return Err(io::Error::new(
+                        e.kind(),
+                        format!("segment {}: {e}", super::segment::msgs_name(id)),
+                    ));
                 }
             }
         }

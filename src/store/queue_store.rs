@@ -24,6 +24,9 @@ pub struct QueueStore {
     segment_size: u64,
     /// Index = priority level; level 0 lives in `dir` itself, level N in `dir/pN`.
     levels: Vec<Option<MessageStore>>,
+    /// Stands in for files that could not be opened: holds nothing and never
+    /// touches `dir`.
+    closed: bool,
 }
 
 fn level_dir(dir: &Path, level: usize) -> PathBuf {
@@ -78,7 +81,21 @@ impl QueueStore {
             label: label.to_string(),
             segment_size,
             levels,
+            closed: false,
         })
+    }
+
+    /// An empty store standing in for the one in `dir` whose files could not be
+    /// opened: it reads and writes nothing, so the files stay as they are until
+    /// the queue is restarted.
+    pub fn closed(dir: &Path, label: &str, segment_size: u64) -> Self {
+        QueueStore {
+            dir: dir.to_path_buf(),
+            label: label.to_string(),
+            segment_size,
+            levels: vec![None],
+            closed: true,
+        }
     }
 
     /// Directory holding the segments.
@@ -125,6 +142,9 @@ impl QueueStore {
     ) -> io::Result<SegPos> {
         let level = usize::from(priority).min(self.levels.len() - 1);
         if self.levels[level].is_none() {
+            if self.closed {
+                return Err(io::Error::other("the queue's store is closed"));
+            }
             let store = MessageStore::open(&level_dir(&self.dir, level), &self.label, self.segment_size)?;
             self.levels[level] = Some(store);
         }

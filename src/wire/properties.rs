@@ -220,6 +220,26 @@ pub fn raw_expiration(raw: &[u8]) -> Option<&str> {
     std::str::from_utf8(raw.get(at + 1..at + 1 + n)?).ok()
 }
 
+/// The encoded `headers` table (its body, without the length prefix) read
+/// straight from encoded properties, without decoding anything: lets a queue
+/// check a stored message for a header it rarely carries without allocating.
+/// `None` when absent or when the bytes are malformed.
+pub fn raw_headers(raw: &[u8]) -> Option<&[u8]> {
+    let flags = u16::from_be_bytes([*raw.first()?, *raw.get(1)?]);
+    if flags & HEADERS == 0 || flags & CONTINUATION != 0 {
+        return None;
+    }
+    let mut at = 2usize;
+    for bit in [CONTENT_TYPE, CONTENT_ENCODING] {
+        if flags & bit != 0 {
+            at += 1 + usize::from(*raw.get(at)?);
+        }
+    }
+    let len = raw.get(at..at + 4)?;
+    let n = u32::from_be_bytes([len[0], len[1], len[2], len[3]]) as usize;
+    raw.get(at + 4..at + 4 + n)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -281,6 +301,20 @@ mod tests {
         assert_eq!(raw_expiration(&out), None);
         assert_eq!(raw_expiration(&[0x01]), None);
         assert_eq!(raw_expiration(&[0x01, 0x00, 9, b'1']), None);
+    }
+
+    #[test]
+    fn raw_headers_finds_the_table_body() {
+        let props = full();
+        let mut out = BytesMut::new();
+        props.encode(&mut out).unwrap();
+        let mut expected = BytesMut::new();
+        props.headers.as_ref().unwrap().encode(&mut expected).unwrap();
+        assert_eq!(raw_headers(&out), Some(&expected[4..]));
+        let mut out = BytesMut::new();
+        BasicProperties::default().encode(&mut out).unwrap();
+        assert_eq!(raw_headers(&out), None);
+        assert_eq!(raw_headers(&[0x20, 0x00, 0, 0, 0, 9]), None);
     }
 
     #[test]

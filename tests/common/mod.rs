@@ -150,6 +150,27 @@ impl TestBroker {
             .expect("shutdown finishes");
     }
 
+    /// Like [`TestBroker::restart`], calling `change` while the broker is down
+    /// (to damage or repair files in its data dir).
+    #[allow(dead_code)]
+    pub async fn restart_changing(&mut self, change: impl FnOnce()) {
+        let server = self.server.take().expect("server running");
+        tokio::time::timeout(Duration::from_secs(30), server.shutdown())
+            .await
+            .expect("shutdown finishes");
+        change();
+        let server = Server::start(&self.config).await.expect("server restarts");
+        self.server = Some(server);
+    }
+
+    /// The directory holding a queue's segments in vhost `/`.
+    #[allow(dead_code)]
+    pub fn queue_dir(&self, queue: &str) -> std::path::PathBuf {
+        let vhost = self.server().broker.vhost("/").expect("default vhost");
+        let q = vhost.queue(queue).expect("queue exists");
+        q.lock().store.dir().to_path_buf()
+    }
+
     /// Shuts the server down for good.
     pub async fn stop(mut self) {
         let server = self.server.take().expect("server running");
@@ -805,4 +826,48 @@ pub fn connection_open(vhost: &str) -> Vec<u8> {
     a.extend(shortstr(""));
     a.push(0);
     method_frame(0, 10, 40, &a)
+}
+
+/// A queue's segment files as they were before [`break_segments`] damaged them.
+#[allow(dead_code)]
+pub struct SavedSegments(Vec<(std::path::PathBuf, Vec<u8>)>);
+
+/// Gives every message segment in `dir` an unknown format version and removes
+/// their metadata files, so that opening the queue fails; returns the original
+/// bytes for [`SavedSegments::restore`] and the damaged ones for comparison.
+#[allow(dead_code)]
+pub fn break_segments(dir: &Path) -> (SavedSegments, Vec<(std::path::PathBuf, Vec<u8>)>) {
+    let mut saved = Vec::new();
+    let mut damaged = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("queue dir") {
+        let path = entry.expect("dir entry").path();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default()
+            .to_string();
+        if name.starts_with("meta.") {
+            saved.push((path.clone(), std::fs::read(&path).expect("read meta")));
+            std::fs::remove_file(&path).expect("remove meta");
+        } else if name.starts_with("msgs.") {
+            let bytes = std::fs::read(&path).expect("read segment");
+            let mut bad = bytes.clone();
+            bad[0..4].copy_from_slice(&99u32.to_le_bytes());
+            std::fs::write(&path, &bad).expect("damage segment");
+            saved.push((path.clone(), bytes));
+            damaged.push((path, bad));
+        }
+    }
+    assert!(!damaged.is_empty(), "no segment in {}", dir.display());
+    (SavedSegments(saved), damaged)
+}
+
+impl SavedSegments {
+    /// Puts the original files back.
+    #[allow(dead_code)]
+    pub fn restore(&self) {
+        for (path, bytes) in &self.0 {
+            std::fs::write(path, bytes).expect("restore file");
+        }
+    }
 }

@@ -187,6 +187,11 @@ pub enum Command {
         /// Queue name
         queue: String,
     },
+    /// Restarts a closed queue (reopens its files)
+    RestartQueue {
+        /// Queue name
+        queue: String,
+    },
     /// Lists exchanges of the vhost (-p)
     ListExchanges(Columns),
     /// Creates an exchange in the vhost (-p)

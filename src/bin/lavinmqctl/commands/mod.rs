@@ -72,6 +72,7 @@ pub async fn run(ctx: &Ctx, command: Command) -> CtlResult<()> {
         Command::PurgeQueue { queue } => queues::purge(ctx, &queue).await,
         Command::PauseQueue { queue } => queues::pause(ctx, &queue).await,
         Command::ResumeQueue { queue } => queues::resume(ctx, &queue).await,
+        Command::RestartQueue { queue } => queues::restart(ctx, &queue).await,
         Command::ListExchanges(cols) => exchanges::list(ctx, cols).await,
         Command::CreateExchange(args) => exchanges::create(ctx, &args).await,
         Command::DeleteExchange { name } => exchanges::delete(ctx, &name).await,

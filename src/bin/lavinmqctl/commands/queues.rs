@@ -1,5 +1,5 @@
 //! Queue commands: list, create (with LavinMQ's argument flags), delete,
-//! purge, pause and resume.
+//! purge, pause, resume and restart.
 
 use hyper::Method;
 use serde_json::{Map, Value, json};
@@ -94,6 +94,14 @@ pub async fn pause(ctx: &Ctx, queue: &str) -> CtlResult<()> {
 /// `resume_queue <name>`: restarts deliveries of a paused queue.
 pub async fn resume(ctx: &Ctx, queue: &str) -> CtlResult<()> {
     let target = path(["queues", ctx.vhost(), queue, "resume"]);
+    ctx.api.call(Method::PUT, &target, None, &[204]).await?;
+    Ok(())
+}
+
+/// `restart_queue <name>`: reopens a queue closed because its files could not
+/// be opened, once they are fixed.
+pub async fn restart(ctx: &Ctx, queue: &str) -> CtlResult<()> {
+    let target = path(["queues", ctx.vhost(), queue, "restart"]);
     ctx.api.call(Method::PUT, &target, None, &[204]).await?;
     Ok(())
 }
