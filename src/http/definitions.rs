@@ -77,7 +77,7 @@ fn vhost_entities(v: &VHost) -> [Vec<Value>; 5] {
     exchanges.sort_by(|a, b| a.name.cmp(&b.name));
     let exchanges = exchanges
         .iter()
-        .map(|e| super::exchanges::exchange_json(&v.name, e))
+        .map(|e| super::exchanges::exchange_definition_json(&v.name, e))
         .collect();
     let bindings = bindings::of_vhost(v)
         .into_iter()

@@ -185,7 +185,7 @@ impl Restored {
         };
         self.exchange_names.insert(name.to_string());
         if !name.is_empty() && !name.starts_with("amq.") {
-            let json = super::exchanges::exchange_json(&self.vhost, &ex);
+            let json = super::exchanges::exchange_definition_json(&self.vhost, &ex);
             self.exchanges.insert(name.to_string(), json);
         }
     }

@@ -33,6 +33,19 @@ pub fn exchange_json(vhost: &str, e: &Exchange) -> Value {
            "message_stats": super::stats_json::message_stats(&e.counters.named(), &e.rates)})
 }
 
+/// An exchange as a definitions export shows it: without what the broker
+/// derives at run time (the policy in force, whether it delays), which an
+/// export read from the files without a broker could not know.
+pub fn exchange_definition_json(vhost: &str, e: &Exchange) -> Value {
+    let mut v = exchange_json(vhost, e);
+    if let Some(o) = v.as_object_mut() {
+        for derived in ["policy", "effective_policy_definition", "delayed"] {
+            o.remove(derived);
+        }
+    }
+    v
+}
+
 fn of_vhost(v: &VHost) -> Vec<Value> {
     let mut all = v.exchanges();
     all.sort_by(|a, b| a.name.cmp(&b.name));
