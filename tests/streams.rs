@@ -334,45 +334,6 @@ async fn an_offset_past_the_end_waits_for_that_offset() {
     assert_eq!(offsets(&mut consumer, 2).await, [5, 6]);
 }
 
-#[tokio::test]
-async fn a_negative_offset_starts_that_many_messages_before_the_end() {
-    let b = start().await;
-    let (conn, ch) = b.channel().await;
-    let q = uniq("stream-last-n");
-    declare_stream(&ch, &q, &[]).await;
-    fill(&ch, &q, (0..200).map(|i| format!("m{i}"))).await;
-    let from_end = |n: i64| table(&[("x-stream-offset", AMQPValue::LongLongInt(n))]);
-    let c1 = conn.create_channel().await.unwrap();
-    let mut last100 = consume(&c1, &q, "", from_end(-100)).await;
-    let got = deliveries(&mut last100, 100).await;
-    assert_eq!(
-        got.iter().map(offset_of).collect::<Vec<_>>(),
-        (100..200).collect::<Vec<_>>()
-    );
-    assert_eq!(got[0].data, b"m100");
-    assert_no_delivery(&mut last100).await;
-    let c2 = conn.create_channel().await.unwrap();
-    let mut last1 = consume(&c2, &q, "", from_end(-1)).await;
-    let d = next_delivery(&mut last1).await;
-    assert_eq!((offset_of(&d), d.data.as_slice()), (199, b"m199".as_slice()));
-    // More than the stream holds: from the oldest message kept.
-    let c3 = conn.create_channel().await.unwrap();
-    let mut all = consume(&c3, &q, "", from_end(i64::MIN)).await;
-    assert_eq!(offsets(&mut all, 3).await, [0, 1, 2]);
-    // After the last N, new messages follow.
-    fill(&ch, &q, ["m200".to_string()]).await;
-    assert_eq!(offsets(&mut last1, 1).await, [200]);
-    // On an empty stream the consumer waits for the next message.
-    let empty = uniq("stream-last-n-empty");
-    declare_stream(&ch, &empty, &[]).await;
-    let c4 = conn.create_channel().await.unwrap();
-    let mut waiting = consume(&c4, &empty, "", from_end(-100)).await;
-    assert_no_delivery(&mut waiting).await;
-    fill(&ch, &empty, ["first".to_string()]).await;
-    let d = next_delivery(&mut waiting).await;
-    assert_eq!((offset_of(&d), d.data.as_slice()), (0, b"first".as_slice()));
-}
-
 /// Publishes `(body, headers)` pairs into stream `q`, confirmed.
 async fn fill_with_headers(ch: &Channel, q: &str, messages: &[(&str, FieldTable)]) {
     ch.confirm_select(ConfirmSelectOptions::default()).await.unwrap();
@@ -476,21 +437,6 @@ async fn a_table_filter_matches_header_values_all_or_any() {
         .await,
         ["eu-1", "eu-2", "us-1", "tagged", "none"]
     );
-    // A negative offset counts back over all messages, then the filter applies.
-    let c = conn.create_channel().await.unwrap();
-    let mut last2 = consume(
-        &c,
-        &q,
-        "",
-        table(&[
-            ("x-stream-offset", AMQPValue::LongLongInt(-3)),
-            ("x-stream-filter", kv()),
-            ("x-filter-match-type", long_str("any")),
-        ]),
-    )
-    .await;
-    assert_eq!(next_delivery(&mut last2).await.data, b"us-1");
-    assert_no_delivery(&mut last2).await;
 }
 
 #[tokio::test]

@@ -74,10 +74,6 @@ pub enum StartAt {
     Next,
     /// A message offset.
     Offset(u64),
-    /// The last N messages (a negative `x-stream-offset`, LavinMQ's
-    /// extension): fewer when the stream keeps fewer, only new messages when
-    /// it is empty.
-    LastN(u64),
     /// The first message stored at or after this time (ms).
     Time(i64),
 }
@@ -103,9 +99,8 @@ impl ConsumerOptions {
                 (Some("first"), _) => Some(StartAt::First),
                 (Some("last"), _) => Some(StartAt::Last),
                 (Some("next"), _) => Some(StartAt::Next),
-                // As in LavinMQ, a negative offset counts back from the end.
-                (_, Some(n)) if n < 0 => Some(StartAt::LastN(n.unsigned_abs())),
-                (_, Some(n)) => Some(StartAt::Offset(n as u64)),
+                // As in RabbitMQ (and LavinMQ 2.9), a negative offset means the start.
+                (_, Some(n)) => Some(StartAt::Offset(n.max(0) as u64)),
                 (Some(s), _) => return Err(format!("invalid arg 'x-stream-offset': '{s}'")),
                 _ => {
                     return Err(
@@ -235,10 +230,6 @@ impl StreamState {
                 self.store.cursor_at(last)
             }
             StartAt::Offset(o) => self.store.cursor_at(o.max(self.store.first_offset())),
-            StartAt::LastN(n) => {
-                let from = self.store.next_offset().saturating_sub(n);
-                self.store.cursor_at(from.max(self.store.first_offset()))
-            }
             StartAt::Time(t) => self.store.cursor_at_time(t),
         }
     }
@@ -357,38 +348,6 @@ mod tests {
         for o in [0, 1, u64::from(u32::MAX) + 7] {
             assert_eq!(pos_offset(offset_pos(o)), o);
         }
-    }
-
-    #[test]
-    fn negative_offsets_start_n_messages_before_the_end() {
-        let args = |n: i64| -> FieldTable { [("x-stream-offset".into(), FieldValue::from(n))].into_iter().collect() };
-        let start = |n: i64| ConsumerOptions::from_arguments(&args(n)).unwrap().start;
-        assert_eq!(start(-3), Some(StartAt::LastN(3)));
-        assert_eq!(start(i64::MIN), Some(StartAt::LastN(1 << 63)));
-        assert_eq!(start(0), Some(StartAt::Offset(0)));
-        let dir = tempfile::tempdir().unwrap();
-        let mut s = StreamState::open(dir.path(), "s", 4096).unwrap();
-        // An empty stream: the consumer waits for the next message.
-        assert_eq!(s.cursor_for(&StartAt::LastN(5)).offset, 0);
-        for i in 0..400 {
-            s.store
-                .push(i, "", "s", &[0, 0], format!("message {i}").as_bytes())
-                .unwrap();
-        }
-        assert!(s.store.segment_count() > 3);
-        let at = |s: &mut StreamState, n: u64| {
-            let mut c = s.cursor_for(&StartAt::LastN(n));
-            s.store.read(&mut c).map(|(o, _, _)| o)
-        };
-        assert_eq!(at(&mut s, 1), Some(399));
-        assert_eq!(at(&mut s, 150), Some(250));
-        assert_eq!(at(&mut s, 1000), Some(0));
-        // Fewer kept than asked for (retention removed the oldest): the oldest kept.
-        s.store.apply_retention(Some(100), None, None);
-        let first = s.store.first_offset();
-        assert!(first > 0);
-        assert_eq!(at(&mut s, 1000), Some(first));
-        assert_eq!(at(&mut s, u64::MAX), Some(first));
     }
 
     #[test]
