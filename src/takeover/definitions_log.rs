@@ -226,10 +226,9 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Writes LavinMQ's frame encoding; the conversion tests build their
-/// fixtures with it.
+/// Writes LavinMQ's frame encoding, for the tests below.
 #[cfg(test)]
-pub(crate) mod encode {
+mod encode {
     pub fn frame(class: u16, method: u16, fields: &[u8]) -> Vec<u8> {
         let mut payload = class.to_le_bytes().to_vec();
         payload.extend(method.to_le_bytes());

@@ -66,13 +66,14 @@ fn convert_mqtt_sessions(queues: &mut [Value], bindings: &mut Vec<Value>) {
     bindings.retain(|b| b["source"] != MQTT_EXCHANGE);
 }
 
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// Hex SHA-1 of `name`: the directory LavinMQ gives a vhost or a queue.
 pub fn sha1_dir(name: &str) -> String {
     use sha1::Digest;
-    sha1::Sha1::digest(name.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex(&sha1::Sha1::digest(name.as_bytes()))
 }
 
 /// A LavinMQ data dir opened for reading.
@@ -293,10 +294,7 @@ impl SourceVHost {
             .lines()
             .filter(|t| !t.is_empty())
             .map(|topic| {
-                let hash: String = md5::Md5::digest(topic.as_bytes())
-                    .iter()
-                    .map(|b| format!("{b:02x}"))
-                    .collect();
+                let hash = hex(&md5::Md5::digest(topic.as_bytes()));
                 (topic.to_string(), dir.join(format!("{hash}.msg")))
             })
             .collect()

@@ -157,7 +157,7 @@ fn write_fixture(root: &Path) {
                 headers: Some(table(&[("x-delay", Header::Int(*delay))])),
                 ..Props::default()
             };
-            record(Message::now() - 1000, "later", "k", &props, body.as_bytes())
+            record(now_ms() - 1000, "later", "k", &props, body.as_bytes())
         })
         .collect();
     write_store(&queue_dir(&root_vhost, "amq.delayed-later"), &delayed, 4096, |_| false);
@@ -181,14 +181,22 @@ fn write_fixture(root: &Path) {
 }
 
 /// Milliseconds since the epoch, for delayed messages.
-struct Message;
-impl Message {
-    fn now() -> i64 {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis() as i64
-    }
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// Runs `lavinmq --convert-lavinmq-data-dir SRC -D DEST`.
+fn convert(src: &Path, dest: &Path) -> std::process::Output {
+    Command::new(BIN)
+        .arg("--convert-lavinmq-data-dir")
+        .arg(src)
+        .arg("-D")
+        .arg(dest)
+        .output()
+        .unwrap()
 }
 
 /// Every file under `dir` with a hash of its contents.
@@ -477,13 +485,7 @@ async fn convert_flag_converts_into_another_dir_without_touching_the_source() {
     let dest = dir.path().join("converted");
     write_fixture(&src);
     let original = file_hashes(&src);
-    let out = Command::new(BIN)
-        .arg("--convert-lavinmq-data-dir")
-        .arg(&src)
-        .arg("-D")
-        .arg(&dest)
-        .output()
-        .unwrap();
+    let out = convert(&src, &dest);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
     let unacked = (0..WORK).filter(|&i| !acked(i)).count();
@@ -491,13 +493,7 @@ async fn convert_flag_converts_into_another_dir_without_touching_the_source() {
     let total = unacked + 18 + 50 + 5 + 1 + 1 + 2 + 3;
     assert!(stdout.contains(&format!("{total} messages")), "{stdout}");
     assert_eq!(file_hashes(&src), original, "the source is left as it was");
-    let again = Command::new(BIN)
-        .arg("--convert-lavinmq-data-dir")
-        .arg(&src)
-        .arg("-D")
-        .arg(&dest)
-        .output()
-        .unwrap();
+    let again = convert(&src, &dest);
     assert!(!again.status.success());
     assert!(String::from_utf8_lossy(&again.stderr).contains("not empty"));
     let broker = BrokerProcess::spawn(&dest, None);
