@@ -5,7 +5,9 @@
 # persistence), alternating, ROUNDS rounds; prints medians and our/Mosquitto
 # ratios. Scenarios: QoS 0 and QoS 1 with clean sessions, and QoS 1 with a
 # persistent session (for lavinmq a durable queue, acknowledged after fsync;
-# Mosquitto without persistence keeps it in memory).
+# Mosquitto without persistence keeps it in memory), in MQTT 3.1.1, and QoS 0
+# and 1 with clean sessions in MQTT 5; for lavinmq it also prints the MQTT 5
+# rate as a share of the 3.1.1 rate.
 #   DURATION  seconds per run (default 5)    ROUNDS  rounds (default 3)
 #   LPORT     lavinmq's MQTT port (default 1893)   MPORT  Mosquitto's (default 1894)
 set -euo pipefail
@@ -78,6 +80,8 @@ scenarios() {
     run "QoS 0, clean session" "$broker" "$port" --qos 0 --clean-session -t "q0-$round"
     run "QoS 1, clean session" "$broker" "$port" --qos 1 --clean-session -t "q1-$round"
     run "QoS 1, persistent session" "$broker" "$port" --qos 1 -t "q1p-$round"
+    run "MQTT 5 QoS 0, clean session" "$broker" "$port" --protocol-version 5 --qos 0 --clean-session -t "v5q0-$round"
+    run "MQTT 5 QoS 1, clean session" "$broker" "$port" --protocol-version 5 --qos 1 --clean-session -t "v5q1-$round"
 }
 
 for round in $(seq "$ROUNDS"); do
@@ -103,4 +107,9 @@ for scenario, by in rows.items():
     cell = lambda v: f"{v:,.0f}" if v else "-"
     ratio = f"{l / m:6.1f}x" if l and m else "      -"
     print(f"{scenario:28} {cell(l):>12} {cell(m):>12} {ratio}")
+for qos in (0, 1):
+    v3 = med(rows.get(f"QoS {qos}, clean session", {}).get("lavinmq"))
+    v5 = med(rows.get(f"MQTT 5 QoS {qos}, clean session", {}).get("lavinmq"))
+    if v3 and v5:
+        print(f"lavinmq MQTT 5 / 3.1.1 at QoS {qos}: {v5 / v3:.2f}")
 PY

@@ -1,8 +1,11 @@
 //! MQTT 3.1.1: connecting and logging in, QoS 0/1/2 in both directions,
 //! interoperation with AMQP through `amq.topic`, persistent sessions,
-//! redelivery, retained messages, wills, takeover and keep alive.
+//! redelivery, retained messages, wills, takeover and keep alive; MQTT 5
+//! sessions across restarts (`mqtt/v5.rs`).
 
 mod common;
+#[path = "mqtt/v5.rs"]
+mod v5;
 
 use std::time::Duration;
 

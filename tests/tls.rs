@@ -17,7 +17,7 @@ use common::{TestBroker, uniq, within};
 use futures_util::{SinkExt, StreamExt};
 use lavinmq::amqp::codec::{Frame, Method, parse_frame};
 use lavinmq::config::{Config, SniConfig, TlsKeys};
-use lavinmq::mqtt::codec::{Connect, ConnectReturnCode, MqttStr, Packet, ProtocolVersion, write_packet};
+use lavinmq::mqtt::codec::{Connect, MqttStr, Packet, ProtocolVersion, ReasonCode, write_packet};
 use serde_json::Value;
 use tempfile::TempDir;
 use tls_support::amqp::Amqp;
@@ -294,7 +294,7 @@ async fn mqtts_connect_subscribe_publish() {
     let broker = start_tls(&certs, |_| {}).await;
     let stream = certs.client().connect(mqtts(&broker), "localhost").await.unwrap();
     let (mut c, ack) = Mqtt::connect(stream, &uniq("mqtts"), None).await;
-    assert_eq!(ack.expect("CONNACK").return_code, ConnectReturnCode::Accepted);
+    assert_eq!(ack.expect("CONNACK").code, ReasonCode::SUCCESS);
     let topic = format!("tls/{}", uniq("t"));
     c.subscribe(&topic).await;
     c.publish(&topic, b"secret").await;
@@ -369,8 +369,14 @@ async fn websocket_over_tls_carries_mqtt_and_amqp() {
         will: None,
         username: None,
         password: None,
+        properties: None,
     };
-    write_packet(&mut connect, &Packet::Connect(Box::new(packet))).unwrap();
+    write_packet(
+        &mut connect,
+        &Packet::Connect(Box::new(packet)),
+        ProtocolVersion::V3_1_1,
+    )
+    .unwrap();
     ws.send(Message::binary(connect.freeze())).await.unwrap();
     let ack = within("CONNACK", ws.next()).await.unwrap().unwrap();
     assert_eq!(ack.into_data().as_ref(), [0x20, 2, 0, 0], "CONNACK accepted");
@@ -722,7 +728,7 @@ async fn mqtt_client_without_user_name_logs_in_as_the_certificate() {
         .unwrap();
     let client_id = uniq("cert-login");
     let (mut c, ack) = Mqtt::connect(stream, &client_id, None).await;
-    assert_eq!(ack.expect("CONNACK").return_code, ConnectReturnCode::Accepted);
+    assert_eq!(ack.expect("CONNACK").code, ReasonCode::SUCCESS);
     let topic = format!("devices/{}", uniq("d"));
     c.subscribe(&topic).await;
     c.publish(&topic, b"hello").await;
@@ -745,10 +751,7 @@ async fn mqtt_client_without_user_name_logs_in_as_the_certificate() {
         .await
         .unwrap();
     let (_, ack) = Mqtt::connect(stream, &uniq("refused"), None).await;
-    assert_eq!(
-        ack.expect("CONNACK").return_code,
-        ConnectReturnCode::BadUsernameOrPassword
-    );
+    assert_eq!(ack.expect("CONNACK").code, ReasonCode::BAD_USER_NAME_OR_PASSWORD);
 
     // A user name and password still decide when given.
     let stream = certs
@@ -758,7 +761,7 @@ async fn mqtt_client_without_user_name_logs_in_as_the_certificate() {
         .await
         .unwrap();
     let (_, ack) = Mqtt::connect(stream, &uniq("pw"), Some(("guest", "guest"))).await;
-    assert_eq!(ack.expect("CONNACK").return_code, ConnectReturnCode::Accepted);
+    assert_eq!(ack.expect("CONNACK").code, ReasonCode::SUCCESS);
 }
 
 // ---------------------------------------------------------------------------

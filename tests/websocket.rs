@@ -13,8 +13,8 @@ use common::{TestBroker, start, uniq, within};
 use futures_util::{SinkExt, StreamExt};
 use lavinmq::amqp::codec::{FieldTable, Frame, Method, ShortStr, parse_frame, write_method};
 use lavinmq::mqtt::codec::{
-    Connack, Connect, ConnectReturnCode, MqttStr, Packet, ProtocolVersion, Publish, QoS, Subscribe,
-    SubscribeReturnCode, Will, parse_packet, write_packet,
+    Ack, Connack, Connect, Disconnect, MqttStr, Packet, ProtocolVersion, Publish, QoS, ReasonCode, Subscribe,
+    SubscriptionOptions, Will, parse_packet, write_packet,
 };
 use reqwest::StatusCode;
 use serde_json::Value;
@@ -113,7 +113,7 @@ impl WsMqtt {
 
     async fn send(&mut self, packet: &Packet) {
         let mut out = BytesMut::new();
-        write_packet(&mut out, packet).expect("encode packet");
+        write_packet(&mut out, packet, ProtocolVersion::V3_1_1).expect("encode packet");
         within("WebSocket send", self.ws.send(Message::binary(out.freeze())))
             .await
             .expect("WebSocket send");
@@ -122,7 +122,9 @@ impl WsMqtt {
     /// Next packet from the broker; fails the test if the WebSocket closes.
     async fn recv(&mut self) -> Packet {
         loop {
-            if let Some(p) = parse_packet(&mut self.buf, MAX_PACKET).expect("packet from the broker") {
+            if let Some(p) =
+                parse_packet(&mut self.buf, MAX_PACKET, ProtocolVersion::V3_1_1).expect("packet from the broker")
+            {
                 return p;
             }
             match next_binary(&mut self.ws).await {
@@ -150,7 +152,8 @@ impl WsMqtt {
             ack,
             Connack {
                 session_present: false,
-                return_code: ConnectReturnCode::Accepted
+                code: ReasonCode::SUCCESS,
+                properties: None,
             }
         );
     }
@@ -160,17 +163,14 @@ impl WsMqtt {
         let packet_id = self.packet_id();
         self.send(&Packet::Subscribe(Subscribe {
             packet_id,
-            filters: vec![(mstr(filter), qos)],
+            filters: vec![(mstr(filter), SubscriptionOptions::qos(qos))],
+            properties: None,
         }))
         .await;
         match self.recv().await {
             Packet::Suback(s) => {
                 assert_eq!(s.packet_id, packet_id);
-                assert_eq!(
-                    s.return_codes,
-                    vec![SubscribeReturnCode::Success(qos)],
-                    "SUBACK for {filter}"
-                );
+                assert_eq!(s.codes, vec![ReasonCode::granted(qos)], "SUBACK for {filter}");
             }
             other => panic!("expected SUBACK, got {other:?}"),
         }
@@ -186,12 +186,13 @@ impl WsMqtt {
             topic: mstr(topic),
             packet_id,
             payload: Bytes::copy_from_slice(payload),
+            properties: None,
         }))
         .await;
         match qos {
             QoS::AtMostOnce => {}
             QoS::AtLeastOnce => match self.recv().await {
-                Packet::Puback { packet_id: id } => assert_eq!(id, packet_id),
+                Packet::Puback(a) => assert_eq!(a.packet_id, packet_id),
                 other => panic!("expected PUBACK, got {other:?}"),
             },
             QoS::ExactlyOnce => unimplemented!("QoS 2 is not used here"),
@@ -203,7 +204,7 @@ impl WsMqtt {
         match self.recv().await {
             Packet::Publish(p) => {
                 if p.qos == QoS::AtLeastOnce {
-                    self.send(&Packet::Puback { packet_id: p.packet_id }).await;
+                    self.send(&Packet::Puback(Ack::ok(p.packet_id))).await;
                 }
                 p
             }
@@ -219,7 +220,7 @@ impl WsMqtt {
 
     /// Sends DISCONNECT and waits until the broker closes the WebSocket.
     async fn disconnect(mut self) {
-        self.send(&Packet::Disconnect).await;
+        self.send(&Packet::Disconnect(Disconnect::normal())).await;
         let rest = expect_closed(&mut self.ws).await;
         assert!(rest.is_empty(), "data after DISCONNECT: {rest:?}");
     }
@@ -241,6 +242,7 @@ fn connect_packet(protocol: ProtocolVersion, client_id: &str, will: Option<Will>
         will,
         username: None,
         password: None,
+        properties: None,
     }
 }
 
@@ -353,7 +355,7 @@ async fn mqtt_subprotocol_variants_are_confirmed() {
     let ack = ws
         .connect(connect_packet(ProtocolVersion::V3_1, &uniq("v31"), None))
         .await;
-    assert_eq!(ack.return_code, ConnectReturnCode::Accepted);
+    assert_eq!(ack.code, ReasonCode::SUCCESS);
     ws.ping().await;
     ws.disconnect().await;
 
@@ -373,7 +375,7 @@ async fn mqtt_over_websocket_refuses_bad_password() {
     connect.username = Some(mstr("guest"));
     connect.password = Some(Bytes::from_static(b"wrong"));
     let ack = ws.connect(connect).await;
-    assert_eq!(ack.return_code, ConnectReturnCode::BadUsernameOrPassword);
+    assert_eq!(ack.code, ReasonCode::BAD_USER_NAME_OR_PASSWORD);
     assert!(!ack.session_present);
     let rest = expect_closed(&mut ws.ws).await;
     assert!(rest.is_empty(), "data after a refusal: {rest:?}");
@@ -392,6 +394,7 @@ async fn will_of_websocket_client_dropped_without_disconnect() {
         payload: Bytes::from_static(b"websocket gone"),
         qos: QoS::AtLeastOnce,
         retain: false,
+        properties: None,
     };
     ws.connect_ok(&uniq("dying"), Some(will)).await;
     ws.ping().await;

@@ -1,7 +1,7 @@
 //! The opening of an MQTT connection: the CONNECT packet, who the client is
 //! (user name `vhost:user`, or the default vhost; without a user name, the
 //! verified TLS client certificate's CN or else the default user), its client
-//! identifier, and the CONNACK return code when it may not connect.
+//! identifier, and the CONNACK reason code when it may not connect.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,7 +9,7 @@ use std::time::Duration;
 use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-use super::codec::{Connect, ConnectReturnCode, DecodeError, Packet, parse_packet};
+use super::codec::{Connect, DecodeError, Packet, ProtocolVersion, ReasonCode, parse_packet};
 use super::context::{ClientIdValidation, MqttContext};
 use super::session::client_id_fits;
 use crate::core::vhost::VHost;
@@ -43,7 +43,8 @@ pub async fn read_connect<R: AsyncRead + Unpin>(
 ) -> Result<Box<Connect>, ConnectError> {
     let read = async {
         loop {
-            if let Some(packet) = parse_packet(buf, max_packet_size)? {
+            // CONNECT names its own revision; any will do to read it.
+            if let Some(packet) = parse_packet(buf, max_packet_size, ProtocolVersion::V3_1_1)? {
                 return match packet {
                     Packet::Connect(c) => Ok(c),
                     other => Err(ConnectError::NotConnect(other.name())),
@@ -67,18 +68,31 @@ pub struct Admitted {
     pub vhost: Arc<VHost>,
     /// The client identifier (assigned when the client sent none).
     pub client_id: String,
+    /// Whether the broker made the client identifier up (MQTT 5 then tells
+    /// the client in CONNACK).
+    pub assigned_client_id: bool,
     /// How the user was established, as the management API lists it:
     /// `MQTT` (user name and password, or anonymous) or `EXTERNAL` (the
     /// client certificate).
     pub mechanism: &'static str,
 }
 
-/// A refusal: the CONNACK return code and the reason for the log.
-pub type Refusal = (ConnectReturnCode, String);
+/// A refusal: the CONNACK reason code and the reason for the log.
+pub type Refusal = (ReasonCode, String);
 
 /// Checks the client's identity and client identifier.
 pub fn admit(ctx: &MqttContext, connect: &Connect, peer: &Peer) -> Result<Admitted, Refusal> {
     let settings = ctx.settings.load_full();
+    if let Some(method) = connect
+        .properties
+        .as_ref()
+        .and_then(|p| p.authentication_method.as_ref())
+    {
+        return Err((
+            ReasonCode::BAD_AUTHENTICATION_METHOD,
+            format!("enhanced authentication method '{}' is not supported", method.as_str()),
+        ));
+    }
     let by_certificate = connect.username.is_none() && peer.client_cn().is_some();
     let (vhost_name, user) = match (&connect.username, peer.client_cn()) {
         (Some(name), _) => {
@@ -94,7 +108,7 @@ pub fn admit(ctx: &MqttContext, connect: &Connect, peer: &Peer) -> Result<Admitt
     };
     let bad_credentials = || {
         (
-            ConnectReturnCode::BadUsernameOrPassword,
+            ReasonCode::BAD_USER_NAME_OR_PASSWORD,
             format!("authentication failed for user '{user}'"),
         )
     };
@@ -116,19 +130,16 @@ pub fn admit(ctx: &MqttContext, connect: &Connect, peer: &Peer) -> Result<Admitt
         && !peer.addr.ip().to_canonical().is_loopback()
     {
         return Err((
-            ConnectReturnCode::NotAuthorized,
+            ReasonCode::NOT_AUTHORIZED,
             format!("user '{user}' may only connect from loopback"),
         ));
     }
     let Some(vhost) = ctx.broker.vhost(&vhost_name) else {
-        return Err((
-            ConnectReturnCode::NotAuthorized,
-            format!("vhost '{vhost_name}' not found"),
-        ));
+        return Err((ReasonCode::NOT_AUTHORIZED, format!("vhost '{vhost_name}' not found")));
     };
     if !record.permissions.contains_key(&vhost_name) {
         return Err((
-            ConnectReturnCode::NotAuthorized,
+            ReasonCode::NOT_AUTHORIZED,
             format!("access to vhost '{vhost_name}' refused for user '{user}'"),
         ));
     }
@@ -136,21 +147,22 @@ pub fn admit(ctx: &MqttContext, connect: &Connect, peer: &Peer) -> Result<Admitt
     Ok(Admitted {
         user,
         vhost,
+        assigned_client_id: connect.client_id.is_empty(),
         client_id,
         mechanism: if by_certificate { "EXTERNAL" } else { "MQTT" },
     })
 }
 
 /// The client identifier the session goes by: the client's own, or, when it
-/// sent none with a clean session, one the broker makes up [MQTT-3.1.3-6]
-/// (the user name with `client_id_validation = username`).
+/// sent none (with a clean session before MQTT 5), one the broker makes up
+/// [MQTT-3.1.3-6] (the user name with `client_id_validation = username`).
 fn client_id(connect: &Connect, user: &str, validation: ClientIdValidation) -> Result<String, Refusal> {
     let given = connect.client_id.as_str();
     let id = if !given.is_empty() {
         given.to_string()
-    } else if !connect.clean_session {
+    } else if !connect.clean_session && connect.protocol != ProtocolVersion::V5 {
         return Err((
-            ConnectReturnCode::IdentifierRejected,
+            ReasonCode::CLIENT_IDENTIFIER_NOT_VALID,
             "an empty client id needs a clean session [MQTT-3.1.3-8]".into(),
         ));
     } else if validation == ClientIdValidation::Username {
@@ -160,7 +172,7 @@ fn client_id(connect: &Connect, user: &str, validation: ClientIdValidation) -> R
     };
     if !client_id_fits(&id) {
         return Err((
-            ConnectReturnCode::IdentifierRejected,
+            ReasonCode::CLIENT_IDENTIFIER_NOT_VALID,
             format!("client id of {} bytes is too long", id.len()),
         ));
     }

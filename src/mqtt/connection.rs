@@ -3,10 +3,12 @@
 //! pings and enforces the keep alive, and at the end publishes the will when
 //! the client did not say DISCONNECT.
 //!
-//! MQTT has no way to tell a client why the broker closes: every protocol
-//! violation closes the network connection [MQTT-4.8.0-1] with a log line
-//! naming the broken rule.
+//! MQTT 3.1.1 has no way to tell a client why the broker closes: every
+//! protocol violation closes the network connection [MQTT-4.8.0-1] with a log
+//! line naming the broken rule. An MQTT 5 client first gets a DISCONNECT
+//! with the reason code.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,25 +17,27 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tracing::Instrument;
 
 use super::codec::{
-    Connack, Connect, ConnectReturnCode, DecodeError, Packet, ProtocolVersion, Publish, QoS, Suback, Subscribe,
-    SubscribeReturnCode, Unsubscribe, Will, parse_packet, write_connack, write_packet,
+    Ack, Connack, Connect, DecodeError, Disconnect, Packet, Properties, ProtocolVersion, Publish, QoS, ReasonCode,
+    Suback, Subscribe, SubscriptionOptions, Unsuback, Unsubscribe, Will, parse_packet, write_connack, write_packet,
 };
 use super::connect::{Admitted, ConnectError, admit, read_connect};
 use super::context::MqttContext;
-use super::delivery::MqttConsumer;
-use super::message_props::topic_message;
+use super::delivery::{ClientLimits, Deliveries, MqttConsumer, Source};
 use super::publish_acks::{PublishAck, PublishAcks};
-use super::session::{Session, TOPIC_EXCHANGE};
+use super::routing::{Outgoing, Publisher};
+use super::session::{Session, SessionExpiry, TOPIC_EXCHANGE, subscription};
 use super::session_registry::{Claim, SessionState};
-use super::topic_map::topic_to_routing_key;
+use super::shared_subscription;
+use super::topic_alias::{TOPIC_ALIAS_MAXIMUM, TopicAliases};
 use crate::core::connections::{ConnectionInfo, Registration};
 use crate::core::message::Message;
 use crate::core::permissions::{Access, Compiled};
-use crate::core::queue::Queue;
 use crate::core::{FieldTable, FieldValue};
 use crate::transport::BUSY_READ;
 use crate::transport::outbox::Outbox;
 use crate::transport::peer::Peer;
+/// PUBREL/PUBCOMP's reason for an identifier with no exchange in progress.
+const PACKET_ID_NOT_FOUND: ReasonCode = ReasonCode::PACKET_IDENTIFIER_NOT_FOUND;
 
 /// Why the packet loop closes the connection.
 #[derive(Debug, thiserror::Error)]
@@ -44,16 +48,29 @@ enum Violation {
     SecondConnect,
     #[error("{0} may only be sent by a server")]
     ServerPacket(&'static str),
-    #[error("{0}")]
-    Refused(String),
+    #[error("{1}")]
+    Refused(ReasonCode, String),
+}
+
+impl Violation {
+    /// The reason an MQTT 5 client is given.
+    fn reason(&self) -> ReasonCode {
+        match self {
+            Violation::Malformed(e) => e.reason_code(),
+            Violation::SecondConnect | Violation::ServerPacket(_) => ReasonCode::PROTOCOL_ERROR,
+            Violation::Refused(code, _) => *code,
+        }
+    }
 }
 
 /// How the packet loop ended.
 enum End {
-    /// The client sent DISCONNECT: no will.
-    Disconnect,
-    /// Anything else: the will is published.
-    Abnormal,
+    /// The client sent DISCONNECT: no will, unless MQTT 5's reason 0x04
+    /// asked for it.
+    Disconnect { will: bool },
+    /// Anything else: the will is published, and an MQTT 5 client is told
+    /// why with this reason (when the socket still works).
+    Abnormal(Option<ReasonCode>),
     /// The broker is shutting down: the session is kept, no will.
     Shutdown,
 }
@@ -72,7 +89,8 @@ where
             Ok(c) => c,
             Err(ConnectError::Malformed(DecodeError::UnsupportedProtocolLevel(level))) => {
                 tracing::info!("unsupported protocol level {level} [MQTT-3.1.2-2]");
-                refuse(&mut wr, ConnectReturnCode::UnacceptableProtocolVersion).await;
+                let refusal = refusal(ReasonCode::UNSUPPORTED_PROTOCOL_VERSION);
+                send_and_close(&mut wr, &Packet::Connack(refusal), ProtocolVersion::V3_1_1).await;
                 return;
             }
             Err(e) => {
@@ -81,11 +99,12 @@ where
                 return;
             }
         };
+        let version = connect.protocol;
         let admitted = match admit(&ctx, &connect, &peer) {
             Ok(a) => a,
             Err((code, why)) => {
-                tracing::warn!("connection refused ({code:?}): {why}");
-                refuse(&mut wr, code).await;
+                tracing::warn!("connection refused ({code}): {why}");
+                send_and_close(&mut wr, &Packet::Connack(refusal(code)), version).await;
                 return;
             }
         };
@@ -97,9 +116,10 @@ where
         );
         let info = ConnectionInfo {
             id,
-            protocol: match connect.protocol {
+            protocol: match version {
                 ProtocolVersion::V3_1 => "MQTT 3.1",
                 ProtocolVersion::V3_1_1 => "MQTT 3.1.1",
+                ProtocolVersion::V5 => "MQTT 5.0",
             },
             user: admitted.user.clone(),
             vhost: admitted.vhost.name.clone(),
@@ -115,32 +135,34 @@ where
         let limit = admitted.vhost.max_connections();
         let Some(registration) = ctx.broker.connections.register(info, Message::now_ms(), limit) else {
             tracing::warn!(vhost = %admitted.vhost.name, "connection refused: the vhost's connection limit is reached");
-            refuse(&mut wr, ConnectReturnCode::ServerUnavailable).await;
+            send_and_close(&mut wr, &Packet::Connack(refusal(ReasonCode::QUOTA_EXCEEDED)), version).await;
             return;
         };
         let client_id = admitted.client_id.clone();
-        let clean = connect.clean_session;
-        let claim = ctx.sessions.claim(&admitted.vhost.name, &client_id, id, clean).await;
-        let opened = Session::open(&admitted.vhost, &client_id, clean, id);
+        let clean_start = connect.clean_session;
+        let expiry = session_expiry(&connect);
+        let claim = ctx.sessions.claim(&admitted.vhost.name, &client_id, id, clean_start).await;
+        let opened = Session::open(&admitted.vhost, &client_id, clean_start, expiry, id);
         let (session, present) = match opened {
             Ok(s) => s,
             Err(e) => {
                 tracing::error!(client_id, "cannot open the session: {e}");
-                ctx.sessions.release(&admitted.vhost.name, &client_id, id, clean);
-                refuse(&mut wr, ConnectReturnCode::ServerUnavailable).await;
+                ctx.sessions.release(&admitted.vhost.name, &client_id, id, clean_start);
+                let refusal = refusal(ReasonCode::SERVER_UNAVAILABLE);
+                send_and_close(&mut wr, &Packet::Connack(refusal), version).await;
                 return;
             }
         };
-        tracing::info!(vhost = %admitted.vhost.name, user = %admitted.user, client_id, clean, present, "connection established");
+        tracing::info!(vhost = %admitted.vhost.name, user = %admitted.user, client_id, clean_start, present, ?version, "connection established");
         let outbox = Arc::new(Outbox::default());
+        let connack = Connack {
+            session_present: present,
+            code: ReasonCode::SUCCESS,
+            properties: version.is_v5().then(|| connack_properties(&ctx, &admitted)),
+        };
         outbox.write(|out| {
-            write_connack(
-                out,
-                &Connack {
-                    session_present: present,
-                    return_code: ConnectReturnCode::Accepted,
-                },
-            )
+            // The CONNACK's strings are a client id and fit.
+            let _ = write_connack(out, &connack, version);
         });
         let writer = outbox.spawn_writer(wr, None, registration.entry.clone());
         let span = tracing::info_span!("session", vhost = %admitted.vhost.name, client_id);
@@ -154,16 +176,53 @@ where
     .await
 }
 
-/// Sends CONNACK with a refusal and closes [MQTT-3.2.2-5].
-async fn refuse<W: AsyncWrite + Unpin>(wr: &mut W, code: ConnectReturnCode) {
-    let mut out = BytesMut::with_capacity(4);
-    write_connack(
-        &mut out,
-        &Connack {
-            session_present: false,
-            return_code: code,
-        },
-    );
+/// How long the session of `connect` outlives its connection.
+fn session_expiry(connect: &Connect) -> SessionExpiry {
+    match connect.protocol {
+        ProtocolVersion::V5 => SessionExpiry::from_interval(
+            connect
+                .properties
+                .as_ref()
+                .and_then(|p| p.session_expiry_interval)
+                .unwrap_or(0),
+        ),
+        _ if connect.clean_session => SessionExpiry::WithConnection,
+        _ => SessionExpiry::Never,
+    }
+}
+
+/// What an MQTT 5 CONNACK tells the client: an assigned client id, and the
+/// limits that differ from the protocol's defaults.
+fn connack_properties(ctx: &MqttContext, admitted: &Admitted) -> Box<Properties> {
+    let settings = ctx.settings();
+    let mut p = Properties {
+        topic_alias_maximum: Some(TOPIC_ALIAS_MAXIMUM),
+        ..Properties::default()
+    };
+    if admitted.assigned_client_id {
+        p.assigned_client_identifier = super::codec::MqttStr::try_from(admitted.client_id.as_str()).ok();
+    }
+    if settings.max_packet_size < super::codec::MAX_REMAINING_LENGTH {
+        // The announced size counts the whole packet; the setting bounds what
+        // follows the fixed header (at most 5 bytes).
+        p.maximum_packet_size = u32::try_from(settings.max_packet_size + 5).ok();
+    }
+    Box::new(p)
+}
+
+/// A refusing CONNACK.
+fn refusal(code: ReasonCode) -> Connack {
+    Connack {
+        session_present: false,
+        code,
+        properties: None,
+    }
+}
+
+/// Sends one packet and closes [MQTT-3.2.2-5].
+async fn send_and_close<W: AsyncWrite + Unpin>(wr: &mut W, packet: &Packet, version: ProtocolVersion) {
+    let mut out = BytesMut::with_capacity(16);
+    let _ = write_packet(&mut out, packet, version);
     let _ = wr.write_all(&out).await;
     let _ = wr.flush().await;
     let _ = wr.shutdown().await;
@@ -173,20 +232,25 @@ async fn refuse<W: AsyncWrite + Unpin>(wr: &mut W, code: ConnectReturnCode) {
 struct Connection {
     ctx: Arc<MqttContext>,
     registration: Registration,
+    version: ProtocolVersion,
     session: Session,
     claim: Claim,
     outbox: Arc<Outbox>,
+    deliveries: Arc<Deliveries>,
+    /// The consumer of the session's queue.
     consumer: Arc<MqttConsumer>,
+    /// Consumers of shared subscriptions, by their full `$share/...` filter.
+    shared: HashMap<String, Arc<MqttConsumer>>,
     acks: Arc<PublishAcks>,
     user: String,
     client_id: String,
     keep_alive: u16,
     will: Option<Will>,
+    expiry: SessionExpiry,
+    aliases: TopicAliases,
     /// Permissions, when `permission_check_enabled`; recompiled when users change.
     perms: Option<(u64, Compiled)>,
-    /// Queues that got their first ready message during the current read batch.
-    wakes: Vec<Arc<Queue>>,
-    route_buf: Vec<Arc<Queue>>,
+    publisher: Publisher,
     scratch: BytesMut,
 }
 
@@ -200,31 +264,48 @@ impl Connection {
         admitted: &Admitted,
         connect: &Connect,
     ) -> Connection {
+        let version = connect.protocol;
         let state: &Arc<SessionState> = &claim.state;
-        let consumer = MqttConsumer::new(
-            ctx.broker.connections.next_id(),
-            &admitted.client_id,
-            session.queue.clone(),
+        let props = connect.properties.as_deref();
+        // The client's receive maximum bounds its unacknowledged deliveries.
+        let max_inflight = props
+            .and_then(|p| p.receive_maximum)
+            .map_or(ctx.settings().max_inflight, |m| m.min(ctx.settings().max_inflight));
+        let deliveries = Deliveries::new(
             outbox.clone(),
-            session.subscriptions.clone(),
             state.clone(),
-            ctx.settings().max_inflight,
+            version,
+            max_inflight,
+            ClientLimits {
+                max_packet_size: props.and_then(|p| p.maximum_packet_size),
+                topic_alias_maximum: props.and_then(|p| p.topic_alias_maximum).unwrap_or(0),
+            },
+        );
+        let consumer = deliveries.consumer(
+            ctx.broker.connections.next_id(),
+            format!("mqtt-{}", admitted.client_id),
+            session.queue.clone(),
+            Source::Session(session.subscriptions.clone()),
         );
         Connection {
             ctx: ctx.clone(),
             registration,
+            version,
             client_id: admitted.client_id.clone(),
             session,
-            acks: PublishAcks::new(outbox.clone()),
+            acks: PublishAcks::new(outbox.clone(), version),
             claim,
             outbox,
+            deliveries,
             consumer,
+            shared: HashMap::new(),
             user: admitted.user.clone(),
             keep_alive: connect.keep_alive,
             will: connect.will.clone(),
+            expiry: session_expiry(connect),
+            aliases: TopicAliases::default(),
             perms: None,
-            wakes: Vec::new(),
-            route_buf: Vec::new(),
+            publisher: Publisher::default(),
             scratch: BytesMut::new(),
         }
     }
@@ -233,11 +314,11 @@ impl Connection {
         // A session resumed mid-QoS-2 completes what the client acknowledged.
         let released: Vec<u16> = self.claim.state.released.lock().iter().copied().collect();
         for packet_id in released {
-            self.send(&Packet::Pubrel { packet_id });
+            self.send(&Packet::Pubrel(Ack::ok(packet_id)));
         }
         if let Err(e) = self.session.queue.add_consumer(self.consumer.clone(), false) {
             tracing::error!("cannot consume from the session queue: {e}");
-            return End::Abnormal;
+            return End::Abnormal(Some(ReasonCode::UNSPECIFIED_ERROR));
         }
         self.consumer.spawn();
         self.outbox.flush();
@@ -252,24 +333,25 @@ impl Connection {
         let mut busy = false;
         loop {
             loop {
-                match parse_packet(&mut buf, self.ctx.settings().max_packet_size) {
+                match parse_packet(&mut buf, self.ctx.settings().max_packet_size, self.version) {
                     Ok(Some(packet)) => match self.handle(packet) {
-                        Ok(true) => {}
-                        Ok(false) => {
+                        Ok(None) => {}
+                        Ok(Some(end)) => {
                             self.end_of_batch();
-                            return End::Disconnect;
+                            return end;
                         }
                         Err(v) => {
                             self.end_of_batch();
                             tracing::warn!("closing connection: {v}");
-                            return End::Abnormal;
+                            return End::Abnormal(Some(v.reason()));
                         }
                     },
                     Ok(None) => break,
                     Err(e) => {
                         self.end_of_batch();
-                        tracing::warn!("closing connection: {}", Violation::Malformed(e));
-                        return End::Abnormal;
+                        let v = Violation::Malformed(e);
+                        tracing::warn!("closing connection: {v}");
+                        return End::Abnormal(Some(v.reason()));
                     }
                 }
             }
@@ -299,11 +381,11 @@ impl Connection {
                 r = read => match r {
                     None => {
                         tracing::info!("closing connection: no packet within 1.5 times the keep alive of {}s", self.keep_alive);
-                        return End::Abnormal;
+                        return End::Abnormal(Some(ReasonCode::KEEP_ALIVE_TIMEOUT));
                     }
                     Some(Ok(0)) => {
                         tracing::info!("client closed the socket without DISCONNECT");
-                        return End::Abnormal;
+                        return End::Abnormal(None);
                     }
                     Some(Ok(n)) => {
                         entry.count_read(n);
@@ -311,23 +393,23 @@ impl Connection {
                     }
                     Some(Err(e)) => {
                         tracing::info!("read failed: {e}");
-                        return End::Abnormal;
+                        return End::Abnormal(None);
                     }
                 },
                 _ = shutdown.cancelled() => return End::Shutdown,
                 _ = kick.cancelled() => {
                     tracing::info!("closing connection: another connection took the client id over");
-                    return End::Abnormal;
+                    return End::Abnormal(Some(ReasonCode::SESSION_TAKEN_OVER));
                 }
                 _ = entry.closed() => {
                     tracing::info!("closing connection on request: {}", entry.reason());
-                    return End::Abnormal;
+                    return End::Abnormal(Some(ReasonCode::ADMINISTRATIVE_ACTION));
                 }
                 _ = queue_gone.cancelled() => {
                     tracing::info!("closing connection: the session's queue was deleted");
-                    return End::Abnormal;
+                    return End::Abnormal(Some(ReasonCode::ADMINISTRATIVE_ACTION));
                 }
-                _ = self.outbox.closed() => return End::Abnormal,
+                _ = self.outbox.closed() => return End::Abnormal(None),
             }
         }
     }
@@ -335,47 +417,96 @@ impl Connection {
     /// Wakes the consumers of queues that got their first messages and sends
     /// every answer of the batch in one write.
     fn end_of_batch(&mut self) {
-        for q in self.wakes.drain(..) {
-            q.wake_consumers();
-        }
+        self.publisher.wake();
         self.outbox.flush();
     }
 
     fn send(&self, packet: &Packet) {
+        let version = self.version;
         self.outbox.write(|out| {
-            // Only small fixed-size answers are sent this way.
-            let _ = write_packet(out, packet);
+            // Only small answers without long strings are sent this way.
+            let _ = write_packet(out, packet, version);
         });
     }
 
-    /// Handles one packet; `Ok(false)` after DISCONNECT.
-    fn handle(&mut self, packet: Packet) -> Result<bool, Violation> {
+    /// Handles one packet; `Some` when the connection ends with it.
+    fn handle(&mut self, packet: Packet) -> Result<Option<End>, Violation> {
         match packet {
             Packet::Publish(p) => self.on_publish(p)?,
-            Packet::Puback { packet_id } => {
-                if !self.consumer.acknowledged(packet_id, false) {
-                    tracing::debug!(packet_id, "PUBACK for an unknown packet id");
+            Packet::Puback(a) => {
+                if !self.deliveries.acknowledged(a.packet_id, false) {
+                    tracing::debug!(packet_id = a.packet_id, "PUBACK for an unknown packet id");
                 }
             }
-            Packet::Pubrec { packet_id } => {
-                self.consumer.acknowledged(packet_id, true);
-                self.send(&Packet::Pubrel { packet_id });
+            Packet::Pubrec(a) => {
+                // An MQTT 5 failure code ends the exchange without PUBREL.
+                let failed = !a.reason.is_success();
+                let known = self.deliveries.acknowledged(a.packet_id, !failed)
+                    || self.claim.state.released.lock().contains(&a.packet_id);
+                if !failed {
+                    let reason = if known {
+                        ReasonCode::SUCCESS
+                    } else {
+                        PACKET_ID_NOT_FOUND
+                    };
+                    self.send(&Packet::Pubrel(Ack {
+                        packet_id: a.packet_id,
+                        reason,
+                        properties: None,
+                    }));
+                }
             }
-            Packet::Pubcomp { packet_id } => self.consumer.completed(packet_id),
-            Packet::Pubrel { packet_id } => {
-                self.claim.state.received.lock().remove(&packet_id);
-                self.send(&Packet::Pubcomp { packet_id });
+            Packet::Pubcomp(a) => self.deliveries.completed(a.packet_id),
+            Packet::Pubrel(a) => {
+                let known = self.claim.state.received.lock().remove(&a.packet_id);
+                let reason = if known {
+                    ReasonCode::SUCCESS
+                } else {
+                    PACKET_ID_NOT_FOUND
+                };
+                self.send(&Packet::Pubcomp(Ack {
+                    packet_id: a.packet_id,
+                    reason,
+                    properties: None,
+                }));
             }
-            Packet::Subscribe(s) => self.on_subscribe(s),
+            Packet::Subscribe(s) => self.on_subscribe(s)?,
             Packet::Unsubscribe(u) => self.on_unsubscribe(u),
             Packet::Pingreq => self.send(&Packet::Pingresp),
-            Packet::Disconnect => return Ok(false),
+            Packet::Disconnect(d) => return self.on_disconnect(d).map(Some),
+            Packet::Auth(_) => {
+                return Err(Violation::Refused(
+                    ReasonCode::PROTOCOL_ERROR,
+                    "AUTH without an authentication method in CONNECT [MQTT-4.12.0-1]".into(),
+                ));
+            }
             Packet::Connect(_) => return Err(Violation::SecondConnect),
-            other @ (Packet::Connack(_) | Packet::Suback(_) | Packet::Unsuback { .. } | Packet::Pingresp) => {
+            other @ (Packet::Connack(_) | Packet::Suback(_) | Packet::Unsuback(_) | Packet::Pingresp) => {
                 return Err(Violation::ServerPacket(other.name()));
             }
         }
-        Ok(true)
+        Ok(None)
+    }
+
+    /// DISCONNECT from the client: MQTT 5 may ask for the will (0x04) and
+    /// change the session expiry interval.
+    fn on_disconnect(&mut self, d: Disconnect) -> Result<End, Violation> {
+        if let Some(secs) = d.properties.as_ref().and_then(|p| p.session_expiry_interval) {
+            if self.expiry == SessionExpiry::WithConnection && secs != 0 {
+                return Err(Violation::Refused(
+                    ReasonCode::PROTOCOL_ERROR,
+                    "session expiry set in DISCONNECT after 0 in CONNECT [MQTT-3.14.2-2]".into(),
+                ));
+            }
+            if secs == 0 {
+                // The session now ends with this connection.
+                self.expiry = SessionExpiry::WithConnection;
+                self.session.clean = true;
+            }
+        }
+        Ok(End::Disconnect {
+            will: d.reason == ReasonCode::DISCONNECT_WITH_WILL,
+        })
     }
 
     /// Checks a permission when `permission_check_enabled` is on.
@@ -393,98 +524,154 @@ impl Connection {
         perms.check(access, kind, name, vhost, &self.user)
     }
 
-    fn on_publish(&mut self, p: Publish) -> Result<(), Violation> {
+    fn on_publish(&mut self, mut p: Publish) -> Result<(), Violation> {
         self.permitted(Access::Write, "exchange", TOPIC_EXCHANGE)
-            .map_err(|e| Violation::Refused(format!("publish refused: {e}")))?;
+            .map_err(|e| Violation::Refused(ReasonCode::NOT_AUTHORIZED, format!("publish refused: {e}")))?;
+        let properties = p.properties.take();
+        let mut topic = p.topic;
+        if self.version.is_v5() {
+            let alias = properties.as_ref().and_then(|p| p.topic_alias);
+            topic = self
+                .aliases
+                .resolve(topic, alias)
+                .map_err(|(code, why)| Violation::Refused(code, why.into()))?;
+            if let Some(props) = &properties {
+                if !props.subscription_identifiers.is_empty() {
+                    return Err(Violation::Refused(
+                        ReasonCode::PROTOCOL_ERROR,
+                        "subscription identifier in a client's PUBLISH [MQTT-3.3.4-6]".into(),
+                    ));
+                }
+                if props.payload_format_indicator == Some(1) && std::str::from_utf8(&p.payload).is_err() {
+                    if p.qos == QoS::AtMostOnce {
+                        return Err(Violation::Refused(
+                            ReasonCode::PAYLOAD_FORMAT_INVALID,
+                            "payload is not the UTF-8 its format indicator says".into(),
+                        ));
+                    }
+                    tracing::info!(topic = topic.as_str(), "publish refused: payload is not UTF-8");
+                    self.acknowledge(p.qos, p.packet_id, ReasonCode::PAYLOAD_FORMAT_INVALID, false);
+                    return Ok(());
+                }
+            }
+        }
         if p.qos == QoS::ExactlyOnce && !self.claim.state.received.lock().insert(p.packet_id) {
             // A retransmission of a QoS 2 publish already routed: only answer.
-            self.acks
-                .ack(PublishAck::Pubrec(p.packet_id), false, &self.ctx.broker.sync);
+            self.acknowledge(p.qos, p.packet_id, ReasonCode::SUCCESS, false);
             return Ok(());
         }
-        let needs_sync = self.route(p.topic.as_str(), p.qos, p.retain, p.payload)?;
+        let outgoing = Outgoing {
+            topic: topic.as_str(),
+            qos: p.qos,
+            retain: p.retain,
+            properties: properties.as_deref(),
+            payload: p.payload,
+        };
+        let (needs_sync, queues) = self.route(&outgoing)?;
         if p.qos != QoS::AtMostOnce {
             // The PUBACK or PUBREC below confirms the publish (LavinMQ counts it so).
             self.registration.entry.confirm.incr();
         }
-        let sync = &self.ctx.broker.sync;
-        match p.qos {
-            QoS::AtMostOnce => {}
-            QoS::AtLeastOnce => self.acks.ack(PublishAck::Puback(p.packet_id), needs_sync, sync),
-            QoS::ExactlyOnce => self.acks.ack(PublishAck::Pubrec(p.packet_id), needs_sync, sync),
-        }
+        let reason = if queues == 0 {
+            ReasonCode::NO_MATCHING_SUBSCRIBERS
+        } else {
+            ReasonCode::SUCCESS
+        };
+        self.acknowledge(p.qos, p.packet_id, reason, needs_sync);
         Ok(())
     }
 
-    /// Routes a message through `amq.topic` into the queues it reaches (and
-    /// keeps it as the topic's retained message when asked). Returns true
-    /// when it went to disk and its acknowledgement must wait for a sync.
-    fn route(&mut self, topic: &str, qos: QoS, retain: bool, payload: Bytes) -> Result<bool, Violation> {
-        let routing_key = topic_to_routing_key(topic);
-        if routing_key.len() > 255 {
-            return Err(Violation::Refused(format!(
-                "topic names longer than 255 bytes are not supported ({} bytes)",
-                routing_key.len()
-            )));
+    /// Sends PUBACK or PUBREC for a publish (nothing for QoS 0), after the
+    /// sync when the message went to disk.
+    fn acknowledge(&self, qos: QoS, packet_id: u16, reason: ReasonCode, needs_sync: bool) {
+        let sync = &self.ctx.broker.sync;
+        match qos {
+            QoS::AtMostOnce => {}
+            QoS::AtLeastOnce => self.acks.ack(PublishAck::Puback(packet_id, reason), needs_sync, sync),
+            QoS::ExactlyOnce => self.acks.ack(PublishAck::Pubrec(packet_id, reason), needs_sync, sync),
         }
-        let vhost = self.session.vhost.clone();
-        if retain {
-            let stored = self
-                .ctx
-                .retained
-                .of(&vhost, self.ctx.broker.sync.enabled())
-                .and_then(|store| store.set(topic, qos, payload.clone()));
-            if let Err(e) = stored {
-                return Err(Violation::Refused(format!("cannot store the retained message: {e}")));
-            }
-        }
-        let msg = topic_message(routing_key.into_owned(), qos, false, payload);
-        let mut queues = std::mem::take(&mut self.route_buf);
-        vhost.route(&self.session.exchange, &msg, &[], &mut queues);
-        let mut durable = false;
-        for q in &queues {
-            match q.publish(&msg, &mut self.scratch) {
-                Ok(p) => {
-                    durable |= q.durable;
-                    if p.woke && !self.wakes.iter().any(|w| Arc::ptr_eq(w, q)) {
-                        self.wakes.push(q.clone());
-                    }
-                }
-                Err(e) => tracing::error!(queue = %q.name, "publish failed: {e}"),
-            }
-        }
-        queues.clear();
-        self.route_buf = queues;
-        Ok((durable || retain) && qos != QoS::AtMostOnce && self.ctx.broker.sync.enabled())
     }
 
-    fn on_subscribe(&mut self, s: Subscribe) {
+    /// Routes a message through `amq.topic` into the queues it reaches (and
+    /// keeps it as the topic's retained message when asked). Returns whether
+    /// its acknowledgement must wait for a sync, and how many queues took it.
+    fn route(&mut self, m: &Outgoing<'_>) -> Result<(bool, usize), Violation> {
+        let vhost = self.session.vhost.clone();
+        let own = self.session.queue.clone();
+        // MQTT 5's no-local: the client's own subscriptions do not get it.
+        let skip_own = self.version.is_v5() && self.session.only_no_local(m.topic);
+        let routed = self
+            .publisher
+            .publish(&self.ctx, &vhost, m, |q| skip_own && Arc::ptr_eq(q, &own))
+            .map_err(|e| Violation::Refused(ReasonCode::IMPLEMENTATION_SPECIFIC_ERROR, e.to_string()))?;
+        let sync = (routed.durable || m.retain) && m.qos != QoS::AtMostOnce && self.ctx.broker.sync.enabled();
+        Ok((sync, routed.queues))
+    }
+
+    fn on_subscribe(&mut self, s: Subscribe) -> Result<(), Violation> {
+        let v5 = self.version.is_v5();
+        let id = s
+            .properties
+            .as_ref()
+            .and_then(|p| p.subscription_identifiers.first().copied());
         let mut codes = Vec::with_capacity(s.filters.len());
-        let mut granted = Vec::new();
-        for (filter, qos) in &s.filters {
+        let mut retained = Vec::new();
+        for (filter, options) in &s.filters {
             let filter = filter.as_str();
+            let shared = match shared_subscription::parse(filter) {
+                Ok(shared) => shared,
+                Err(e) => {
+                    tracing::warn!(filter, "subscription refused: {e}");
+                    codes.push(ReasonCode::TOPIC_FILTER_INVALID);
+                    continue;
+                }
+            };
+            if shared.is_some() && options.no_local && v5 {
+                return Err(Violation::Refused(
+                    ReasonCode::PROTOCOL_ERROR,
+                    "no-local on a shared subscription [MQTT-3.8.3-4]".into(),
+                ));
+            }
             let queue_name = self.session.queue.name.clone();
             let allowed = self
                 .permitted(Access::Read, "exchange", TOPIC_EXCHANGE)
                 .and_then(|_| self.permitted(Access::Write, "queue", &queue_name));
-            let result = allowed.and_then(|_| self.session.subscribe(filter, *qos));
+            if let Err(e) = allowed {
+                tracing::warn!(filter, "subscription refused: {e}");
+                codes.push(ReasonCode::NOT_AUTHORIZED);
+                continue;
+            }
+            let is_shared = shared.is_some();
+            let result = match shared {
+                Some(shared) => self.join_shared(filter, &shared, *options, id).map(|_| false),
+                None => self.session.subscribe(subscription(filter, *options, id)),
+            };
             match result {
-                Ok(()) => {
-                    codes.push(SubscribeReturnCode::Success(*qos));
-                    granted.push(filter);
+                Ok(new) => {
+                    codes.push(ReasonCode::granted(options.qos));
+                    let send_retained = match options.retain_handling {
+                        0 => true,
+                        1 => new,
+                        _ => false,
+                    };
+                    // Shared subscriptions get no retained messages (4.8.2).
+                    if send_retained && !is_shared {
+                        retained.push(filter);
+                    }
                 }
                 Err(e) => {
                     tracing::warn!(filter, "subscription refused: {e}");
-                    codes.push(SubscribeReturnCode::Failure);
+                    codes.push(ReasonCode::UNSPECIFIED_ERROR);
                 }
             }
         }
         self.send(&Packet::Suback(Suback {
             packet_id: s.packet_id,
-            return_codes: codes,
+            codes,
+            properties: None,
         }));
-        if granted.is_empty() {
-            return;
+        if retained.is_empty() {
+            return Ok(());
         }
         let store = match self
             .ctx
@@ -494,35 +681,98 @@ impl Connection {
             Ok(store) => store,
             Err(e) => {
                 tracing::error!("retained messages unavailable: {e}");
-                return;
+                return Ok(());
             }
         };
         let mut wake = false;
-        for filter in granted {
+        for filter in retained {
             wake |= self.session.queue_retained(&store, filter, &mut self.scratch);
         }
         if wake {
-            self.wakes.push(self.session.queue.clone());
+            self.publisher.wakes.push(self.session.queue.clone());
         }
+        Ok(())
+    }
+
+    /// Joins the group of a shared subscription (or updates the options of
+    /// this connection's membership).
+    fn join_shared(
+        &mut self,
+        full_filter: &str,
+        shared: &shared_subscription::SharedFilter<'_>,
+        options: SubscriptionOptions,
+        id: Option<u32>,
+    ) -> crate::core::Result<()> {
+        self.leave_shared(full_filter);
+        let queue = shared_subscription::join(&self.session.vhost, shared, self.registration.entry.info.id)?;
+        let sub = subscription(shared.filter, options, id);
+        let consumer = self.deliveries.consumer(
+            self.ctx.broker.connections.next_id(),
+            format!("mqtt-{}-{}", self.client_id, full_filter),
+            queue.clone(),
+            Source::Shared(sub),
+        );
+        if let Err(e) = queue.add_consumer(consumer.clone(), false) {
+            self.deliveries.remove(crate::core::consumer::Consumer::id(&*consumer));
+            return Err(e);
+        }
+        consumer.spawn();
+        self.shared.insert(full_filter.to_string(), consumer);
+        Ok(())
+    }
+
+    /// Leaves a shared subscription's group: what it was sent and did not
+    /// acknowledge goes back to the group. Returns whether it was a member.
+    fn leave_shared(&mut self, full_filter: &str) -> bool {
+        let Some(consumer) = self.shared.remove(full_filter) else {
+            return false;
+        };
+        release_consumer(&self.deliveries, &consumer);
+        true
     }
 
     fn on_unsubscribe(&mut self, u: Unsubscribe) {
+        let mut codes = Vec::with_capacity(u.filters.len());
         for filter in &u.filters {
-            if let Err(e) = self.session.unsubscribe(filter.as_str()) {
-                tracing::warn!(filter = filter.as_str(), "unsubscribe failed: {e}");
-            }
+            let filter = filter.as_str();
+            let existed = if self.shared.contains_key(filter) {
+                Ok(self.leave_shared(filter))
+            } else {
+                self.session.unsubscribe(filter)
+            };
+            codes.push(match existed {
+                Ok(true) => ReasonCode::SUCCESS,
+                Ok(false) => ReasonCode::NO_SUBSCRIPTION_EXISTED,
+                Err(e) => {
+                    tracing::warn!(filter, "unsubscribe failed: {e}");
+                    ReasonCode::UNSPECIFIED_ERROR
+                }
+            });
         }
-        self.send(&Packet::Unsuback { packet_id: u.packet_id });
+        self.send(&Packet::Unsuback(Unsuback {
+            packet_id: u.packet_id,
+            codes: if self.version.is_v5() { codes } else { Vec::new() },
+            properties: None,
+        }));
     }
 
-    /// After the packet loop: the will, the deliveries in flight, the session.
+    /// After the packet loop: the reason told to an MQTT 5 client, the will,
+    /// the deliveries in flight, the session.
     fn finish(&mut self, end: End) {
-        self.consumer.cancel();
-        self.session.queue.detach_consumer(self.consumer_id());
-        self.consumer.requeue_inflight();
-        if matches!(end, End::Abnormal)
-            && let Some(will) = self.will.take()
-        {
+        let reason = match end {
+            End::Abnormal(reason) => reason,
+            End::Shutdown => Some(ReasonCode::SERVER_SHUTTING_DOWN),
+            End::Disconnect { .. } => None,
+        };
+        if let (true, Some(reason)) = (self.version.is_v5(), reason) {
+            self.send(&Packet::Disconnect(Disconnect::with(reason)));
+        }
+        for (_, consumer) in self.shared.drain() {
+            release_consumer(&self.deliveries, &consumer);
+        }
+        release_consumer(&self.deliveries, &self.consumer);
+        let publish_will = matches!(end, End::Abnormal(_) | End::Disconnect { will: true });
+        if publish_will && let Some(will) = self.will.take() {
             self.publish_will(will);
         }
         self.end_of_batch();
@@ -535,19 +785,45 @@ impl Connection {
             .release(&vhost, &self.client_id, self.registration.entry.info.id, clean);
     }
 
-    fn consumer_id(&self) -> u64 {
-        crate::core::consumer::Consumer::id(&*self.consumer)
-    }
-
-    /// Publishes the will message [MQTT-3.1.2-8], as the client could have.
+    /// Publishes the will message [MQTT-3.1.2-8], as the client could have;
+    /// an MQTT 5 will delay (capped by the session's expiry) postpones it.
     fn publish_will(&mut self, will: Will) {
         if let Err(e) = self.permitted(Access::Write, "exchange", TOPIC_EXCHANGE) {
             tracing::warn!("will not published: {e}");
             return;
         }
-        match self.route(will.topic.as_str(), will.qos, will.retain, will.payload) {
+        let delay = will
+            .properties
+            .as_ref()
+            .and_then(|p| p.will_delay_interval)
+            .unwrap_or(0)
+            .min(self.expiry.seconds());
+        if delay > 0 {
+            let cancel = self.ctx.sessions.defer_will(&self.session.vhost.name, &self.client_id);
+            super::will::publish_later(
+                self.ctx.clone(),
+                self.session.vhost.clone(),
+                will,
+                Duration::from_secs(u64::from(delay)),
+                cancel,
+            );
+            return;
+        }
+        let outgoing = super::will::outgoing(&will);
+        match self.route(&outgoing) {
             Ok(_) => tracing::debug!(topic = will.topic.as_str(), "will published"),
             Err(e) => tracing::warn!("will not published: {e}"),
         }
     }
+}
+
+/// Stops a consumer and gives what it has in flight back to its queue
+/// (before it detaches, so that an auto-deleted group queue hands the
+/// messages to another member instead of losing them).
+fn release_consumer(deliveries: &Deliveries, consumer: &Arc<MqttConsumer>) {
+    use crate::core::consumer::Consumer;
+    consumer.cancel();
+    deliveries.requeue_inflight(Some(consumer.queue()));
+    consumer.queue().detach_consumer(consumer.id());
+    deliveries.remove(consumer.id());
 }

@@ -1,122 +1,178 @@
-//! Deliveries to an MQTT client: the consumer a connection attaches to its
-//! session's queue, and the messages it has sent with QoS 1 or 2 and not yet
-//! seen acknowledged.
+//! Deliveries to an MQTT client: the consumers a connection attaches to its
+//! session's queue and to the queues of its shared subscriptions, and the
+//! messages it has sent with QoS 1 or 2 and not yet seen acknowledged.
 //!
-//! The queue runs delivery under its lock and hands each message to
+//! A queue runs delivery under its lock and hands each message to
 //! [`MqttConsumer::deliver`], which writes a PUBLISH straight from the mapped
 //! segment into the connection's outbox. The QoS of a delivery is the lower of
-//! the message's QoS and the highest QoS among the session's subscriptions that
-//! match its topic [MQTT-3.3.5-1]. QoS 0 deliveries are settled on the spot;
-//! QoS 1 and 2 deliveries stay in the queue, unacknowledged, until PUBACK
-//! (or PUBREC) names their packet identifier, so a lost connection puts them
-//! back for the next one, which sends them with DUP set.
+//! the message's QoS and the highest QoS among the subscriptions that match
+//! its topic [MQTT-3.3.5-1]. QoS 0 deliveries are settled on the spot; QoS 1
+//! and 2 deliveries stay in their queue, unacknowledged, until PUBACK (or
+//! PUBREC) names their packet identifier, so a lost connection puts them back
+//! for the next one (with DUP set) or, for a shared subscription, for another
+//! member of the group.
+//!
+//! Packet identifiers and the client's receive maximum are per connection,
+//! so every consumer of a connection shares one [`Deliveries`].
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+use bytes::BytesMut;
 use parking_lot::{Mutex, RwLock};
 use rustc_hash::FxHashMap;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use super::codec::properties::{put_varint, varint_len};
 use super::codec::topic::matches;
-use super::codec::{QoS, write_publish};
-use super::message_props::stored_qos;
+use super::codec::{Properties, ProtocolVersion, PublishHead, QoS, write_publish_head};
+use super::message_props::{origin_of, stored_origin};
+use super::property_map::{delivery_properties, has_mapped_properties};
 use super::session_registry::SessionState;
 use super::topic_map::write_topic;
+use crate::core::BasicProperties;
 use crate::core::consumer::Consumer;
+use crate::core::message::Message;
 use crate::core::queue::Queue;
 use crate::store::SegPos;
 use crate::store::record::RecordView;
 use crate::transport::outbox::Outbox;
 
-/// The topic filters of a session with their granted QoS, in subscription
-/// order.
-pub type Subscriptions = RwLock<Vec<(String, QoS)>>;
+/// One subscription of a session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subscription {
+    /// The topic filter.
+    pub filter: String,
+    /// Highest QoS granted.
+    pub qos: QoS,
+    /// MQTT 5: the client's own publishes are not delivered to it.
+    pub no_local: bool,
+    /// MQTT 5: live messages keep the RETAIN flag they were published with.
+    pub retain_as_published: bool,
+    /// MQTT 5: the subscription identifier, sent with each delivery.
+    pub id: Option<u32>,
+}
+
+/// The subscriptions of a session, in subscription order.
+pub type Subscriptions = RwLock<Vec<Subscription>>;
+
+/// Which subscriptions a consumer's queue serves.
+pub enum Source {
+    /// The session's own queue: every non-shared subscription.
+    Session(Arc<Subscriptions>),
+    /// A shared subscription's queue: one subscription of a group.
+    Shared(Subscription),
+}
+
+/// What the consumers of one connection share: packet identifiers, the
+/// limits the client set, scratch buffers.
+pub struct Deliveries {
+    outbox: Arc<Outbox>,
+    state: Arc<SessionState>,
+    version: ProtocolVersion,
+    inflight: Mutex<Inflight>,
+    /// Packet ids in use: inflight deliveries, the session's released ids,
+    /// and slots reserved for a delivery about to happen.
+    in_use: AtomicUsize,
+    max_inflight: usize,
+    /// The client's maximum packet size (MQTT 5), if it set one.
+    max_packet_size: Option<usize>,
+    /// How many topic aliases the client accepts (MQTT 5).
+    topic_alias_maximum: u16,
+    scratch: Mutex<Scratch>,
+    consumers: Mutex<Vec<Arc<MqttConsumer>>>,
+}
+
+/// Buffers reused across deliveries, and the topic aliases given out.
+#[derive(Default)]
+struct Scratch {
+    topic: String,
+    properties: BytesMut,
+    ids: Vec<u32>,
+    /// Topic aliases this connection set up with the client, by topic.
+    aliases: FxHashMap<String, u16>,
+}
+
+/// The limits an MQTT 5 client set in CONNECT for what it receives.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ClientLimits {
+    /// Maximum packet size.
+    pub max_packet_size: Option<u32>,
+    /// Highest topic alias it accepts (0: none).
+    pub topic_alias_maximum: u16,
+}
 
 /// Deliveries awaiting PUBACK or PUBREC, by packet identifier.
 #[derive(Default)]
 struct Inflight {
-    by_id: FxHashMap<u16, SegPos>,
+    by_id: FxHashMap<u16, (Arc<Queue>, SegPos)>,
     last_id: u16,
 }
 
-/// The consumer of one connection on its session's queue.
-pub struct MqttConsumer {
-    id: u64,
-    tag: String,
-    queue: Arc<Queue>,
-    outbox: Arc<Outbox>,
-    subscriptions: Arc<Subscriptions>,
-    state: Arc<SessionState>,
-    inflight: Mutex<Inflight>,
-    /// The topic of the message being delivered, reused across deliveries.
-    topic: Mutex<String>,
-    /// Entries in `inflight` plus the session's released ids: packet ids in use.
-    in_use: AtomicUsize,
-    max_inflight: usize,
-    wake: Notify,
-    cancelled: AtomicBool,
-    /// Cancelled when the queue is deleted under the session.
-    pub queue_gone: CancellationToken,
-}
-
-impl MqttConsumer {
-    /// Creates the consumer; attach it to the queue and start its task with
-    /// [`MqttConsumer::spawn`].
+impl Deliveries {
+    /// The delivery state of a connection speaking `version`, allowing
+    /// `max_inflight` unacknowledged deliveries, within the client's `limits`.
     pub fn new(
-        id: u64,
-        client_id: &str,
-        queue: Arc<Queue>,
         outbox: Arc<Outbox>,
-        subscriptions: Arc<Subscriptions>,
         state: Arc<SessionState>,
+        version: ProtocolVersion,
         max_inflight: u16,
+        limits: ClientLimits,
     ) -> Arc<Self> {
         let released = state.released.lock().len();
-        Arc::new(MqttConsumer {
-            id,
-            tag: format!("mqtt-{client_id}"),
-            queue,
+        Arc::new(Deliveries {
             outbox,
-            subscriptions,
             state,
+            version,
             inflight: Mutex::default(),
-            topic: Mutex::default(),
             in_use: AtomicUsize::new(released),
             max_inflight: usize::from(max_inflight.max(1)),
-            wake: Notify::new(),
-            cancelled: AtomicBool::new(false),
-            queue_gone: CancellationToken::new(),
+            max_packet_size: limits.max_packet_size.map(|m| m as usize),
+            topic_alias_maximum: limits.topic_alias_maximum,
+            scratch: Mutex::default(),
+            consumers: Mutex::default(),
         })
     }
 
-    /// Starts the delivery task.
-    pub fn spawn(self: &Arc<Self>) {
-        let me = self.clone();
-        tokio::spawn(async move { me.run().await });
+    /// Creates a consumer of `queue` for this connection and starts its
+    /// delivery task once [`MqttConsumer::spawn`] is called.
+    pub fn consumer(self: &Arc<Self>, id: u64, tag: String, queue: Arc<Queue>, source: Source) -> Arc<MqttConsumer> {
+        let consumer = Arc::new(MqttConsumer {
+            id,
+            tag,
+            queue,
+            source,
+            deliveries: self.clone(),
+            wake: Notify::new(),
+            cancelled: AtomicBool::new(false),
+            queue_gone: CancellationToken::new(),
+        });
+        self.consumers.lock().push(consumer.clone());
+        consumer
     }
 
-    /// Stops deliveries (the connection is closing).
-    pub fn cancel(&self) {
-        self.cancelled.store(true, Ordering::Release);
-        self.wake.notify_one();
+    /// Forgets a consumer (its shared subscription ended).
+    pub fn remove(&self, id: u64) {
+        self.consumers.lock().retain(|c| c.id != id);
     }
 
-    fn is_cancelled(&self) -> bool {
-        self.cancelled.load(Ordering::Acquire)
+    /// Every consumer of the connection.
+    pub fn consumers(&self) -> Vec<Arc<MqttConsumer>> {
+        self.consumers.lock().clone()
     }
 
-    /// The queue being consumed.
-    pub fn queue(&self) -> &Arc<Queue> {
-        &self.queue
+    fn wake_all(&self) {
+        for c in self.consumers.lock().iter() {
+            c.wake.notify_one();
+        }
     }
 
     /// PUBACK (QoS 1) or PUBREC (QoS 2) for `packet_id`: the message is settled.
     /// With `released`, the id stays in use until PUBCOMP. False when no
     /// delivery has that id.
     pub fn acknowledged(&self, packet_id: u16, released: bool) -> bool {
-        let Some(pos) = self.inflight.lock().by_id.remove(&packet_id) else {
+        let Some((queue, pos)) = self.inflight.lock().by_id.remove(&packet_id) else {
             return false;
         };
         if released {
@@ -124,8 +180,8 @@ impl MqttConsumer {
         } else {
             self.in_use.fetch_sub(1, Ordering::AcqRel);
         }
-        self.queue.ack([pos]);
-        self.wake.notify_one();
+        queue.ack([pos]);
+        self.wake_all();
         true
     }
 
@@ -133,16 +189,32 @@ impl MqttConsumer {
     pub fn completed(&self, packet_id: u16) {
         if self.state.released.lock().remove(&packet_id) {
             self.in_use.fetch_sub(1, Ordering::AcqRel);
-            self.wake.notify_one();
+            self.wake_all();
         }
     }
 
-    /// Takes back every delivery not yet acknowledged, in delivery order, so
-    /// that the queue hands them out again (with DUP) to the next connection.
-    pub fn requeue_inflight(&self) {
-        let mut positions: Vec<SegPos> = self.inflight.lock().by_id.drain().map(|(_, p)| p).collect();
-        positions.sort_unstable();
-        self.queue.requeue(positions);
+    /// Takes back the deliveries from `queue` (every queue with `None`) not
+    /// yet acknowledged, in delivery order, so that they are handed out again.
+    pub fn requeue_inflight(&self, queue: Option<&Arc<Queue>>) {
+        let mut taken: Vec<(Arc<Queue>, SegPos)> = Vec::new();
+        {
+            let mut inflight = self.inflight.lock();
+            inflight.by_id.retain(|_, (q, pos)| {
+                if queue.is_none_or(|wanted| Arc::ptr_eq(wanted, q)) {
+                    taken.push((q.clone(), *pos));
+                    false
+                } else {
+                    true
+                }
+            });
+        }
+        self.in_use.fetch_sub(taken.len(), Ordering::AcqRel);
+        taken.sort_unstable_by_key(|(q, pos)| (Arc::as_ptr(q) as usize, *pos));
+        for chunk in taken.chunk_by(|a, b| Arc::ptr_eq(&a.0, &b.0)) {
+            chunk[0]
+                .0
+                .requeue(chunk.iter().map(|(_, pos)| *pos).collect::<Vec<_>>());
+        }
     }
 
     /// A packet identifier not in use by this session.
@@ -157,18 +229,91 @@ impl MqttConsumer {
         }
     }
 
-    /// The highest QoS among the subscriptions matching `topic`.
-    fn granted_qos(&self, topic: &str) -> Option<QoS> {
-        self.subscriptions
-            .read()
-            .iter()
-            .filter(|(filter, _)| matches(filter, topic))
-            .map(|(_, qos)| *qos)
-            .max()
+    /// Writes the MQTT 5 properties of a delivery into `out` (without their
+    /// length): those mapped from the message's core properties, and the
+    /// subscription identifiers.
+    fn write_properties(m: &RecordView<'_>, props: Option<&BasicProperties>, ids: &[u32], out: &mut BytesMut) {
+        out.clear();
+        if let Some(props) = props {
+            let mut mapped = Properties::default();
+            delivery_properties(props, Message::now_ms() - m.timestamp, &mut mapped);
+            if mapped.check().is_ok() {
+                mapped.put_body(out);
+            }
+        }
+        for &id in ids {
+            out.extend_from_slice(&[0x0B]);
+            put_varint(out, id as usize);
+        }
+    }
+}
+
+/// The consumer of one queue (the session's or a shared subscription's) for
+/// one connection.
+pub struct MqttConsumer {
+    id: u64,
+    tag: String,
+    queue: Arc<Queue>,
+    source: Source,
+    deliveries: Arc<Deliveries>,
+    wake: Notify,
+    cancelled: AtomicBool,
+    /// Cancelled when the queue is deleted under the connection.
+    pub queue_gone: CancellationToken,
+}
+
+impl MqttConsumer {
+    /// Starts the delivery task.
+    pub fn spawn(self: &Arc<Self>) {
+        let me = self.clone();
+        tokio::spawn(async move { me.run().await });
+    }
+
+    /// Stops deliveries (the connection is closing or the subscription ended).
+    pub fn cancel(&self) {
+        self.cancelled.store(true, Ordering::Release);
+        self.wake.notify_one();
+    }
+
+    fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::Acquire)
+    }
+
+    /// The queue being consumed.
+    pub fn queue(&self) -> &Arc<Queue> {
+        &self.queue
+    }
+
+    /// Whether this consumer serves a shared subscription.
+    pub fn is_shared(&self) -> bool {
+        matches!(self.source, Source::Shared(_))
     }
 
     async fn run(self: Arc<Self>) {
-        crate::transport::delivery_loop::run(&self.queue, &self.outbox, &self.wake, &self.cancelled).await;
+        let d = &self.deliveries;
+        crate::transport::delivery_loop::run(&self.queue, &d.outbox, &self.wake, &self.cancelled).await;
+    }
+
+    /// The QoS granted to `topic`, the identifiers of the matching
+    /// subscriptions (into `ids`) and whether one keeps the RETAIN flag as
+    /// published; `None` when no subscription matches.
+    fn granted(&self, topic: &str, ids: &mut Vec<u32>) -> Option<(QoS, bool)> {
+        ids.clear();
+        match &self.source {
+            Source::Shared(sub) => {
+                ids.extend(sub.id);
+                Some((sub.qos, sub.retain_as_published))
+            }
+            Source::Session(subs) => {
+                let mut best: Option<(QoS, bool)> = None;
+                for sub in subs.read().iter().filter(|s| matches(&s.filter, topic)) {
+                    ids.extend(sub.id);
+                    let (qos, rap) = best.unwrap_or((QoS::AtMostOnce, false));
+                    best = Some((qos.max(sub.qos), rap || sub.retain_as_published));
+                }
+                best
+            }
+        }
     }
 }
 
@@ -182,41 +327,114 @@ impl Consumer for MqttConsumer {
     }
 
     fn has_capacity(&self) -> bool {
-        !self.is_cancelled() && !self.outbox.is_full() && self.in_use.load(Ordering::Acquire) < self.max_inflight
+        let d = &self.deliveries;
+        !self.is_cancelled() && !d.outbox.is_full() && d.in_use.load(Ordering::Acquire) < d.max_inflight
+    }
+
+    fn reserve(&self) -> bool {
+        let d = &self.deliveries;
+        d.in_use
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < d.max_inflight).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    fn unreserve(&self) {
+        self.deliveries.in_use.fetch_sub(1, Ordering::AcqRel);
     }
 
     fn deliver(&self, m: &RecordView<'_>, pos: SegPos, redelivered: bool) -> bool {
-        let mut topic = self.topic.lock();
-        write_topic(m.routing_key, &mut topic);
-        let Some(granted) = self.granted_qos(&topic) else {
+        let d = &self.deliveries;
+        let mut scratch = d.scratch.lock();
+        let Scratch {
+            topic,
+            properties,
+            ids,
+            aliases,
+        } = &mut *scratch;
+        write_topic(m.routing_key, topic);
+        let Some((granted, rap)) = self.granted(topic, ids) else {
             // Routed here by a binding that no subscription wants any more (or a
             // `$` topic reached through a wildcard): dropped.
+            d.in_use.fetch_sub(1, Ordering::AcqRel);
             return true;
         };
-        let (published, retain) = stored_qos(m.properties);
-        let qos = granted.min(published);
+        // Only MQTT 5 deliveries of messages with more than a delivery mode
+        // need the properties decoded.
+        let decoded = (d.version.is_v5() && has_mapped_properties(m.properties))
+            .then(|| BasicProperties::decode(&mut bytes::Bytes::copy_from_slice(m.properties)).ok())
+            .flatten();
+        let origin = match &decoded {
+            Some(p) => origin_of(p),
+            None => stored_origin(m.properties),
+        };
+        let qos = granted.min(origin.qos);
+        let retain = origin.retained_copy || (rap && origin.retain_published);
+        let mut send_topic = topic.as_str();
+        let mut new_alias = None;
+        let props = if d.version.is_v5() {
+            Deliveries::write_properties(m, decoded.as_ref(), ids, properties);
+            // A topic alias: set up on the first delivery of a topic, then
+            // used instead of the topic while the client's maximum allows.
+            // (A new alias is recorded only once the PUBLISH is sent.)
+            let known = aliases.get(topic.as_str()).copied();
+            new_alias = u16::try_from(aliases.len() + 1)
+                .ok()
+                .filter(|next| known.is_none() && *next <= d.topic_alias_maximum);
+            if let Some(alias) = known.or(new_alias) {
+                properties.extend_from_slice(&[0x23]);
+                properties.extend_from_slice(&alias.to_be_bytes());
+                if known.is_some() {
+                    send_topic = "";
+                }
+            }
+            Some(&properties[..])
+        } else {
+            None
+        };
+        if let Some(max) = d.max_packet_size {
+            let props_len = props.map_or(0, |p| varint_len(p.len()) + p.len());
+            let body = 2 + send_topic.len() + 2 + props_len + m.body.len();
+            if 1 + varint_len(body) + body > max {
+                // Too large for the client: discarded as if delivered [MQTT-3.1.2-25].
+                tracing::debug!(size = body, max, "message too large for the client dropped");
+                d.in_use.fetch_sub(1, Ordering::AcqRel);
+                return true;
+            }
+        }
+        if let Some(alias) = new_alias {
+            aliases.insert(topic.clone(), alias);
+        }
         let packet_id = if qos == QoS::AtMostOnce {
+            d.in_use.fetch_sub(1, Ordering::AcqRel);
             0
         } else {
-            let mut inflight = self.inflight.lock();
-            let id = self.next_packet_id(&mut inflight);
-            inflight.by_id.insert(id, pos);
-            self.in_use.fetch_add(1, Ordering::AcqRel);
+            let mut inflight = d.inflight.lock();
+            let id = d.next_packet_id(&mut inflight);
+            inflight.by_id.insert(id, (self.queue.clone(), pos));
             id
         };
-        let dup = redelivered && packet_id != 0;
-        self.outbox.write(|out| {
+        let head = PublishHead {
+            topic: send_topic,
+            qos,
+            packet_id,
+            retain,
+            dup: redelivered && packet_id != 0,
+            properties: props,
+        };
+        d.outbox.write(|out| {
             // Topics come from routing keys (at most 255 bytes): always encodable.
-            let _ = write_publish(out, &topic, m.body, qos, packet_id, retain, dup);
+            let _ = write_publish_head(out, &head, m.body);
         });
-        if self.outbox.is_full() {
+        if d.outbox.is_full() {
             self.wake.notify_one();
         }
         packet_id == 0
     }
 
     fn flush(&self) {
-        self.outbox.flush();
+        self.deliveries.outbox.flush();
     }
 
     fn notify(&self) {

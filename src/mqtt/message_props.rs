@@ -4,8 +4,11 @@
 //! QoS 0 and 1 messages carry only `delivery_mode` (1 and 2), as RabbitMQ's
 //! MQTT plugin maps them, which keeps the common case free of a header table;
 //! QoS 2, and retained messages handed to a new subscription, also carry the
-//! headers `x-mqtt-publish-qos` and `x-mqtt-retain`. AMQP messages have no such
-//! headers: persistent ones count as QoS 1, others as QoS 0.
+//! headers `x-mqtt-publish-qos` and `x-mqtt-retain`, and a live message
+//! published with the RETAIN flag carries `x-mqtt-retain-published` (for
+//! MQTT 5's retain-as-published). AMQP messages have no such headers:
+//! persistent ones count as QoS 1, others as QoS 0. MQTT 5's own properties
+//! are mapped in [`super::property_map`].
 
 use bytes::{Bytes, BytesMut};
 
@@ -17,21 +20,64 @@ use crate::core::{BasicProperties, FieldTable, FieldValue, ShortStr};
 pub const QOS_HEADER: &str = "x-mqtt-publish-qos";
 /// Header marking a retained message delivered because of a new subscription.
 pub const RETAIN_HEADER: &str = "x-mqtt-retain";
+/// Header marking a live message published with the RETAIN flag.
+pub const RETAIN_PUBLISHED_HEADER: &str = "x-mqtt-retain-published";
+
+/// How an MQTT message was published, as far as its properties record it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Origin {
+    /// QoS of the publish.
+    pub qos: QoS,
+    /// A retained message's copy handed to a new subscription.
+    pub retained_copy: bool,
+    /// A live message its publisher sent with the RETAIN flag.
+    pub retain_published: bool,
+}
+
+impl Origin {
+    /// A live message published with `qos` and no RETAIN flag.
+    pub fn live(qos: QoS) -> Origin {
+        Origin {
+            qos,
+            retained_copy: false,
+            retain_published: false,
+        }
+    }
+}
 
 const HEADERS_FLAG: u16 = 0x2000;
 const DELIVERY_MODE_FLAG: u16 = 0x1000;
 const CONTENT_TYPE_FLAG: u16 = 0x8000;
 const CONTENT_ENCODING_FLAG: u16 = 0x4000;
 
-/// The properties of a message published over MQTT with `qos`; `retained`
-/// marks a copy of a retained message for a new subscription. Returns the
-/// parsed properties and their encoding.
-pub fn publish_properties(qos: QoS, retained: bool) -> (Box<BasicProperties>, Bytes) {
+/// The core properties recording `origin`, before any MQTT 5 properties.
+pub fn origin_properties(origin: Origin) -> BasicProperties {
     let mut props = BasicProperties {
-        delivery_mode: Some(if qos == QoS::AtMostOnce { 1 } else { 2 }),
+        delivery_mode: Some(if origin.qos == QoS::AtMostOnce { 1 } else { 2 }),
         ..BasicProperties::default()
     };
-    if qos != QoS::ExactlyOnce && !retained {
+    if origin.qos == QoS::ExactlyOnce || origin.retained_copy || origin.retain_published {
+        let mut headers = FieldTable::new();
+        if origin.qos == QoS::ExactlyOnce {
+            headers.insert(QOS_HEADER, FieldValue::U8(origin.qos.bits()));
+        }
+        if origin.retained_copy {
+            headers.insert(RETAIN_HEADER, FieldValue::Bool(true));
+        }
+        if origin.retain_published {
+            headers.insert(RETAIN_PUBLISHED_HEADER, FieldValue::Bool(true));
+        }
+        props.headers = Some(headers);
+    }
+    props
+}
+
+/// The properties of a message published over MQTT as `origin` says.
+/// Returns the parsed properties and their encoding.
+pub fn publish_properties(origin: Origin) -> (Box<BasicProperties>, Bytes) {
+    let qos = origin.qos;
+    if qos != QoS::ExactlyOnce && !origin.retained_copy && !origin.retain_published {
+        let props = origin_properties(origin);
         // Only the flags word and the delivery mode: encoded once, not per message.
         let raw: &'static [u8] = if qos == QoS::AtMostOnce {
             &[0x10, 0x00, 1]
@@ -40,25 +86,26 @@ pub fn publish_properties(qos: QoS, retained: bool) -> (Box<BasicProperties>, By
         };
         return (Box::new(props), Bytes::from_static(raw));
     }
-    {
-        let mut headers = FieldTable::new();
-        headers.insert(QOS_HEADER, FieldValue::U8(qos.bits()));
-        if retained {
-            headers.insert(RETAIN_HEADER, FieldValue::Bool(true));
-        }
-        props.headers = Some(headers);
-    }
+    encoded(origin_properties(origin))
+}
+
+/// Properties with their encoding.
+pub fn encoded(props: BasicProperties) -> (Box<BasicProperties>, Bytes) {
     let mut raw = BytesMut::with_capacity(64);
-    // A delivery mode and two small headers always encode.
+    // Callers keep every string within its AMQP limit, so this encodes.
     let _ = props.encode(&mut raw);
     (Box::new(props), raw.freeze())
 }
 
-/// A message published over MQTT (or a retained copy, with `retained`) to the
-/// topic whose routing key is `routing_key`, as the core routes it through
-/// `amq.topic`.
-pub fn topic_message(routing_key: String, qos: QoS, retained: bool, payload: Bytes) -> Message {
-    let (properties, raw) = publish_properties(qos, retained);
+/// A message published over MQTT (or a retained copy) to the topic whose
+/// routing key is `routing_key`, as the core routes it through `amq.topic`.
+pub fn topic_message(routing_key: String, origin: Origin, payload: Bytes) -> Message {
+    let (properties, raw) = publish_properties(origin);
+    message_with(routing_key, properties, raw, payload)
+}
+
+/// A message to `amq.topic` with properties already encoded.
+pub fn message_with(routing_key: String, properties: Box<BasicProperties>, raw: Bytes, payload: Bytes) -> Message {
     Message {
         timestamp: Message::now_ms(),
         exchange: ShortStr::from_static(super::session::TOPIC_EXCHANGE),
@@ -69,31 +116,41 @@ pub fn topic_message(routing_key: String, qos: QoS, retained: bool, payload: Byt
     }
 }
 
-/// The QoS a stored message was published with, and whether it is a retained
-/// copy, read from its encoded properties without allocating in the common
-/// case (no headers).
-pub fn stored_qos(properties: &[u8]) -> (QoS, bool) {
+/// How a stored message was published, read from its encoded properties
+/// without allocating in the common case (no headers).
+pub fn stored_origin(properties: &[u8]) -> Origin {
     let Some((flags, rest)) = properties.split_first_chunk::<2>() else {
-        return (QoS::AtMostOnce, false);
+        return Origin::live(QoS::AtMostOnce);
     };
     let flags = u16::from_be_bytes(*flags);
     if flags & HEADERS_FLAG == 0 {
-        return (qos_of_delivery_mode(delivery_mode_without_headers(flags, rest)), false);
+        return Origin::live(qos_of_delivery_mode(delivery_mode_without_headers(flags, rest)));
     }
-    let Ok(props) = BasicProperties::decode(&mut Bytes::copy_from_slice(properties)) else {
-        return (QoS::AtMostOnce, false);
-    };
+    match BasicProperties::decode(&mut Bytes::copy_from_slice(properties)) {
+        Ok(props) => origin_of(&props),
+        Err(_) => Origin::live(QoS::AtMostOnce),
+    }
+}
+
+/// How a message with these (decoded) properties was published.
+pub fn origin_of(props: &BasicProperties) -> Origin {
     let headers = props.headers.as_ref();
+    let flag = |name: &str| {
+        headers
+            .and_then(|h| h.get(name))
+            .and_then(FieldValue::as_bool)
+            .unwrap_or(false)
+    };
     let qos = headers
         .and_then(|h| h.get(QOS_HEADER))
         .and_then(FieldValue::as_i64)
         .and_then(|q| QoS::from_bits(q.clamp(0, 2) as u8))
         .unwrap_or_else(|| qos_of_delivery_mode(props.delivery_mode));
-    let retain = headers
-        .and_then(|h| h.get(RETAIN_HEADER))
-        .and_then(FieldValue::as_bool)
-        .unwrap_or(false);
-    (qos, retain)
+    Origin {
+        qos,
+        retained_copy: flag(RETAIN_HEADER),
+        retain_published: flag(RETAIN_PUBLISHED_HEADER),
+    }
 }
 
 fn qos_of_delivery_mode(mode: Option<u8>) -> QoS {
@@ -126,19 +183,24 @@ mod tests {
     #[test]
     fn qos_round_trips() {
         for qos in [QoS::AtMostOnce, QoS::AtLeastOnce, QoS::ExactlyOnce] {
-            for retained in [false, true] {
-                let (props, raw) = publish_properties(qos, retained);
-                assert_eq!(stored_qos(&raw), (qos, retained));
+            for (retained_copy, retain_published) in [(false, false), (true, false), (false, true)] {
+                let origin = Origin {
+                    qos,
+                    retained_copy,
+                    retain_published,
+                };
+                let (props, raw) = publish_properties(origin);
+                assert_eq!(stored_origin(&raw), origin);
                 assert_eq!(props.is_persistent(), qos != QoS::AtMostOnce);
             }
         }
         assert_eq!(
-            publish_properties(QoS::AtLeastOnce, false).1.len(),
+            publish_properties(Origin::live(QoS::AtLeastOnce)).1.len(),
             3,
             "no header table"
         );
         for qos in [QoS::AtMostOnce, QoS::AtLeastOnce] {
-            let (props, raw) = publish_properties(qos, false);
+            let (props, raw) = publish_properties(Origin::live(qos));
             let mut encoded = BytesMut::new();
             props.encode(&mut encoded).unwrap();
             assert_eq!(&raw[..], &encoded[..], "the constant encoding matches the properties");
@@ -158,10 +220,10 @@ mod tests {
             delivery_mode: Some(2),
             ..Default::default()
         };
-        assert_eq!(stored_qos(&encode(persistent)), (QoS::AtLeastOnce, false));
+        assert_eq!(stored_origin(&encode(persistent)), Origin::live(QoS::AtLeastOnce));
         assert_eq!(
-            stored_qos(&encode(BasicProperties::default())),
-            (QoS::AtMostOnce, false)
+            stored_origin(&encode(BasicProperties::default())),
+            Origin::live(QoS::AtMostOnce)
         );
         let mut headers = FieldTable::new();
         headers.insert("other", FieldValue::Bool(true));
@@ -170,11 +232,11 @@ mod tests {
             delivery_mode: Some(2),
             ..Default::default()
         };
-        assert_eq!(stored_qos(&encode(with_headers)), (QoS::AtLeastOnce, false));
-        assert_eq!(stored_qos(&[0x10]), (QoS::AtMostOnce, false), "truncated input");
+        assert_eq!(stored_origin(&encode(with_headers)), Origin::live(QoS::AtLeastOnce));
+        assert_eq!(stored_origin(&[0x10]), Origin::live(QoS::AtMostOnce), "truncated input");
         assert_eq!(
-            stored_qos(&[0x90, 0x00, 200]),
-            (QoS::AtMostOnce, false),
+            stored_origin(&[0x90, 0x00, 200]),
+            Origin::live(QoS::AtMostOnce),
             "truncated string"
         );
     }

@@ -1,4 +1,4 @@
-//! The MQTT 3.1.1 (and 3.1) adapter: packets in, broker operations, packets out.
+//! The MQTT 5.0, 3.1.1 (and 3.1) adapter: packets in, broker operations, packets out.
 //!
 //! [`codec`] turns bytes into [`codec::Packet`]s and back without doing any
 //! I/O; [`topic_map`] translates MQTT topics and filters into the routing and
@@ -14,10 +14,15 @@ pub mod context;
 pub mod delivery;
 pub mod listener;
 pub mod message_props;
+pub mod property_map;
 pub mod publish_acks;
 pub mod retained;
+pub mod routing;
 pub mod session;
 pub mod session_registry;
+pub mod shared_subscription;
+pub mod topic_alias;
 pub mod topic_map;
+pub mod will;
 
 pub use context::{ClientIdValidation, MqttContext, MqttSettings};

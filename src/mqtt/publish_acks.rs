@@ -9,43 +9,50 @@ use std::sync::Arc;
 use bytes::BytesMut;
 use parking_lot::Mutex;
 
-use super::codec::{Packet, write_packet};
+use super::codec::{Ack, Packet, ProtocolVersion, ReasonCode, write_packet};
 use crate::store::{GroupSync, SyncWaiter};
 use crate::transport::outbox::Outbox;
 
 /// What acknowledges a publish.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PublishAck {
-    /// PUBACK (QoS 1).
-    Puback(u16),
-    /// PUBREC (QoS 2).
-    Pubrec(u16),
+    /// PUBACK (QoS 1), with its MQTT 5 reason code.
+    Puback(u16, ReasonCode),
+    /// PUBREC (QoS 2), with its MQTT 5 reason code.
+    Pubrec(u16, ReasonCode),
 }
 
 impl PublishAck {
-    fn write(self, out: &mut BytesMut) {
-        let packet = match self {
-            PublishAck::Puback(packet_id) => Packet::Puback { packet_id },
-            PublishAck::Pubrec(packet_id) => Packet::Pubrec { packet_id },
+    fn write(self, out: &mut BytesMut, version: ProtocolVersion) {
+        let ack = |packet_id, reason| Ack {
+            packet_id,
+            reason,
+            properties: None,
         };
-        // Two-byte packets always encode.
-        let _ = write_packet(out, &packet);
+        let packet = match self {
+            PublishAck::Puback(id, reason) => Packet::Puback(ack(id, reason)),
+            PublishAck::Pubrec(id, reason) => Packet::Pubrec(ack(id, reason)),
+        };
+        // Acknowledgements without properties always encode.
+        let _ = write_packet(out, &packet, version);
     }
 }
 
 /// The acknowledgements of one connection that wait for a sync.
 pub struct PublishAcks {
     outbox: Arc<Outbox>,
+    version: ProtocolVersion,
     waiting: Mutex<VecDeque<(u64, PublishAck)>>,
     /// Sequence of the last acknowledgement queued behind a sync.
     seq: Mutex<u64>,
 }
 
 impl PublishAcks {
-    /// Acknowledgements written to `outbox`.
-    pub fn new(outbox: Arc<Outbox>) -> Arc<Self> {
+    /// Acknowledgements written to `outbox`, for a client speaking `version`.
+    pub fn new(outbox: Arc<Outbox>, version: ProtocolVersion) -> Arc<Self> {
         Arc::new(PublishAcks {
             outbox,
+            version,
             waiting: Mutex::default(),
             seq: Mutex::new(0),
         })
@@ -57,7 +64,7 @@ impl PublishAcks {
         let mut waiting = self.waiting.lock();
         if !needs_sync && waiting.is_empty() {
             drop(waiting);
-            self.outbox.write(|out| ack.write(out));
+            self.outbox.write(|out| ack.write(out, self.version));
             return;
         }
         let seq = {
@@ -86,7 +93,7 @@ impl SyncWaiter for PublishAcks {
             while let Some((seq, ack)) = waiting.front().copied()
                 && seq <= token
             {
-                ack.write(out);
+                ack.write(out, self.version);
                 waiting.pop_front();
             }
         });

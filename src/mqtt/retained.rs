@@ -5,7 +5,8 @@
 //! the vhost's directory (`mqtt_retained.jsonl`, compacted at start), so
 //! retained messages survive restarts; the group commit syncs the log, and a
 //! QoS 1 or 2 retained publish is acknowledged only after it. An empty payload
-//! clears a topic.
+//! clears a topic. An MQTT 5 retained message keeps its properties (as their
+//! MQTT encoding) for the subscribers that get it later.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};
@@ -33,11 +34,17 @@ pub struct Retained {
     pub qos: QoS,
     /// The application message.
     pub payload: Bytes,
+    /// MQTT 5 properties it was published with, MQTT-encoded (without the
+    /// property length).
+    pub properties: Option<Bytes>,
 }
+
+/// What is kept per topic: QoS, payload, encoded MQTT 5 properties.
+type Entry = (QoS, Bytes, Option<Bytes>);
 
 /// The retained messages of one vhost.
 pub struct RetainedStore {
-    messages: Mutex<BTreeMap<String, (QoS, Bytes)>>,
+    messages: Mutex<BTreeMap<String, Entry>>,
     log: Mutex<JsonLog>,
 }
 
@@ -54,15 +61,23 @@ fn b64() -> base64::engine::GeneralPurpose {
 }
 
 /// Reads one log line; `None` for a line that is not a retained message.
-fn parse_line(v: &Value) -> Option<(String, QoS, Bytes)> {
+fn parse_line(v: &Value) -> Option<(String, Entry)> {
     let topic = v["topic"].as_str()?.to_string();
     let qos = QoS::from_bits(u8::try_from(v["qos"].as_u64()?).ok()?)?;
     let payload = b64().decode(v["payload"].as_str()?).ok()?;
-    Some((topic, qos, Bytes::from(payload)))
+    let properties = match v.get("properties") {
+        Some(p) => Some(Bytes::from(b64().decode(p.as_str()?).ok()?)),
+        None => None,
+    };
+    Some((topic, (qos, Bytes::from(payload), properties)))
 }
 
-fn line(topic: &str, qos: QoS, payload: &[u8]) -> Value {
-    json!({"topic": topic, "qos": qos.bits(), "payload": b64().encode(payload)})
+fn line(topic: &str, qos: QoS, payload: &[u8], properties: Option<&Bytes>) -> Value {
+    let mut v = json!({"topic": topic, "qos": qos.bits(), "payload": b64().encode(payload)});
+    if let Some(p) = properties {
+        v["properties"] = Value::String(b64().encode(p));
+    }
+    v
 }
 
 impl RetainedStore {
@@ -73,18 +88,18 @@ impl RetainedStore {
         let log = JsonLog::open(&path, sync, |lines| {
             for v in &lines {
                 match parse_line(v) {
-                    Some((topic, _, payload)) if payload.is_empty() => {
+                    Some((topic, (_, payload, _))) if payload.is_empty() => {
                         messages.remove(&topic);
                     }
-                    Some((topic, qos, payload)) => {
-                        messages.insert(topic, (qos, payload));
+                    Some((topic, entry)) => {
+                        messages.insert(topic, entry);
                     }
                     None => tracing::warn!(file = %path.display(), "skipping unreadable retained message"),
                 }
             }
             messages
                 .iter()
-                .map(|(topic, (qos, payload))| line(topic, *qos, payload))
+                .map(|(topic, (qos, payload, props))| line(topic, *qos, payload, props.as_ref()))
                 .collect()
         })
         .map_err(|source| RetainedError {
@@ -98,14 +113,15 @@ impl RetainedStore {
         })
     }
 
-    /// Keeps `payload` as the retained message of `topic`, or clears the topic
-    /// when `payload` is empty. Written to the log before it takes effect.
-    pub fn set(&self, topic: &str, qos: QoS, payload: Bytes) -> Result<(), RetainedError> {
+    /// Keeps `payload` (with its encoded MQTT 5 `properties`) as the retained
+    /// message of `topic`, or clears the topic when `payload` is empty.
+    /// Written to the log before it takes effect.
+    pub fn set(&self, topic: &str, qos: QoS, payload: Bytes, properties: Option<Bytes>) -> Result<(), RetainedError> {
         let mut log = self.log.lock();
         if payload.is_empty() && !self.messages.lock().contains_key(topic) {
             return Ok(());
         }
-        log.append(&line(topic, qos, &payload))
+        log.append(&line(topic, qos, &payload, properties.as_ref()))
             .map_err(|source| RetainedError {
                 path: log.path().display().to_string(),
                 source,
@@ -114,7 +130,7 @@ impl RetainedStore {
         if payload.is_empty() {
             messages.remove(topic);
         } else {
-            messages.insert(topic.to_string(), (qos, payload));
+            messages.insert(topic.to_string(), (qos, payload, properties));
         }
         Ok(())
     }
@@ -125,10 +141,11 @@ impl RetainedStore {
             .lock()
             .iter()
             .filter(|(topic, _)| matches(filter, topic))
-            .map(|(topic, (qos, payload))| Retained {
+            .map(|(topic, (qos, payload, properties))| Retained {
                 topic: topic.clone(),
                 qos: *qos,
                 payload: payload.clone(),
+                properties: properties.clone(),
             })
             .collect()
     }
@@ -177,12 +194,17 @@ mod tests {
     fn set_clear_and_reopen() {
         let dir = tempfile::tempdir().unwrap();
         let store = RetainedStore::open(dir.path(), false).unwrap();
-        store.set("a/b", QoS::AtLeastOnce, Bytes::from_static(b"one")).unwrap();
-        store.set("a/c", QoS::AtMostOnce, Bytes::from_static(b"two")).unwrap();
+        let props = Some(Bytes::from_static(b"\x03\x00\x01x"));
         store
-            .set("$SYS/x", QoS::AtMostOnce, Bytes::from_static(b"sys"))
+            .set("a/b", QoS::AtLeastOnce, Bytes::from_static(b"one"), props.clone())
             .unwrap();
-        store.set("a/c", QoS::AtMostOnce, Bytes::new()).unwrap();
+        store
+            .set("a/c", QoS::AtMostOnce, Bytes::from_static(b"two"), None)
+            .unwrap();
+        store
+            .set("$SYS/x", QoS::AtMostOnce, Bytes::from_static(b"sys"), None)
+            .unwrap();
+        store.set("a/c", QoS::AtMostOnce, Bytes::new(), None).unwrap();
         let found = store.matching("a/#");
         assert_eq!(found.len(), 1);
         assert_eq!((found[0].topic.as_str(), found[0].qos), ("a/b", QoS::AtLeastOnce));
@@ -192,6 +214,11 @@ mod tests {
         assert_eq!(store.len(), 2);
         assert_eq!(store.matching("$SYS/#")[0].payload, Bytes::from_static(b"sys"));
         assert!(store.matching("a/c").is_empty());
+        assert_eq!(
+            store.matching("a/b")[0].properties,
+            props,
+            "properties survive a reopen"
+        );
     }
 
     #[test]

@@ -4,17 +4,22 @@
 //! session's queue is durable, so its subscriptions (the bindings) and the
 //! messages queued while the client is away survive disconnects and restarts.
 //!
-//! The granted QoS of a subscription rides in its binding's arguments, so the
-//! subscriptions of a resumed session are read back from the bindings.
+//! The granted QoS and MQTT 5 options of a subscription ride in its binding's
+//! arguments, so the subscriptions of a resumed session are read back from the
+//! bindings. An MQTT 5 session expiry interval is the queue's `x-expires`, as
+//! RabbitMQ does it: the queue, and with it the session, goes once it has been
+//! unused that long.
 
 use std::sync::Arc;
 
 use bytes::BytesMut;
 
-use super::codec::QoS;
-use super::delivery::Subscriptions;
-use super::message_props::topic_message;
+use super::codec::properties::{Context, Properties};
+use super::codec::{QoS, SubscriptionOptions};
+use super::delivery::{Subscription, Subscriptions};
+use super::message_props::Origin;
 use super::retained::RetainedStore;
+use super::routing::core_message;
 use super::topic_map::{binding_key_to_filter, filter_to_binding_key, topic_to_routing_key};
 use crate::core::exchange::{Destination, Exchange};
 use crate::core::queue::Queue;
@@ -25,6 +30,45 @@ use crate::core::{FieldTable, FieldValue};
 pub const TOPIC_EXCHANGE: &str = "amq.topic";
 /// Binding argument holding a subscription's granted QoS.
 pub const QOS_ARGUMENT: &str = "x-mqtt-subscription-qos";
+/// Binding argument holding MQTT 5's no-local option.
+pub const NO_LOCAL_ARGUMENT: &str = "x-mqtt-no-local";
+/// Binding argument holding MQTT 5's retain-as-published option.
+pub const RAP_ARGUMENT: &str = "x-mqtt-retain-as-published";
+/// Binding argument holding an MQTT 5 subscription identifier.
+pub const ID_ARGUMENT: &str = "x-mqtt-subscription-id";
+
+/// How long a session outlives its connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionExpiry {
+    /// It ends with the connection (MQTT 3.1.1's clean session, MQTT 5's
+    /// interval 0).
+    WithConnection,
+    /// It is kept this many seconds after the connection ends.
+    After(u32),
+    /// It is kept until a clean start discards it (3.1.1's persistent
+    /// session, MQTT 5's interval 0xFFFFFFFF).
+    Never,
+}
+
+impl SessionExpiry {
+    /// The expiry of an MQTT 5 session expiry interval.
+    pub fn from_interval(secs: u32) -> SessionExpiry {
+        match secs {
+            0 => SessionExpiry::WithConnection,
+            u32::MAX => SessionExpiry::Never,
+            n => SessionExpiry::After(n),
+        }
+    }
+
+    /// Seconds, as MQTT 5 counts them.
+    pub fn seconds(self) -> u32 {
+        match self {
+            SessionExpiry::WithConnection => 0,
+            SessionExpiry::After(n) => n,
+            SessionExpiry::Never => u32::MAX,
+        }
+    }
+}
 /// The longest queue name the core stores.
 const MAX_QUEUE_NAME: usize = 255;
 
@@ -53,31 +97,66 @@ pub struct Session {
     conn_id: u64,
 }
 
+/// The binding arguments recording a subscription.
+fn subscription_arguments(sub: &Subscription) -> FieldTable {
+    let mut args = FieldTable::new();
+    args.insert(QOS_ARGUMENT, FieldValue::U8(sub.qos.bits()));
+    if sub.no_local {
+        args.insert(NO_LOCAL_ARGUMENT, FieldValue::Bool(true));
+    }
+    if sub.retain_as_published {
+        args.insert(RAP_ARGUMENT, FieldValue::Bool(true));
+    }
+    if let Some(id) = sub.id {
+        args.insert(ID_ARGUMENT, FieldValue::I64(i64::from(id)));
+    }
+    args
+}
+
+/// A subscription to `filter` with `options` and identifier `id`.
+pub fn subscription(filter: &str, options: SubscriptionOptions, id: Option<u32>) -> Subscription {
+    Subscription {
+        filter: filter.to_string(),
+        qos: options.qos,
+        no_local: options.no_local,
+        retain_as_published: options.retain_as_published,
+        id,
+    }
+}
+
 impl Session {
-    /// Opens the session of `client_id` for connection `conn_id`: a clean
-    /// session starts from nothing (a stored one is deleted), a persistent one
-    /// resumes its queue and subscriptions if they exist. Returns the session
-    /// and whether a stored session was resumed (CONNACK's session present).
+    /// Opens the session of `client_id` for connection `conn_id`: with
+    /// `clean_start` it starts from nothing (a stored one is deleted),
+    /// otherwise it resumes a stored queue and subscriptions if they exist.
+    /// `expiry` says how long the session outlives the connection. Returns
+    /// the session and whether a stored session was resumed (CONNACK's
+    /// session present).
     pub fn open(
         vhost: &Arc<VHost>,
         client_id: &str,
-        clean: bool,
+        clean_start: bool,
+        expiry: SessionExpiry,
         conn_id: u64,
     ) -> crate::core::Result<(Session, bool)> {
         let name = queue_name(client_id);
         let exchange = vhost.get_exchange(TOPIC_EXCHANGE)?;
         let existing = vhost.queue(&name);
-        if clean && existing.is_some() {
+        if clean_start && existing.is_some() {
             vhost.delete_queue(&name, false, false, None)?;
         }
-        let resumed = !clean && existing.as_ref().is_some_and(|q| q.exclusive_owner.is_none());
+        let resumed = !clean_start && existing.as_ref().is_some_and(|q| q.exclusive_owner.is_none());
+        let clean = expiry == SessionExpiry::WithConnection;
         if !resumed {
             let opts = QueueOptions {
                 durable: !clean,
                 exclusive: clean,
                 ..QueueOptions::default()
             };
-            vhost.declare_queue(&name, &opts, FieldTable::new(), conn_id)?;
+            let mut args = FieldTable::new();
+            if let SessionExpiry::After(secs) = expiry {
+                args.insert("x-expires", FieldValue::I64(i64::from(secs) * 1000));
+            }
+            vhost.declare_queue(&name, &opts, args, conn_id)?;
         }
         let queue = vhost.get_queue(&name)?;
         let subscriptions = if resumed {
@@ -96,31 +175,54 @@ impl Session {
         Ok((session, resumed))
     }
 
-    /// Subscribes to `filter` with `qos`, replacing an existing subscription
-    /// to the same filter [MQTT-3.8.4-3].
-    pub fn subscribe(&self, filter: &str, qos: QoS) -> crate::core::Result<()> {
-        let key = filter_to_binding_key(filter);
-        let same = self.subscriptions.read().iter().any(|(f, q)| f == filter && *q == qos);
-        if !same {
+    /// Subscribes as `sub` says, replacing an existing subscription to the
+    /// same filter [MQTT-3.8.4-3]. Returns whether the subscription is new
+    /// (for MQTT 5's retain handling 1).
+    pub fn subscribe(&self, sub: Subscription) -> crate::core::Result<bool> {
+        let key = filter_to_binding_key(&sub.filter);
+        let existing = self
+            .subscriptions
+            .read()
+            .iter()
+            .find(|s| s.filter == sub.filter)
+            .cloned();
+        if existing.as_ref() != Some(&sub) {
             self.unbind(&key)?;
-            let mut args = FieldTable::new();
-            args.insert(QOS_ARGUMENT, FieldValue::U8(qos.bits()));
-            self.vhost
-                .bind_queue(&self.queue.name, TOPIC_EXCHANGE, &key, args, Some(self.conn_id))?;
+            self.vhost.bind_queue(
+                &self.queue.name,
+                TOPIC_EXCHANGE,
+                &key,
+                subscription_arguments(&sub),
+                Some(self.conn_id),
+            )?;
         }
         let mut subs = self.subscriptions.write();
-        match subs.iter_mut().find(|(f, _)| f == filter) {
-            Some(entry) => entry.1 = qos,
-            None => subs.push((filter.to_string(), qos)),
+        match subs.iter_mut().find(|s| s.filter == sub.filter) {
+            Some(entry) => *entry = sub,
+            None => subs.push(sub),
         }
-        Ok(())
+        Ok(existing.is_none())
     }
 
-    /// Drops the subscription to `filter`; an unknown filter is not an error.
-    pub fn unsubscribe(&self, filter: &str) -> crate::core::Result<()> {
+    /// Drops the subscription to `filter`; returns whether there was one.
+    pub fn unsubscribe(&self, filter: &str) -> crate::core::Result<bool> {
         self.unbind(&filter_to_binding_key(filter))?;
-        self.subscriptions.write().retain(|(f, _)| f != filter);
-        Ok(())
+        let mut subs = self.subscriptions.write();
+        let before = subs.len();
+        subs.retain(|s| s.filter != filter);
+        Ok(subs.len() != before)
+    }
+
+    /// Whether every subscription of this session matching `topic` is
+    /// no-local: a message the session's own client published then does not
+    /// go into its queue [MQTT-3.8.3-3].
+    pub fn only_no_local(&self, topic: &str) -> bool {
+        let subs = self.subscriptions.read();
+        let mut matching = subs
+            .iter()
+            .filter(|s| super::codec::topic::matches(&s.filter, topic))
+            .peekable();
+        matching.peek().is_some() && matching.all(|s| s.no_local)
     }
 
     /// Removes the bindings of this queue with binding key `key`.
@@ -143,7 +245,13 @@ impl Session {
             if routing_key.len() > 255 {
                 continue;
             }
-            let msg = topic_message(routing_key.into_owned(), r.qos, true, r.payload);
+            let origin = Origin {
+                qos: r.qos,
+                retained_copy: true,
+                retain_published: false,
+            };
+            let properties = stored_properties(r.properties);
+            let msg = core_message(routing_key.into_owned(), origin, properties.as_deref(), r.payload);
             match self.queue.publish(&msg, scratch) {
                 Ok(p) => wake |= p.woke,
                 Err(e) => tracing::error!(queue = %self.queue.name, "cannot queue a retained message: {e}"),
@@ -161,24 +269,43 @@ impl Session {
     }
 }
 
+/// The MQTT 5 properties a retained message was published with, from their
+/// stored encoding (with the length prefix the decoder expects).
+fn stored_properties(encoded: Option<bytes::Bytes>) -> Option<Box<Properties>> {
+    let encoded = encoded?;
+    let mut block = BytesMut::with_capacity(encoded.len() + 4);
+    super::codec::properties::put_varint(&mut block, encoded.len());
+    block.extend_from_slice(&encoded);
+    Properties::decode(&mut block.freeze(), Context::Publish).ok().flatten()
+}
+
 fn is_queue(d: &Destination, q: &Arc<Queue>) -> bool {
     matches!(d, Destination::Queue(b) if Arc::ptr_eq(b, q))
 }
 
 /// The subscriptions of a stored session, from its queue's bindings.
-fn stored_subscriptions(exchange: &Exchange, queue: &Arc<Queue>) -> Vec<(String, QoS)> {
+fn stored_subscriptions(exchange: &Exchange, queue: &Arc<Queue>) -> Vec<Subscription> {
     exchange
         .bindings()
         .into_iter()
         .filter(|b| is_queue(&b.destination, queue))
         .map(|b| {
-            let qos = b
-                .arguments
-                .get(QOS_ARGUMENT)
-                .and_then(FieldValue::as_i64)
-                .and_then(|q| QoS::from_bits(q.clamp(0, 2) as u8))
-                .unwrap_or(QoS::AtLeastOnce);
-            (binding_key_to_filter(&b.routing_key).into_owned(), qos)
+            let args = &b.arguments;
+            let flag = |name| args.get(name).and_then(FieldValue::as_bool).unwrap_or(false);
+            Subscription {
+                filter: binding_key_to_filter(&b.routing_key).into_owned(),
+                qos: args
+                    .get(QOS_ARGUMENT)
+                    .and_then(FieldValue::as_i64)
+                    .and_then(|q| QoS::from_bits(q.clamp(0, 2) as u8))
+                    .unwrap_or(QoS::AtLeastOnce),
+                no_local: flag(NO_LOCAL_ARGUMENT),
+                retain_as_published: flag(RAP_ARGUMENT),
+                id: args
+                    .get(ID_ARGUMENT)
+                    .and_then(FieldValue::as_i64)
+                    .and_then(|id| u32::try_from(id).ok()),
+            }
         })
         .collect()
 }

@@ -37,6 +37,8 @@ struct Live {
 struct Entry {
     live: Option<Live>,
     state: Arc<SessionState>,
+    /// An MQTT 5 will waiting for its delay; a new connection cancels it.
+    pending_will: Option<CancellationToken>,
 }
 
 /// What a connection gets for its client id.
@@ -67,10 +69,15 @@ impl SessionRegistry {
                 let entry = entries.entry(key.clone()).or_insert_with(|| Entry {
                     live: None,
                     state: Arc::default(),
+                    pending_will: None,
                 });
                 match &entry.live {
                     Some(live) => (live.kick.clone(), live.ended.clone()),
                     None => {
+                        // A new connection before the will delay passed: no will.
+                        if let Some(will) = entry.pending_will.take() {
+                            will.cancel();
+                        }
                         if clean {
                             entry.state = Arc::default();
                         }
@@ -117,6 +124,24 @@ impl SessionRegistry {
         }
         drop(entries);
         live.ended.cancel();
+    }
+
+    /// Registers a will that waits for its delay after the connection of the
+    /// session ended; the token is cancelled when a connection claims the
+    /// session first.
+    pub fn defer_will(&self, vhost: &str, client_id: &str) -> CancellationToken {
+        let token = CancellationToken::new();
+        let key = (vhost.to_string(), client_id.to_string());
+        let mut entries = self.entries.lock();
+        let entry = entries.entry(key).or_insert_with(|| Entry {
+            live: None,
+            state: Arc::default(),
+            pending_will: None,
+        });
+        if let Some(old) = entry.pending_will.replace(token.clone()) {
+            old.cancel();
+        }
+        token
     }
 
     /// Forgets the stored state of a session nobody holds (its queue was

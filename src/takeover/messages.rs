@@ -157,7 +157,7 @@ fn copy_retained(vhost: &Arc<crate::core::vhost::VHost>, v: &SourceVHost) -> Res
         // LavinMQ keeps no QoS with a retained message; QoS 1 lets a QoS 1
         // subscriber receive it reliably.
         store
-            .set(&topic, crate::mqtt::codec::QoS::AtLeastOnce, Bytes::from(payload))
+            .set(&topic, crate::mqtt::codec::QoS::AtLeastOnce, Bytes::from(payload), None)
             .map_err(|e| ConvertError::Broker(e.to_string()))?;
         n += 1;
     }

@@ -4,7 +4,8 @@ use std::collections::VecDeque;
 
 use bytes::{Bytes, BytesMut};
 use lavinmq::mqtt::codec::{
-    Connack, Connect, MqttStr, Packet, ProtocolVersion, Publish, QoS, Subscribe, parse_packet, write_packet,
+    Ack, Connack, Connect, MqttStr, Packet, ProtocolVersion, Publish, QoS, Subscribe, SubscriptionOptions,
+    parse_packet, write_packet,
 };
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -39,6 +40,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Mqtt<S> {
             will: None,
             username: login.map(|(u, _)| mstr(u)),
             password: login.map(|(_, p)| Bytes::copy_from_slice(p.as_bytes())),
+            properties: None,
         };
         c.send(&Packet::Connect(Box::new(connect))).await;
         let ack = match c.recv().await {
@@ -52,7 +54,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Mqtt<S> {
     /// Sends one packet.
     pub async fn send(&mut self, packet: &Packet) {
         let mut out = BytesMut::new();
-        write_packet(&mut out, packet).unwrap();
+        write_packet(&mut out, packet, ProtocolVersion::V3_1_1).unwrap();
         within("send", async {
             self.stream.write_all(&out).await.unwrap();
             self.stream.flush().await.unwrap();
@@ -64,7 +66,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Mqtt<S> {
     pub async fn recv(&mut self) -> Option<Packet> {
         within("an MQTT packet", async {
             loop {
-                if let Some(p) = parse_packet(&mut self.buf, 1 << 20).expect("packet from the broker") {
+                if let Some(p) =
+                    parse_packet(&mut self.buf, 1 << 20, ProtocolVersion::V3_1_1).expect("packet from the broker")
+                {
                     return Some(p);
                 }
                 match self.stream.read_buf(&mut self.buf).await {
@@ -80,7 +84,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Mqtt<S> {
     pub async fn subscribe(&mut self, filter: &str) {
         let sub = Subscribe {
             packet_id: 1,
-            filters: vec![(mstr(filter), QoS::AtLeastOnce)],
+            filters: vec![(mstr(filter), SubscriptionOptions::qos(QoS::AtLeastOnce))],
+            properties: None,
         };
         self.send(&Packet::Subscribe(sub)).await;
         match self.recv().await {
@@ -98,11 +103,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Mqtt<S> {
             topic: mstr(topic),
             packet_id: 2,
             payload: Bytes::copy_from_slice(payload),
+            properties: None,
         };
         self.send(&Packet::Publish(publish)).await;
         loop {
             match self.recv().await {
-                Some(Packet::Puback { packet_id: 2 }) => return,
+                Some(Packet::Puback(Ack { packet_id: 2, .. })) => return,
                 // Our own subscription may deliver first.
                 Some(Packet::Publish(p)) => {
                     self.ack(&p).await;
@@ -129,7 +135,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Mqtt<S> {
 
     async fn ack(&mut self, p: &Publish) {
         if p.qos == QoS::AtLeastOnce {
-            self.send(&Packet::Puback { packet_id: p.packet_id }).await;
+            self.send(&Packet::Puback(Ack::ok(p.packet_id))).await;
         }
     }
 }

@@ -1,7 +1,8 @@
 //! `lavinmqperf mqtt throughput`: MQTT publishers and subscribers on one
 //! topic, reported like the AMQP mode (`Publish rate: N msgs/s Consume rate:
 //! N msgs/s` every second, then the summary). Works against any MQTT 3.1.1
-//! broker (Mosquitto, RabbitMQ's plugin, LavinMQ).
+//! or, with `--protocol-version 5`, MQTT 5 broker (Mosquitto, RabbitMQ's
+//! plugin, LavinMQ).
 //!
 //! Built on the broker's own MQTT codec; QoS 0 publishers copy one encoded
 //! PUBLISH into a reused buffer, so the tool allocates nothing per message.
@@ -13,8 +14,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use bytes::BytesMut;
 use clap::Parser;
 use lavinmq::mqtt::codec::{
-    Connect, MAX_REMAINING_LENGTH, MqttStr, Packet, ProtocolVersion, QoS, Subscribe, parse_packet, write_packet,
-    write_publish,
+    Ack, Connect, Disconnect, MAX_REMAINING_LENGTH, MqttStr, Packet, ProtocolVersion, PublishHead, QoS, Subscribe,
+    SubscriptionOptions, parse_packet, write_packet, write_publish_head,
 };
 use tokio::io::AsyncReadExt;
 use tokio::sync::{Notify, watch};
@@ -56,12 +57,16 @@ pub struct MqttThroughputArgs {
     /// Connect with clean session
     #[arg(long)]
     pub clean_session: bool,
+    /// MQTT protocol version: 4 (3.1.1) or 5
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u8).range(4..=5))]
+    pub protocol_version: u8,
 }
 
 struct Settings {
     args: MqttThroughputArgs,
     uri: AmqpUri,
     qos: QoS,
+    version: ProtocolVersion,
     /// What publishers send and subscribers verify.
     bodies: Bodies,
 }
@@ -83,7 +88,18 @@ pub async fn run(args: MqttThroughputArgs) -> i32 {
     let mut plan = args.run.plan();
     plan.totals = true;
     let bodies = Bodies::new(args.run.size, 0, args.run.random_bodies, args.run.verify);
-    let cfg = Arc::new(Settings { args, uri, qos, bodies });
+    let version = if args.protocol_version == 5 {
+        ProtocolVersion::V5
+    } else {
+        ProtocolVersion::V3_1_1
+    };
+    let cfg = Arc::new(Settings {
+        args,
+        uri,
+        qos,
+        version,
+        bodies,
+    });
     let shared = Arc::new(Shared::new(false));
     let ids = Arc::new(AtomicU64::new(0));
     let (cfg1, shared1, ids1) = (cfg.clone(), shared.clone(), ids.clone());
@@ -123,7 +139,7 @@ async fn connect(cfg: &Settings, role: &str, n: u64) -> Result<(Reader, Writer, 
     let client_id = format!("lavinmqperf-{role}-{}-{n}", std::process::id());
     let anonymous = !cfg.args.uri.contains('@');
     let connect = Connect {
-        protocol: ProtocolVersion::V3_1_1,
+        protocol: cfg.version,
         clean_session: cfg.args.clean_session,
         keep_alive: 0,
         client_id: mqtt_str(client_id)?,
@@ -134,22 +150,23 @@ async fn connect(cfg: &Settings, role: &str, n: u64) -> Result<(Reader, Writer, 
             Some(mqtt_str(cfg.uri.user.clone())?)
         },
         password: (!anonymous).then(|| bytes::Bytes::from(cfg.uri.password.clone())),
+        properties: None,
     };
     let mut out = BytesMut::new();
-    write_packet(&mut out, &Packet::Connect(Box::new(connect))).map_err(|e| protocol(e.to_string()))?;
+    write_packet(&mut out, &Packet::Connect(Box::new(connect)), cfg.version).map_err(|e| protocol(e.to_string()))?;
     wr.send(&out).await?;
     let mut buf = BytesMut::with_capacity(256 * 1024);
-    match read_packet(&mut rd, &mut buf).await? {
-        Packet::Connack(c) if c.return_code as u8 == 0 => Ok((rd, wr, buf)),
-        Packet::Connack(c) => Err(protocol(format!("connection refused: {:?}", c.return_code))),
+    match read_packet(&mut rd, &mut buf, cfg.version).await? {
+        Packet::Connack(c) if c.code.is_success() => Ok((rd, wr, buf)),
+        Packet::Connack(c) => Err(protocol(format!("connection refused: {}", c.code))),
         p => Err(protocol(format!("expected CONNACK, got {}", p.name()))),
     }
 }
 
 /// Reads until one whole packet is buffered.
-async fn read_packet(rd: &mut Reader, buf: &mut BytesMut) -> Result<Packet, Error> {
+async fn read_packet(rd: &mut Reader, buf: &mut BytesMut, version: ProtocolVersion) -> Result<Packet, Error> {
     loop {
-        if let Some(p) = parse_packet(buf, MAX_REMAINING_LENGTH).map_err(|e| protocol(e.to_string()))? {
+        if let Some(p) = parse_packet(buf, MAX_REMAINING_LENGTH, version).map_err(|e| protocol(e.to_string()))? {
             return Ok(p);
         }
         if rd.read_buf(buf).await? == 0 {
@@ -171,12 +188,14 @@ async fn subscriber(
     let mut out = BytesMut::new();
     let subscribe = Subscribe {
         packet_id: 1,
-        filters: vec![(mqtt_str(cfg.args.topic.clone())?, cfg.qos)],
+        filters: vec![(mqtt_str(cfg.args.topic.clone())?, SubscriptionOptions::qos(cfg.qos))],
+        properties: None,
     };
-    write_packet(&mut out, &Packet::Subscribe(subscribe)).map_err(|e| protocol(e.to_string()))?;
+    let version = cfg.version;
+    write_packet(&mut out, &Packet::Subscribe(subscribe), version).map_err(|e| protocol(e.to_string()))?;
     wr.send(&out).await?;
-    match read_packet(&mut rd, &mut buf).await? {
-        Packet::Suback(s) if s.return_codes.iter().all(|c| c.to_u8() < 0x80) => {}
+    match read_packet(&mut rd, &mut buf, version).await? {
+        Packet::Suback(s) if s.codes.iter().all(|c| c.is_success()) => {}
         p => return Err(protocol(format!("subscription refused ({})", p.name()))),
     }
     let _ = ev.send(Event::Ready);
@@ -188,7 +207,9 @@ async fn subscriber(
     loop {
         let (mut received, mut mismatches) = (0, 0);
         out.clear();
-        while let Some(p) = parse_packet(&mut buf, MAX_REMAINING_LENGTH).map_err(|e| protocol(e.to_string()))? {
+        while let Some(p) =
+            parse_packet(&mut buf, MAX_REMAINING_LENGTH, version).map_err(|e| protocol(e.to_string()))?
+        {
             if let Packet::Publish(p) = p {
                 received += 1;
                 if verify && !cfg.bodies.check(&p.payload) {
@@ -199,7 +220,7 @@ async fn subscriber(
                     }
                 }
                 if p.qos != QoS::AtMostOnce {
-                    let _ = write_packet(&mut out, &Packet::Puback { packet_id: p.packet_id });
+                    let _ = write_packet(&mut out, &Packet::Puback(Ack::ok(p.packet_id)), version);
                 }
             }
         }
@@ -228,11 +249,19 @@ async fn subscriber(
 }
 
 /// Counts PUBACKs for a QoS 1 publisher.
-async fn count_acks(mut rd: Reader, mut buf: BytesMut, acked: &AtomicU64, progress: &Notify) -> Result<(), Error> {
+async fn count_acks(
+    mut rd: Reader,
+    mut buf: BytesMut,
+    version: ProtocolVersion,
+    acked: &AtomicU64,
+    progress: &Notify,
+) -> Result<(), Error> {
     loop {
         let mut n = 0;
-        while let Some(p) = parse_packet(&mut buf, MAX_REMAINING_LENGTH).map_err(|e| protocol(e.to_string()))? {
-            if matches!(p, Packet::Puback { .. }) {
+        while let Some(p) =
+            parse_packet(&mut buf, MAX_REMAINING_LENGTH, version).map_err(|e| protocol(e.to_string()))?
+        {
+            if matches!(p, Packet::Puback(_)) {
                 n += 1;
             }
         }
@@ -261,9 +290,9 @@ async fn publisher(
     let acked = Arc::new(AtomicU64::new(0));
     let progress = Arc::new(Notify::new());
     let reader = tokio::spawn({
-        let (acked, progress, ev) = (acked.clone(), progress.clone(), ev.clone());
+        let (acked, progress, ev, version) = (acked.clone(), progress.clone(), ev.clone(), cfg.version);
         async move {
-            if let Err(e) = count_acks(rd, buf, &acked, &progress).await {
+            if let Err(e) = count_acks(rd, buf, version, &acked, &progress).await {
                 let _ = ev.send(Event::Fatal(e));
             }
         }
@@ -274,17 +303,20 @@ async fn publisher(
     let mut picker = SlotPicker::new();
     let mut template = BytesMut::new();
     let qos1 = cfg.qos != QoS::AtMostOnce;
-    write_publish(
-        &mut template,
-        &cfg.args.topic,
-        bodies.body(0),
-        cfg.qos,
-        u16::from(qos1),
-        cfg.args.retain,
-        false,
-    )
-    .map_err(|e| protocol(e.to_string()))?;
+    let v5 = cfg.version.is_v5();
+    let head = PublishHead {
+        topic: &cfg.args.topic,
+        qos: cfg.qos,
+        packet_id: u16::from(qos1),
+        retain: cfg.args.retain,
+        dup: false,
+        properties: v5.then_some(&[][..]),
+    };
+    write_publish_head(&mut template, &head, bodies.body(0)).map_err(|e| protocol(e.to_string()))?;
     let payload_at = template.len() - bodies.size();
+    // The packet id sits before the payload, and before MQTT 5's (empty)
+    // property length.
+    let id_end = payload_at - usize::from(v5);
     let per_batch = (BATCH_BYTES / template.len()).max(1) as u64;
     let mut out = BytesMut::with_capacity(BATCH_BYTES + template.len() + 64);
     let mut pacer = Pacer::new(cfg.args.run.rate);
@@ -315,7 +347,7 @@ async fn publisher(
             out.extend_from_slice(&template);
             if qos1 {
                 packet_id = packet_id.checked_add(1).unwrap_or(1);
-                out[at + payload_at - 2..at + payload_at].copy_from_slice(&packet_id.to_be_bytes());
+                out[at + id_end - 2..at + id_end].copy_from_slice(&packet_id.to_be_bytes());
             }
             if bodies.is_random() {
                 let body = bodies.body(picker.next(bodies.slots()));
@@ -344,7 +376,7 @@ async fn publisher(
         }
     }
     out.clear();
-    let _ = write_packet(&mut out, &Packet::Disconnect);
+    let _ = write_packet(&mut out, &Packet::Disconnect(Disconnect::normal()), cfg.version);
     wr.send(&out).await?;
     reader.abort();
     Ok(())

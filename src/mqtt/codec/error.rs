@@ -48,7 +48,7 @@ impl TopicError {
 /// closed with a log line naming the broken rule.
 #[derive(Error, Debug, Clone, PartialEq, Eq)]
 pub enum DecodeError {
-    /// Packet type 0 or 15, which MQTT 3.1.1 reserves.
+    /// Packet type 0, or 15 (AUTH) before MQTT 5.
     #[error("reserved packet type {0}")]
     ReservedPacketType(u8),
     /// The low nibble of the first byte is not what the packet type requires:
@@ -148,6 +148,48 @@ pub enum DecodeError {
     /// SUBACK return code other than 0x00, 0x01, 0x02 or 0x80.
     #[error("invalid SUBACK return code {0:#04x} [MQTT-3.9.3-2]")]
     InvalidSubackReturnCode(u8),
+    /// A variable byte integer longer than four bytes; names the field.
+    #[error("malformed variable byte integer in {0}")]
+    MalformedVarint(&'static str),
+    /// A property identifier MQTT 5 does not define.
+    #[error("unknown property identifier {0:#04x}")]
+    UnknownProperty(u32),
+    /// A property this packet may not carry.
+    #[error("property {id:#04x} is not allowed in {packet}")]
+    PropertyNotAllowed {
+        /// The property identifier.
+        id: u8,
+        /// Where it appeared.
+        packet: &'static str,
+    },
+    /// A property that may appear once appeared twice.
+    #[error("property {id:#04x} appears twice in {packet}")]
+    DuplicateProperty {
+        /// The property identifier.
+        id: u8,
+        /// Where it appeared.
+        packet: &'static str,
+    },
+    /// A property value the specification does not allow (0 where it must
+    /// not be, a flag other than 0 or 1).
+    #[error("invalid value of property {field} ({id:#04x})")]
+    InvalidPropertyValue {
+        /// The property identifier.
+        id: u8,
+        /// The property name.
+        field: &'static str,
+    },
+    /// A reason code this packet type cannot carry.
+    #[error("reason code {code:#04x} is not valid in {packet}")]
+    InvalidReasonCode {
+        /// Name of the packet type.
+        packet: &'static str,
+        /// The code as received.
+        code: u8,
+    },
+    /// SUBSCRIBE options with reserved bits set or retain handling 3.
+    #[error("invalid subscription options {0:#04x} [MQTT-3.8.3-5]")]
+    InvalidSubscriptionOptions(u8),
 }
 
 impl DecodeError {
@@ -196,6 +238,33 @@ impl DecodeError {
             DecodeError::InvalidConnackFlags(_) => "3.2.2.1",
             DecodeError::InvalidConnectReturnCode(_) => "3.2.2.3",
             DecodeError::InvalidSubackReturnCode(_) => "MQTT-3.9.3-2",
+            DecodeError::MalformedVarint(_) => "1.5.5",
+            DecodeError::UnknownProperty(_)
+            | DecodeError::PropertyNotAllowed { .. }
+            | DecodeError::DuplicateProperty { .. }
+            | DecodeError::InvalidPropertyValue { .. } => "2.2.2.2",
+            DecodeError::InvalidReasonCode { .. } => "2.4",
+            DecodeError::InvalidSubscriptionOptions(_) => "MQTT-3.8.3-5",
+        }
+    }
+
+    /// The MQTT 5 reason code an MQTT 5 server's DISCONNECT gives for this
+    /// error: a packet too large, a protocol error (a rule broken by
+    /// well-formed bytes), or a malformed packet.
+    pub fn reason_code(&self) -> crate::mqtt::codec::ReasonCode {
+        use crate::mqtt::codec::ReasonCode;
+        match self {
+            DecodeError::PacketTooLarge { .. } => ReasonCode::PACKET_TOO_LARGE,
+            DecodeError::DuplicateProperty { .. }
+            | DecodeError::InvalidPropertyValue { .. }
+            | DecodeError::ZeroPacketId(_)
+            | DecodeError::InvalidProtocolName
+            | DecodeError::UnsupportedProtocolLevel(_)
+            | DecodeError::ReservedPacketType(_) => ReasonCode::PROTOCOL_ERROR,
+            DecodeError::InvalidTopic {
+                field: "topic filter", ..
+            } => ReasonCode::PROTOCOL_ERROR,
+            _ => ReasonCode::MALFORMED_PACKET,
         }
     }
 }

@@ -11,7 +11,7 @@ use crate::mqtt::codec::error::{DecodeError, EncodeError};
 /// The largest remaining length the four-byte encoding can express.
 pub const MAX_REMAINING_LENGTH: usize = 268_435_455;
 
-/// The fourteen control packet types of MQTT 3.1.1.
+/// The control packet types: fourteen in MQTT 3.1.1, AUTH added by MQTT 5.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum PacketType {
     Connect = 1,
@@ -28,11 +28,12 @@ pub(crate) enum PacketType {
     Pingreq = 12,
     Pingresp = 13,
     Disconnect = 14,
+    Auth = 15,
 }
 
 impl PacketType {
     /// The type for the high nibble of the first byte; `None` for the
-    /// reserved values 0 and 15.
+    /// reserved value 0.
     fn from_nibble(nibble: u8) -> Option<PacketType> {
         Some(match nibble {
             1 => PacketType::Connect,
@@ -49,6 +50,7 @@ impl PacketType {
             12 => PacketType::Pingreq,
             13 => PacketType::Pingresp,
             14 => PacketType::Disconnect,
+            15 => PacketType::Auth,
             _ => return None,
         })
     }
@@ -70,6 +72,7 @@ impl PacketType {
             PacketType::Pingreq => "PINGREQ",
             PacketType::Pingresp => "PINGRESP",
             PacketType::Disconnect => "DISCONNECT",
+            PacketType::Auth => "AUTH",
         }
     }
 
@@ -82,8 +85,13 @@ impl PacketType {
         }
     }
 
-    /// The remaining length of packet types whose size is fixed.
-    fn fixed_remaining_length(self) -> Option<usize> {
+    /// The remaining length of packet types whose size is fixed; MQTT 5
+    /// lets acknowledgements and DISCONNECT carry reason codes and
+    /// properties, so only the pings keep a fixed size there.
+    fn fixed_remaining_length(self, v5: bool) -> Option<usize> {
+        if v5 {
+            return matches!(self, PacketType::Pingreq | PacketType::Pingresp).then_some(0);
+        }
         match self {
             PacketType::Connack
             | PacketType::Puback
@@ -114,17 +122,20 @@ pub(crate) struct FixedHeader {
     pub(crate) remaining_len: usize,
 }
 
-/// Reads the fixed header at the start of `buf`.
+/// Reads the fixed header at the start of `buf`; `v5` when the connection
+/// speaks MQTT 5.
 ///
 /// Returns `Ok(None)` while more bytes are needed. The first byte is checked
-/// as soon as it is there: reserved packet types, wrong flags
-/// [MQTT-2.2.2-1/-2], PUBLISH QoS 3 [MQTT-3.3.1-4] and DUP on QoS 0
+/// as soon as it is there: reserved packet types (AUTH before MQTT 5), wrong
+/// flags [MQTT-2.2.2-1/-2], PUBLISH QoS 3 [MQTT-3.3.1-4] and DUP on QoS 0
 /// [MQTT-3.3.1-2]. Fixed-size packet types must announce their size.
-pub(crate) fn parse_fixed_header(buf: &[u8]) -> Result<Option<FixedHeader>, DecodeError> {
+pub(crate) fn parse_fixed_header(buf: &[u8], v5: bool) -> Result<Option<FixedHeader>, DecodeError> {
     let Some(&first) = buf.first() else {
         return Ok(None);
     };
-    let packet_type = PacketType::from_nibble(first >> 4).ok_or(DecodeError::ReservedPacketType(first >> 4))?;
+    let packet_type = PacketType::from_nibble(first >> 4)
+        .filter(|t| v5 || *t != PacketType::Auth)
+        .ok_or(DecodeError::ReservedPacketType(first >> 4))?;
     let flags = first & 0x0f;
     if packet_type == PacketType::Publish {
         let qos = (flags >> 1) & 0b11;
@@ -147,7 +158,7 @@ pub(crate) fn parse_fixed_header(buf: &[u8]) -> Result<Option<FixedHeader>, Deco
         };
         remaining_len |= usize::from(byte & 0x7f) << (7 * i);
         if byte & 0x80 == 0 {
-            if let Some(expected) = packet_type.fixed_remaining_length()
+            if let Some(expected) = packet_type.fixed_remaining_length(v5)
                 && remaining_len != expected
             {
                 return Err(DecodeError::InvalidRemainingLength {
@@ -203,7 +214,7 @@ mod tests {
     use super::*;
 
     fn header(bytes: &[u8]) -> Result<Option<FixedHeader>, DecodeError> {
-        parse_fixed_header(bytes)
+        parse_fixed_header(bytes, false)
     }
 
     #[test]
@@ -265,6 +276,8 @@ mod tests {
         assert_eq!(header(&[0xf0, 0x00]), Err(DecodeError::ReservedPacketType(15)));
         // Refused from the first byte alone.
         assert_eq!(header(&[0xf0]), Err(DecodeError::ReservedPacketType(15)));
+        // AUTH exists in MQTT 5.
+        assert!(parse_fixed_header(&[0xf0, 0x00], true).unwrap().is_some());
     }
 
     #[test]
@@ -320,5 +333,8 @@ mod tests {
             })
         );
         assert!(header(&[0xe0, 0x00]).unwrap().is_some());
+        // MQTT 5 acknowledgements may carry a reason code and properties.
+        assert!(parse_fixed_header(&[0x40, 0x03], true).unwrap().is_some());
+        assert!(parse_fixed_header(&[0xc0, 0x01], true).is_err());
     }
 }

@@ -10,9 +10,10 @@ use rumqttc::mqttbytes::{Protocol as OracleProtocol, QoS as OracleQoS};
 use crate::mqtt::codec::MAX_REMAINING_LENGTH;
 use crate::mqtt::codec::decode::parse_packet;
 use crate::mqtt::codec::packet::{
-    Connack, Connect, ConnectReturnCode, Packet, ProtocolVersion, Publish, QoS, Suback, Subscribe, SubscribeReturnCode,
-    Unsubscribe, Will,
+    Ack, Connack, Connect, Disconnect, Packet, ProtocolVersion, Publish, QoS, Suback, Subscribe, SubscriptionOptions,
+    Unsuback, Unsubscribe, Will,
 };
+use crate::mqtt::codec::reason::ReasonCode;
 use crate::mqtt::codec::samples::{encode, random_packet, s};
 use crate::mqtt::codec::string::MqttStr;
 
@@ -32,14 +33,15 @@ fn from_oracle_qos(qos: OracleQoS) -> QoS {
     }
 }
 
-fn to_oracle_code(code: ConnectReturnCode) -> oracle::ConnectReturnCode {
-    match code {
-        ConnectReturnCode::Accepted => oracle::ConnectReturnCode::Success,
-        ConnectReturnCode::UnacceptableProtocolVersion => oracle::ConnectReturnCode::RefusedProtocolVersion,
-        ConnectReturnCode::IdentifierRejected => oracle::ConnectReturnCode::BadClientId,
-        ConnectReturnCode::ServerUnavailable => oracle::ConnectReturnCode::ServiceUnavailable,
-        ConnectReturnCode::BadUsernameOrPassword => oracle::ConnectReturnCode::BadUserNamePassword,
-        ConnectReturnCode::NotAuthorized => oracle::ConnectReturnCode::NotAuthorized,
+/// The oracle's CONNACK code for what we write in 3.1.1.
+fn to_oracle_code(code: ReasonCode) -> oracle::ConnectReturnCode {
+    match code.to_v3_connack() {
+        0 => oracle::ConnectReturnCode::Success,
+        1 => oracle::ConnectReturnCode::RefusedProtocolVersion,
+        2 => oracle::ConnectReturnCode::BadClientId,
+        3 => oracle::ConnectReturnCode::ServiceUnavailable,
+        4 => oracle::ConnectReturnCode::BadUserNamePassword,
+        _ => oracle::ConnectReturnCode::NotAuthorized,
     }
 }
 
@@ -69,7 +71,7 @@ fn to_oracle(packet: &Packet) -> oracle::Packet {
         }),
         Packet::Connack(c) => oracle::Packet::ConnAck(oracle::ConnAck {
             session_present: c.session_present,
-            code: to_oracle_code(c.return_code),
+            code: to_oracle_code(c.code),
         }),
         Packet::Publish(p) => oracle::Packet::Publish(oracle::Publish {
             dup: p.dup,
@@ -79,26 +81,26 @@ fn to_oracle(packet: &Packet) -> oracle::Packet {
             pkid: p.packet_id,
             payload: p.payload.clone(),
         }),
-        Packet::Puback { packet_id } => oracle::Packet::PubAck(oracle::PubAck { pkid: *packet_id }),
-        Packet::Pubrec { packet_id } => oracle::Packet::PubRec(oracle::PubRec { pkid: *packet_id }),
-        Packet::Pubrel { packet_id } => oracle::Packet::PubRel(oracle::PubRel { pkid: *packet_id }),
-        Packet::Pubcomp { packet_id } => oracle::Packet::PubComp(oracle::PubComp { pkid: *packet_id }),
+        Packet::Puback(a) => oracle::Packet::PubAck(oracle::PubAck { pkid: a.packet_id }),
+        Packet::Pubrec(a) => oracle::Packet::PubRec(oracle::PubRec { pkid: a.packet_id }),
+        Packet::Pubrel(a) => oracle::Packet::PubRel(oracle::PubRel { pkid: a.packet_id }),
+        Packet::Pubcomp(a) => oracle::Packet::PubComp(oracle::PubComp { pkid: a.packet_id }),
         Packet::Subscribe(s) => oracle::Packet::Subscribe(oracle::Subscribe {
             pkid: s.packet_id,
             filters: s
                 .filters
                 .iter()
-                .map(|(f, q)| oracle::SubscribeFilter::new(f.to_string(), to_oracle_qos(*q)))
+                .map(|(f, o)| oracle::SubscribeFilter::new(f.to_string(), to_oracle_qos(o.qos)))
                 .collect(),
         }),
         Packet::Suback(s) => oracle::Packet::SubAck(oracle::SubAck {
             pkid: s.packet_id,
             return_codes: s
-                .return_codes
+                .codes
                 .iter()
-                .map(|c| match c {
-                    SubscribeReturnCode::Success(q) => oracle::SubscribeReasonCode::Success(to_oracle_qos(*q)),
-                    SubscribeReturnCode::Failure => oracle::SubscribeReasonCode::Failure,
+                .map(|c| match QoS::from_bits(c.to_v3_suback()) {
+                    Some(q) => oracle::SubscribeReasonCode::Success(to_oracle_qos(q)),
+                    None => oracle::SubscribeReasonCode::Failure,
                 })
                 .collect(),
         }),
@@ -106,10 +108,11 @@ fn to_oracle(packet: &Packet) -> oracle::Packet {
             pkid: u.packet_id,
             topics: u.filters.iter().map(ToString::to_string).collect(),
         }),
-        Packet::Unsuback { packet_id } => oracle::Packet::UnsubAck(oracle::UnsubAck { pkid: *packet_id }),
+        Packet::Unsuback(u) => oracle::Packet::UnsubAck(oracle::UnsubAck { pkid: u.packet_id }),
         Packet::Pingreq => oracle::Packet::PingReq,
         Packet::Pingresp => oracle::Packet::PingResp,
-        Packet::Disconnect => oracle::Packet::Disconnect,
+        Packet::Disconnect(_) => oracle::Packet::Disconnect,
+        Packet::Auth(_) => unreachable!("MQTT 3.1.1 has no AUTH"),
     }
 }
 
@@ -139,14 +142,17 @@ fn from_oracle(packet: oracle::Packet) -> Packet {
                     payload: w.message,
                     qos: from_oracle_qos(w.qos),
                     retain: w.retain,
+                    properties: None,
                 }),
                 username,
                 password,
+                properties: None,
             }))
         }
         oracle::Packet::ConnAck(c) => Packet::Connack(Connack {
             session_present: c.session_present,
-            return_code: ConnectReturnCode::from_u8(c.code as u8).expect("oracle codes are valid"),
+            code: ReasonCode::from_v3_connack(c.code as u8).expect("oracle codes are valid"),
+            properties: None,
         }),
         oracle::Packet::Publish(p) => Packet::Publish(Publish {
             dup: p.dup,
@@ -155,38 +161,46 @@ fn from_oracle(packet: oracle::Packet) -> Packet {
             topic: mqtt_str(&p.topic),
             packet_id: p.pkid,
             payload: p.payload,
+            properties: None,
         }),
-        oracle::Packet::PubAck(a) => Packet::Puback { packet_id: a.pkid },
-        oracle::Packet::PubRec(a) => Packet::Pubrec { packet_id: a.pkid },
-        oracle::Packet::PubRel(a) => Packet::Pubrel { packet_id: a.pkid },
-        oracle::Packet::PubComp(a) => Packet::Pubcomp { packet_id: a.pkid },
+        oracle::Packet::PubAck(a) => Packet::Puback(Ack::ok(a.pkid)),
+        oracle::Packet::PubRec(a) => Packet::Pubrec(Ack::ok(a.pkid)),
+        oracle::Packet::PubRel(a) => Packet::Pubrel(Ack::ok(a.pkid)),
+        oracle::Packet::PubComp(a) => Packet::Pubcomp(Ack::ok(a.pkid)),
         oracle::Packet::Subscribe(s) => Packet::Subscribe(Subscribe {
             packet_id: s.pkid,
             filters: s
                 .filters
                 .into_iter()
-                .map(|f| (mqtt_str(&f.path), from_oracle_qos(f.qos)))
+                .map(|f| (mqtt_str(&f.path), SubscriptionOptions::qos(from_oracle_qos(f.qos))))
                 .collect(),
+            properties: None,
         }),
         oracle::Packet::SubAck(s) => Packet::Suback(Suback {
             packet_id: s.pkid,
-            return_codes: s
+            codes: s
                 .return_codes
                 .into_iter()
                 .map(|c| match c {
-                    oracle::SubscribeReasonCode::Success(q) => SubscribeReturnCode::Success(from_oracle_qos(q)),
-                    oracle::SubscribeReasonCode::Failure => SubscribeReturnCode::Failure,
+                    oracle::SubscribeReasonCode::Success(q) => ReasonCode::granted(from_oracle_qos(q)),
+                    oracle::SubscribeReasonCode::Failure => ReasonCode::UNSPECIFIED_ERROR,
                 })
                 .collect(),
+            properties: None,
         }),
         oracle::Packet::Unsubscribe(u) => Packet::Unsubscribe(Unsubscribe {
             packet_id: u.pkid,
             filters: u.topics.iter().map(|t| mqtt_str(t)).collect(),
+            properties: None,
         }),
-        oracle::Packet::UnsubAck(a) => Packet::Unsuback { packet_id: a.pkid },
+        oracle::Packet::UnsubAck(a) => Packet::Unsuback(Unsuback {
+            packet_id: a.pkid,
+            codes: Vec::new(),
+            properties: None,
+        }),
         oracle::Packet::PingReq => Packet::Pingreq,
         oracle::Packet::PingResp => Packet::Pingresp,
-        oracle::Packet::Disconnect => Packet::Disconnect,
+        oracle::Packet::Disconnect => Packet::Disconnect(Disconnect::normal()),
     }
 }
 
@@ -212,7 +226,7 @@ fn we_decode_what_the_oracle_encodes() {
             .write(&mut bytes, MAX_REMAINING_LENGTH)
             .expect("oracle encodes");
         assert_eq!(bytes, encode(&packet), "same bytes for {packet:?}");
-        let decoded = parse_packet(&mut bytes, MAX_REMAINING_LENGTH).expect("we decode");
+        let decoded = parse_packet(&mut bytes, MAX_REMAINING_LENGTH, ProtocolVersion::V3_1_1).expect("we decode");
         assert_eq!(decoded, Some(packet));
     }
 }

@@ -1,11 +1,16 @@
-//! The MQTT 3.1 / 3.1.1 control packets as values.
+//! The MQTT 3.1, 3.1.1 and 5.0 control packets as values.
 //!
-//! Strings and payloads are [`MqttStr`]/[`Bytes`] slices of the buffer they
+//! One model serves every revision: outcomes are [`ReasonCode`]s (the encoder
+//! writes the 3.1.1 return code for them) and MQTT 5 properties are optional
+//! boxes, absent for older clients and for packets that carry none. Strings
+//! and payloads are [`MqttStr`]/[`Bytes`] slices of the buffer they
 //! were decoded from, so a PUBLISH reaches a queue without its topic or
 //! payload being copied.
 
 use bytes::Bytes;
 
+use crate::mqtt::codec::properties::Properties;
+use crate::mqtt::codec::reason::ReasonCode;
 use crate::mqtt::codec::string::MqttStr;
 
 /// Delivery guarantee of a message or subscription.
@@ -44,6 +49,8 @@ pub enum ProtocolVersion {
     V3_1,
     /// MQTT 3.1.1: protocol name "MQTT", level 4.
     V3_1_1,
+    /// MQTT 5.0: protocol name "MQTT", level 5.
+    V5,
 }
 
 impl ProtocolVersion {
@@ -51,7 +58,7 @@ impl ProtocolVersion {
     pub fn name(self) -> &'static str {
         match self {
             ProtocolVersion::V3_1 => "MQIsdp",
-            ProtocolVersion::V3_1_1 => "MQTT",
+            ProtocolVersion::V3_1_1 | ProtocolVersion::V5 => "MQTT",
         }
     }
 
@@ -60,7 +67,13 @@ impl ProtocolVersion {
         match self {
             ProtocolVersion::V3_1 => 3,
             ProtocolVersion::V3_1_1 => 4,
+            ProtocolVersion::V5 => 5,
         }
+    }
+
+    /// Whether packets carry properties and reason codes.
+    pub fn is_v5(self) -> bool {
+        self == ProtocolVersion::V5
     }
 }
 
@@ -76,6 +89,8 @@ pub struct Will {
     pub qos: QoS,
     /// Whether the will is published as a retained message.
     pub retain: bool,
+    /// MQTT 5 will properties (delay, expiry, content type, ...).
+    pub properties: Option<Box<Properties>>,
 }
 
 /// CONNECT: the first packet of a client, opening a session.
@@ -83,7 +98,8 @@ pub struct Will {
 pub struct Connect {
     /// Protocol revision the client speaks.
     pub protocol: ProtocolVersion,
-    /// Whether to discard any previous session and start a new one.
+    /// Whether to discard any previous session and start a new one (MQTT 5's
+    /// "clean start").
     pub clean_session: bool,
     /// Keep alive interval in seconds; 0 turns the keep alive off.
     pub keep_alive: u16,
@@ -96,47 +112,20 @@ pub struct Connect {
     pub username: Option<MqttStr>,
     /// Password (binary data), if the password flag was set.
     pub password: Option<Bytes>,
-}
-
-/// CONNACK return codes (MQTT 3.1.1 table 3.1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ConnectReturnCode {
-    /// 0: connection accepted.
-    Accepted = 0,
-    /// 1: the broker does not speak the requested protocol level.
-    UnacceptableProtocolVersion = 1,
-    /// 2: the client identifier is not allowed.
-    IdentifierRejected = 2,
-    /// 3: the MQTT service is unavailable.
-    ServerUnavailable = 3,
-    /// 4: malformed user name or password.
-    BadUsernameOrPassword = 4,
-    /// 5: the client is not authorized to connect.
-    NotAuthorized = 5,
-}
-
-impl ConnectReturnCode {
-    /// The return code for its wire value; `None` for the reserved 6-255.
-    pub fn from_u8(code: u8) -> Option<ConnectReturnCode> {
-        match code {
-            0 => Some(ConnectReturnCode::Accepted),
-            1 => Some(ConnectReturnCode::UnacceptableProtocolVersion),
-            2 => Some(ConnectReturnCode::IdentifierRejected),
-            3 => Some(ConnectReturnCode::ServerUnavailable),
-            4 => Some(ConnectReturnCode::BadUsernameOrPassword),
-            5 => Some(ConnectReturnCode::NotAuthorized),
-            _ => None,
-        }
-    }
+    /// MQTT 5 properties (session expiry, receive maximum, ...).
+    pub properties: Option<Box<Properties>>,
 }
 
 /// CONNACK: the broker's answer to CONNECT.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Connack {
     /// Whether the broker resumed a stored session.
     pub session_present: bool,
-    /// Outcome of the connection attempt.
-    pub return_code: ConnectReturnCode,
+    /// Outcome of the connection attempt (3.1.1 has return codes 0-5 for
+    /// some of them).
+    pub code: ReasonCode,
+    /// MQTT 5 properties (assigned client id, limits, capabilities).
+    pub properties: Option<Box<Properties>>,
 }
 
 /// PUBLISH: an application message, in either direction.
@@ -154,43 +143,75 @@ pub struct Publish {
     pub packet_id: u16,
     /// The application message.
     pub payload: Bytes,
+    /// MQTT 5 properties; `None` when there are none.
+    pub properties: Option<Box<Properties>>,
 }
 
-/// SUBACK return code for one requested subscription.
+/// PUBACK, PUBREC, PUBREL or PUBCOMP: one step of a QoS 1 or 2 exchange.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ack {
+    /// Packet identifier of the PUBLISH concerned.
+    pub packet_id: u16,
+    /// MQTT 5 outcome; always success for older revisions.
+    pub reason: ReasonCode,
+    /// MQTT 5 properties (reason string, user properties).
+    pub properties: Option<Box<Properties>>,
+}
+
+impl Ack {
+    /// A successful step without properties.
+    pub fn ok(packet_id: u16) -> Ack {
+        Ack {
+            packet_id,
+            reason: ReasonCode::SUCCESS,
+            properties: None,
+        }
+    }
+}
+
+/// How a subscription wants its messages (the options byte of SUBSCRIBE).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum SubscribeReturnCode {
-    /// The subscription was accepted with this maximum QoS.
-    Success(QoS),
-    /// 0x80: the subscription was refused.
-    Failure,
+pub struct SubscriptionOptions {
+    /// Highest QoS the client wants.
+    pub qos: QoS,
+    /// MQTT 5: do not send the client its own publishes.
+    pub no_local: bool,
+    /// MQTT 5: keep the retain flag of live messages as published.
+    pub retain_as_published: bool,
+    /// MQTT 5: 0 send retained messages on subscribe, 1 only for a new
+    /// subscription, 2 never.
+    pub retain_handling: u8,
 }
 
-impl SubscribeReturnCode {
-    /// The wire value.
-    pub fn to_u8(self) -> u8 {
-        match self {
-            SubscribeReturnCode::Success(qos) => qos.bits(),
-            SubscribeReturnCode::Failure => 0x80,
+impl SubscriptionOptions {
+    /// Options of a plain subscription with `qos` (what MQTT 3.1.1 has).
+    pub fn qos(qos: QoS) -> SubscriptionOptions {
+        SubscriptionOptions {
+            qos,
+            no_local: false,
+            retain_as_published: false,
+            retain_handling: 0,
         }
     }
 
-    /// The return code for its wire value; `None` for values the
-    /// specification does not allow [MQTT-3.9.3-2].
-    pub fn from_u8(code: u8) -> Option<SubscribeReturnCode> {
-        match code {
-            0x80 => Some(SubscribeReturnCode::Failure),
-            bits => QoS::from_bits(bits).map(SubscribeReturnCode::Success),
-        }
+    /// The options byte.
+    pub fn bits(self) -> u8 {
+        self.qos.bits()
+            | (u8::from(self.no_local) << 2)
+            | (u8::from(self.retain_as_published) << 3)
+            | (self.retain_handling << 4)
     }
 }
 
-/// SUBSCRIBE: a client's request for topic filters, each with a maximum QoS.
+/// SUBSCRIBE: a client's request for topic filters, each with its options.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Subscribe {
     /// Packet identifier (non-zero), echoed by SUBACK.
     pub packet_id: u16,
-    /// Topic filters with their requested QoS, in packet order (at least one).
-    pub filters: Vec<(MqttStr, QoS)>,
+    /// Topic filters with their options, in packet order (at least one).
+    pub filters: Vec<(MqttStr, SubscriptionOptions)>,
+    /// MQTT 5 properties (subscription identifier, user properties).
+    pub properties: Option<Box<Properties>>,
 }
 
 /// SUBACK: the broker's answer to SUBSCRIBE, one code per filter.
@@ -198,8 +219,11 @@ pub struct Subscribe {
 pub struct Suback {
     /// Packet identifier of the SUBSCRIBE answered.
     pub packet_id: u16,
-    /// One return code per requested filter, in the same order.
-    pub return_codes: Vec<SubscribeReturnCode>,
+    /// One code per requested filter, in the same order: the granted QoS
+    /// (0-2) or a failure (0x80 and above; 3.1.1 only has 0x80).
+    pub codes: Vec<ReasonCode>,
+    /// MQTT 5 properties (reason string, user properties).
+    pub properties: Option<Box<Properties>>,
 }
 
 /// UNSUBSCRIBE: a client's request to drop topic filters.
@@ -209,6 +233,44 @@ pub struct Unsubscribe {
     pub packet_id: u16,
     /// Topic filters to drop (at least one).
     pub filters: Vec<MqttStr>,
+    /// MQTT 5 properties (user properties).
+    pub properties: Option<Box<Properties>>,
+}
+
+/// UNSUBACK: the broker's answer to UNSUBSCRIBE.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unsuback {
+    /// Packet identifier of the UNSUBSCRIBE answered.
+    pub packet_id: u16,
+    /// MQTT 5: one code per filter; empty for older revisions.
+    pub codes: Vec<ReasonCode>,
+    /// MQTT 5 properties (reason string, user properties).
+    pub properties: Option<Box<Properties>>,
+}
+
+/// DISCONNECT (either side) or AUTH: a reason code and properties, both
+/// absent before MQTT 5.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Disconnect {
+    /// Why; success means a normal disconnection.
+    pub reason: ReasonCode,
+    /// MQTT 5 properties (session expiry, reason string, ...).
+    pub properties: Option<Box<Properties>>,
+}
+
+impl Disconnect {
+    /// A normal disconnection without properties.
+    pub fn normal() -> Disconnect {
+        Disconnect::with(ReasonCode::SUCCESS)
+    }
+
+    /// A disconnection for `reason`, without properties.
+    pub fn with(reason: ReasonCode) -> Disconnect {
+        Disconnect {
+            reason,
+            properties: None,
+        }
+    }
 }
 
 /// One MQTT control packet.
@@ -222,25 +284,13 @@ pub enum Packet {
     /// PUBLISH (type 3).
     Publish(Publish),
     /// PUBACK (type 4): QoS 1 acknowledgement.
-    Puback {
-        /// Packet identifier of the PUBLISH acknowledged.
-        packet_id: u16,
-    },
+    Puback(Ack),
     /// PUBREC (type 5): QoS 2 delivery, part 1.
-    Pubrec {
-        /// Packet identifier of the PUBLISH received.
-        packet_id: u16,
-    },
+    Pubrec(Ack),
     /// PUBREL (type 6): QoS 2 delivery, part 2.
-    Pubrel {
-        /// Packet identifier of the PUBLISH released.
-        packet_id: u16,
-    },
+    Pubrel(Ack),
     /// PUBCOMP (type 7): QoS 2 delivery, part 3.
-    Pubcomp {
-        /// Packet identifier of the PUBLISH completed.
-        packet_id: u16,
-    },
+    Pubcomp(Ack),
     /// SUBSCRIBE (type 8).
     Subscribe(Subscribe),
     /// SUBACK (type 9).
@@ -248,16 +298,16 @@ pub enum Packet {
     /// UNSUBSCRIBE (type 10).
     Unsubscribe(Unsubscribe),
     /// UNSUBACK (type 11).
-    Unsuback {
-        /// Packet identifier of the UNSUBSCRIBE answered.
-        packet_id: u16,
-    },
+    Unsuback(Unsuback),
     /// PINGREQ (type 12): client keep-alive probe.
     Pingreq,
     /// PINGRESP (type 13): the broker's answer to PINGREQ.
     Pingresp,
-    /// DISCONNECT (type 14): the client closes cleanly (no will).
-    Disconnect,
+    /// DISCONNECT (type 14): a normal close (no will, unless MQTT 5's
+    /// reason 0x04 asks for it), or an MQTT 5 server's reason for closing.
+    Disconnect(Disconnect),
+    /// AUTH (type 15, MQTT 5 only): enhanced authentication exchange.
+    Auth(Disconnect),
 }
 
 impl Packet {
@@ -267,17 +317,18 @@ impl Packet {
             Packet::Connect(_) => "CONNECT",
             Packet::Connack(_) => "CONNACK",
             Packet::Publish(_) => "PUBLISH",
-            Packet::Puback { .. } => "PUBACK",
-            Packet::Pubrec { .. } => "PUBREC",
-            Packet::Pubrel { .. } => "PUBREL",
-            Packet::Pubcomp { .. } => "PUBCOMP",
+            Packet::Puback(_) => "PUBACK",
+            Packet::Pubrec(_) => "PUBREC",
+            Packet::Pubrel(_) => "PUBREL",
+            Packet::Pubcomp(_) => "PUBCOMP",
             Packet::Subscribe(_) => "SUBSCRIBE",
             Packet::Suback(_) => "SUBACK",
             Packet::Unsubscribe(_) => "UNSUBSCRIBE",
-            Packet::Unsuback { .. } => "UNSUBACK",
+            Packet::Unsuback(_) => "UNSUBACK",
             Packet::Pingreq => "PINGREQ",
             Packet::Pingresp => "PINGRESP",
-            Packet::Disconnect => "DISCONNECT",
+            Packet::Disconnect(_) => "DISCONNECT",
+            Packet::Auth(_) => "AUTH",
         }
     }
 }
@@ -295,18 +346,15 @@ mod tests {
     }
 
     #[test]
-    fn return_codes() {
-        for code in 0..=255u8 {
-            if let Some(rc) = SubscribeReturnCode::from_u8(code) {
-                assert_eq!(rc.to_u8(), code);
-            }
-            if let Some(rc) = ConnectReturnCode::from_u8(code) {
-                assert_eq!(rc as u8, code);
-            }
-        }
-        assert_eq!(SubscribeReturnCode::from_u8(3), None);
-        assert_eq!(SubscribeReturnCode::from_u8(0x81), None);
-        assert_eq!(ConnectReturnCode::from_u8(6), None);
+    fn subscription_options_bits() {
+        let o = SubscriptionOptions {
+            qos: QoS::ExactlyOnce,
+            no_local: true,
+            retain_as_published: true,
+            retain_handling: 2,
+        };
+        assert_eq!(o.bits(), 0b10_1110);
+        assert_eq!(SubscriptionOptions::qos(QoS::AtLeastOnce).bits(), 1);
     }
 
     #[test]

@@ -1,0 +1,142 @@
+//! Publishing an MQTT message into the core: the message built from the
+//! publish (QoS, RETAIN, MQTT 5 properties), the retained store, and the
+//! queues `amq.topic` routes it to. Shared by client publishes and wills,
+//! which may be published after their connection is gone.
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+
+use super::codec::{Properties, QoS};
+use super::context::MqttContext;
+use super::message_props::{Origin, encoded, message_with, origin_properties, topic_message};
+use super::property_map::apply_publish_properties;
+use super::session::TOPIC_EXCHANGE;
+use super::topic_map::topic_to_routing_key;
+use crate::core::message::Message;
+use crate::core::queue::Queue;
+use crate::core::vhost::VHost;
+
+/// Why a message could not be published.
+#[derive(Debug, thiserror::Error)]
+pub enum RouteError {
+    /// The topic maps to a routing key longer than AMQP allows.
+    #[error("topic names longer than 255 bytes are not supported ({0} bytes)")]
+    TopicTooLong(usize),
+    /// The retained store refused the message.
+    #[error("cannot store the retained message: {0}")]
+    Retained(String),
+}
+
+/// What a publish did.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Routed {
+    /// A durable queue took it: its acknowledgement waits for a sync.
+    pub durable: bool,
+    /// How many queues took it.
+    pub queues: usize,
+}
+
+/// One message to publish on `topic`.
+pub struct Outgoing<'a> {
+    /// The topic name.
+    pub topic: &'a str,
+    /// QoS of the publish.
+    pub qos: QoS,
+    /// The RETAIN flag.
+    pub retain: bool,
+    /// MQTT 5 properties.
+    pub properties: Option<&'a Properties>,
+    /// The application message.
+    pub payload: Bytes,
+}
+
+/// The core message for a publish.
+pub fn build_message(routing_key: String, m: &Outgoing<'_>) -> Message {
+    let origin = Origin {
+        qos: m.qos,
+        retained_copy: false,
+        retain_published: m.retain,
+    };
+    core_message(routing_key, origin, m.properties, m.payload.clone())
+}
+
+/// A message to `amq.topic` recording `origin` and mapping MQTT 5
+/// `properties` onto the core's.
+pub fn core_message(routing_key: String, origin: Origin, properties: Option<&Properties>, payload: Bytes) -> Message {
+    match properties {
+        None => topic_message(routing_key, origin, payload),
+        Some(p) => {
+            let mut props = origin_properties(origin);
+            apply_publish_properties(&mut props, p);
+            let (props, raw) = encoded(props);
+            message_with(routing_key, props, raw, payload)
+        }
+    }
+}
+
+/// Reusable buffers of a publisher.
+#[derive(Default)]
+pub struct Publisher {
+    queues: Vec<Arc<Queue>>,
+    scratch: BytesMut,
+    /// Queues that got their first ready message; the caller wakes them.
+    pub wakes: Vec<Arc<Queue>>,
+}
+
+impl Publisher {
+    /// Publishes `m` in `vhost` (keeping it as the topic's retained message
+    /// when asked), leaving out the queues `skip` names.
+    pub fn publish(
+        &mut self,
+        ctx: &MqttContext,
+        vhost: &Arc<VHost>,
+        m: &Outgoing<'_>,
+        skip: impl Fn(&Arc<Queue>) -> bool,
+    ) -> Result<Routed, RouteError> {
+        let routing_key = topic_to_routing_key(m.topic);
+        if routing_key.len() > 255 {
+            return Err(RouteError::TopicTooLong(routing_key.len()));
+        }
+        if m.retain {
+            let properties = m.properties.filter(|p| p.check().is_ok()).map(|p| {
+                let mut out = BytesMut::new();
+                p.put_body(&mut out);
+                out.freeze()
+            });
+            ctx.retained
+                .of(vhost, ctx.broker.sync.enabled())
+                .and_then(|store| store.set(m.topic, m.qos, m.payload.clone(), properties))
+                .map_err(|e| RouteError::Retained(e.to_string()))?;
+        }
+        let msg = build_message(routing_key.into_owned(), m);
+        let Ok(exchange) = vhost.get_exchange(TOPIC_EXCHANGE) else {
+            return Ok(Routed::default());
+        };
+        let mut queues = std::mem::take(&mut self.queues);
+        vhost.route(&exchange, &msg, &[], &mut queues);
+        let mut routed = Routed::default();
+        for q in queues.iter().filter(|q| !skip(q)) {
+            match q.publish(&msg, &mut self.scratch) {
+                Ok(p) => {
+                    routed.durable |= q.durable;
+                    routed.queues += 1;
+                    if p.woke && !self.wakes.iter().any(|w| Arc::ptr_eq(w, q)) {
+                        self.wakes.push(q.clone());
+                    }
+                }
+                Err(e) => tracing::error!(queue = %q.name, "publish failed: {e}"),
+            }
+        }
+        queues.clear();
+        self.queues = queues;
+        Ok(routed)
+    }
+
+    /// Wakes the consumers of the queues that got their first messages.
+    pub fn wake(&mut self) {
+        for q in self.wakes.drain(..) {
+            q.wake_consumers();
+        }
+    }
+}
