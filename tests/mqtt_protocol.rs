@@ -134,14 +134,29 @@ async fn wrong_protocol_name_closes() {
     violation_at_connect(&broker, &connect_raw(b"mqtt", 4, CLEAN, 0, &payload)).await;
 }
 
-/// An MQTT 5 CONNECT gets CONNACK return code 1 and the connection is closed [MQTT-3.1.2-2].
+/// A CONNECT of a protocol level the broker does not speak (6, after MQTT 5)
+/// gets CONNACK return code 1 and the connection is closed [MQTT-3.1.2-2].
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn protocol_level_5_is_refused_with_return_code_1() {
+async fn unknown_protocol_level_is_refused_with_return_code_1() {
     let broker = start().await;
-    // An MQTT 5 CONNECT: level 5 and an empty properties field before the payload.
+    let mut payload = vec![0];
+    payload.extend(mqtt_str(uniq("v6").as_bytes()));
+    refused_at_connect(&broker, &connect_raw(b"MQTT", 6, CLEAN, 0, &payload), 1).await;
+}
+
+/// An MQTT 5 CONNECT (level 5, an empty property block) is accepted with an
+/// MQTT 5 CONNACK: flags, reason code 0, properties.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protocol_level_5_is_accepted() {
+    let broker = start().await;
     let mut payload = vec![0];
     payload.extend(mqtt_str(uniq("v5").as_bytes()));
-    refused_at_connect(&broker, &connect_raw(b"MQTT", 5, CLEAN, 0, &payload), 1).await;
+    let mut c = MqttRaw::tcp(mqtt(&broker)).await;
+    c.send(&connect_raw(b"MQTT", 5, CLEAN, 0, &payload)).await;
+    let ack = c.read_packet().await.expect("CONNACK");
+    assert_eq!(ack.kind(), 2, "CONNACK");
+    assert_eq!(&ack.body[..2], &[0, 0], "no session present, reason success");
+    assert!(ack.body.len() > 2, "an MQTT 5 CONNACK carries a property length");
 }
 
 /// CONNECT with the reserved flag set closes the connection [MQTT-3.1.2-3].

@@ -596,13 +596,14 @@ impl Connection {
     /// keeps it as the topic's retained message when asked). Returns whether
     /// its acknowledgement must wait for a sync, and how many queues took it.
     fn route(&mut self, m: &Outgoing<'_>) -> Result<(bool, usize), Violation> {
-        let vhost = self.session.vhost.clone();
-        let own = self.session.queue.clone();
+        let session = &self.session;
         // MQTT 5's no-local: the client's own subscriptions do not get it.
-        let skip_own = self.version.is_v5() && self.session.only_no_local(m.topic);
+        let skip_own = self.version.is_v5() && session.only_no_local(m.topic);
         let routed = self
             .publisher
-            .publish(&self.ctx, &vhost, m, |q| skip_own && Arc::ptr_eq(q, &own))
+            .publish(&self.ctx, &session.vhost, &session.exchange, m, |q| {
+                skip_own && Arc::ptr_eq(q, &session.queue)
+            })
             .map_err(|e| Violation::Refused(ReasonCode::IMPLEMENTATION_SPECIFIC_ERROR, e.to_string()))?;
         let sync = (routed.durable || m.retain) && m.qos != QoS::AtMostOnce && self.ctx.broker.sync.enabled();
         Ok((sync, routed.queues))

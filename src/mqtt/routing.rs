@@ -11,8 +11,8 @@ use super::codec::{Properties, QoS};
 use super::context::MqttContext;
 use super::message_props::{Origin, encoded, message_with, origin_properties, topic_message};
 use super::property_map::apply_publish_properties;
-use super::session::TOPIC_EXCHANGE;
 use super::topic_map::topic_to_routing_key;
+use crate::core::exchange::Exchange;
 use crate::core::message::Message;
 use crate::core::queue::Queue;
 use crate::core::vhost::VHost;
@@ -85,12 +85,14 @@ pub struct Publisher {
 }
 
 impl Publisher {
-    /// Publishes `m` in `vhost` (keeping it as the topic's retained message
-    /// when asked), leaving out the queues `skip` names.
+    /// Publishes `m` through `exchange` (`amq.topic` of `vhost`), keeping it
+    /// as the topic's retained message when asked, leaving out the queues
+    /// `skip` names.
     pub fn publish(
         &mut self,
         ctx: &MqttContext,
         vhost: &Arc<VHost>,
+        exchange: &Exchange,
         m: &Outgoing<'_>,
         skip: impl Fn(&Arc<Queue>) -> bool,
     ) -> Result<Routed, RouteError> {
@@ -110,11 +112,8 @@ impl Publisher {
                 .map_err(|e| RouteError::Retained(e.to_string()))?;
         }
         let msg = build_message(routing_key.into_owned(), m);
-        let Ok(exchange) = vhost.get_exchange(TOPIC_EXCHANGE) else {
-            return Ok(Routed::default());
-        };
         let mut queues = std::mem::take(&mut self.queues);
-        vhost.route(&exchange, &msg, &[], &mut queues);
+        vhost.route(exchange, &msg, &[], &mut queues);
         let mut routed = Routed::default();
         for q in queues.iter().filter(|q| !skip(q)) {
             match q.publish(&msg, &mut self.scratch) {

@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 use super::codec::Will;
 use super::context::MqttContext;
 use super::routing::{Outgoing, Publisher};
+use super::session::TOPIC_EXCHANGE;
 use crate::core::vhost::VHost;
 
 /// The publish a will stands for.
@@ -36,8 +37,11 @@ pub fn publish_later(ctx: Arc<MqttContext>, vhost: Arc<VHost>, will: Will, delay
             }
             _ = ctx.shutdown.cancelled() => return,
         }
+        let Ok(exchange) = vhost.get_exchange(TOPIC_EXCHANGE) else {
+            return;
+        };
         let mut publisher = Publisher::default();
-        match publisher.publish(&ctx, &vhost, &outgoing(&will), |_| false) {
+        match publisher.publish(&ctx, &vhost, &exchange, &outgoing(&will), |_| false) {
             Ok(_) => tracing::debug!(topic = will.topic.as_str(), "delayed will published"),
             Err(e) => tracing::warn!("delayed will not published: {e}"),
         }
