@@ -378,7 +378,11 @@ impl Consumer for MqttConsumer {
             // A topic alias: set up on the first delivery of a topic, then
             // used instead of the topic while the client's maximum allows.
             // (A new alias is recorded only once the PUBLISH is sent.)
-            let known = aliases.get(topic.as_str()).copied();
+            let known = if d.topic_alias_maximum > 0 {
+                aliases.get(topic.as_str()).copied()
+            } else {
+                None
+            };
             new_alias = u16::try_from(aliases.len() + 1)
                 .ok()
                 .filter(|next| known.is_none() && *next <= d.topic_alias_maximum);

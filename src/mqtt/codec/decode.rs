@@ -53,7 +53,16 @@ pub fn parse_packet(
     if buf.len() < total {
         return Ok(None);
     }
-    if v5 {
+    // MQTT 5 packets carry reason codes and properties, except the common
+    // successful acknowledgement, which keeps 3.1.1's two-byte form and its
+    // allocation-free path below.
+    let short_ack = header.remaining_len == 2
+        && matches!(
+            header.packet_type,
+            PacketType::Puback | PacketType::Pubrec | PacketType::Pubrel | PacketType::Pubcomp
+        )
+        && id_at(buf, header.header_len) != 0;
+    if v5 && !short_ack && !matches!(header.packet_type, PacketType::Pingreq | PacketType::Pingresp) {
         let mut body = buf.split_to(total).freeze();
         body.advance(header.header_len);
         return decode_v5_body(header, Reader(body)).map(Some);
