@@ -236,7 +236,7 @@ impl Deliveries {
         out.clear();
         if let Some(props) = props {
             let mut mapped = Properties::default();
-            delivery_properties(props, Message::now_ms() - m.timestamp, &mut mapped);
+            delivery_properties(props, Message::now_ms().saturating_sub(m.timestamp), &mut mapped);
             if mapped.check().is_ok() {
                 mapped.put_body(out);
             }

@@ -89,9 +89,9 @@ pub fn delivery_properties(props: &BasicProperties, age_ms: i64, out: &mut Prope
         out.correlation_data = Some(id.as_bytes().clone());
     }
     if let Some(ms) = props.expiration.as_ref().and_then(|e| e.as_str().parse::<i64>().ok()) {
-        let left_ms = (ms - age_ms.max(0)).max(0);
+        let left_ms = ms.saturating_sub(age_ms.max(0)).max(0);
         // Rounded up: a message with some time left does not say 0.
-        out.message_expiry_interval = Some(u32::try_from((left_ms + 999) / 1000).unwrap_or(u32::MAX));
+        out.message_expiry_interval = Some(u32::try_from(left_ms.saturating_add(999) / 1000).unwrap_or(u32::MAX));
     }
     let Some(headers) = &props.headers else { return };
     for (name, value) in headers.iter() {
