@@ -37,10 +37,13 @@ pub struct Retained {
     /// MQTT 5 properties it was published with, MQTT-encoded (without the
     /// property length).
     pub properties: Option<Bytes>,
+    /// When it was published (ms since the epoch), for its message expiry.
+    pub published_ms: i64,
 }
 
-/// What is kept per topic: QoS, payload, encoded MQTT 5 properties.
-type Entry = (QoS, Bytes, Option<Bytes>);
+/// What is kept per topic: QoS, payload, encoded MQTT 5 properties and the
+/// time it was published.
+type Entry = (QoS, Bytes, Option<Bytes>, i64);
 
 /// The retained messages of one vhost.
 pub struct RetainedStore {
@@ -69,11 +72,14 @@ fn parse_line(v: &Value) -> Option<(String, Entry)> {
         Some(p) => Some(Bytes::from(b64().decode(p.as_str()?).ok()?)),
         None => None,
     };
-    Some((topic, (qos, Bytes::from(payload), properties)))
+    // Logs written before the time was recorded: as if published now.
+    let published = v["ts"].as_i64().unwrap_or_else(crate::core::message::Message::now_ms);
+    Some((topic, (qos, Bytes::from(payload), properties, published)))
 }
 
-fn line(topic: &str, qos: QoS, payload: &[u8], properties: Option<&Bytes>) -> Value {
-    let mut v = json!({"topic": topic, "qos": qos.bits(), "payload": b64().encode(payload)});
+fn line(topic: &str, entry: &Entry) -> Value {
+    let (qos, payload, properties, published) = entry;
+    let mut v = json!({"topic": topic, "qos": qos.bits(), "payload": b64().encode(payload), "ts": published});
     if let Some(p) = properties {
         v["properties"] = Value::String(b64().encode(p));
     }
@@ -88,7 +94,7 @@ impl RetainedStore {
         let log = JsonLog::open(&path, sync, |lines| {
             for v in &lines {
                 match parse_line(v) {
-                    Some((topic, (_, payload, _))) if payload.is_empty() => {
+                    Some((topic, (_, payload, _, _))) if payload.is_empty() => {
                         messages.remove(&topic);
                     }
                     Some((topic, entry)) => {
@@ -97,10 +103,7 @@ impl RetainedStore {
                     None => tracing::warn!(file = %path.display(), "skipping unreadable retained message"),
                 }
             }
-            messages
-                .iter()
-                .map(|(topic, (qos, payload, props))| line(topic, *qos, payload, props.as_ref()))
-                .collect()
+            messages.iter().map(|(topic, entry)| line(topic, entry)).collect()
         })
         .map_err(|source| RetainedError {
             path: path.display().to_string(),
@@ -121,16 +124,16 @@ impl RetainedStore {
         if payload.is_empty() && !self.messages.lock().contains_key(topic) {
             return Ok(());
         }
-        log.append(&line(topic, qos, &payload, properties.as_ref()))
-            .map_err(|source| RetainedError {
-                path: log.path().display().to_string(),
-                source,
-            })?;
+        let entry = (qos, payload, properties, crate::core::message::Message::now_ms());
+        log.append(&line(topic, &entry)).map_err(|source| RetainedError {
+            path: log.path().display().to_string(),
+            source,
+        })?;
         let mut messages = self.messages.lock();
-        if payload.is_empty() {
+        if entry.1.is_empty() {
             messages.remove(topic);
         } else {
-            messages.insert(topic.to_string(), (qos, payload, properties));
+            messages.insert(topic.to_string(), entry);
         }
         Ok(())
     }
@@ -141,11 +144,12 @@ impl RetainedStore {
             .lock()
             .iter()
             .filter(|(topic, _)| matches(filter, topic))
-            .map(|(topic, (qos, payload, properties))| Retained {
+            .map(|(topic, (qos, payload, properties, published_ms))| Retained {
                 topic: topic.clone(),
                 qos: *qos,
                 payload: payload.clone(),
                 properties: properties.clone(),
+                published_ms: *published_ms,
             })
             .collect()
     }

@@ -22,6 +22,7 @@ use super::retained::RetainedStore;
 use super::routing::core_message;
 use super::topic_map::{binding_key_to_filter, filter_to_binding_key, topic_to_routing_key};
 use crate::core::exchange::{Destination, Exchange};
+use crate::core::message::Message;
 use crate::core::queue::Queue;
 use crate::core::vhost::{QueueOptions, VHost};
 use crate::core::{FieldTable, FieldValue};
@@ -250,7 +251,17 @@ impl Session {
                 retained_copy: true,
                 retain_published: false,
             };
-            let properties = stored_properties(r.properties);
+            let mut properties = stored_properties(r.properties);
+            // A message expiry counts from the publish [MQTT-3.3.2-5/-6].
+            if let Some(p) = properties.as_mut()
+                && let Some(secs) = p.message_expiry_interval
+            {
+                let left_ms = i64::from(secs) * 1000 - Message::now_ms().saturating_sub(r.published_ms);
+                if left_ms <= 0 {
+                    continue;
+                }
+                p.message_expiry_interval = u32::try_from(left_ms.saturating_add(999) / 1000).ok();
+            }
             let msg = core_message(routing_key.into_owned(), origin, properties.as_deref(), r.payload);
             match self.queue.publish(&msg, scratch) {
                 Ok(p) => wake |= p.woke,

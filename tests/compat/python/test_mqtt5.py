@@ -579,6 +579,23 @@ def test_retained_message_keeps_its_properties(clients):
         pub.publish(topic, b"", qos=1, retain=True)
 
 
+def test_retained_message_expires(clients):
+    """A retained message's expiry counts from its publish: once it has
+    passed, later subscribers do not get it (3.3.2.3.3)."""
+    topic = f"compat5/{uniq('retexp')}"
+    pub = clients()
+    pub.connect()
+    pub.publish(topic, b"short-lived", qos=1, retain=True, MessageExpiryInterval=1)
+    try:
+        time.sleep(2.5)
+        c = clients()
+        c.connect()
+        c.subscribe(topic, 1)
+        c.assert_no_message()
+    finally:
+        pub.publish(topic, b"", qos=1, retain=True)
+
+
 def test_subscription_identifiers(clients):
     """Subscription Identifiers of every matching subscription are sent with
     the message, in one PUBLISH or in several (3.3.4)."""
