@@ -696,7 +696,8 @@ impl Connection {
     }
 
     /// Joins the group of a shared subscription (or updates the options of
-    /// this connection's membership).
+    /// this connection's membership: the new consumer attaches before the
+    /// old one leaves, so the group's queue is never without a member).
     fn join_shared(
         &mut self,
         full_filter: &str,
@@ -704,7 +705,6 @@ impl Connection {
         options: SubscriptionOptions,
         id: Option<u32>,
     ) -> crate::core::Result<()> {
-        self.leave_shared(full_filter);
         let queue = shared_subscription::join(&self.session.vhost, shared, self.registration.entry.info.id)?;
         let sub = subscription(shared.filter, options, id);
         let consumer = self.deliveries.consumer(
@@ -718,7 +718,9 @@ impl Connection {
             return Err(e);
         }
         consumer.spawn();
-        self.shared.insert(full_filter.to_string(), consumer);
+        if let Some(old) = self.shared.insert(full_filter.to_string(), consumer) {
+            release_consumer(&self.deliveries, &old);
+        }
         Ok(())
     }
 

@@ -300,6 +300,9 @@ impl MqttConsumer {
     fn granted(&self, topic: &str, ids: &mut Vec<u32>) -> Option<(QoS, bool)> {
         ids.clear();
         match &self.source {
+            // The group's queue only gets what its filter routes, but `$`
+            // topics still need the filter's own check [MQTT-4.7.2-1].
+            Source::Shared(sub) if !matches(&sub.filter, topic) => None,
             Source::Shared(sub) => {
                 ids.extend(sub.id);
                 Some((sub.qos, sub.retain_as_published))
