@@ -36,9 +36,6 @@ use crate::core::{FieldTable, FieldValue};
 use crate::transport::BUSY_READ;
 use crate::transport::outbox::Outbox;
 use crate::transport::peer::Peer;
-/// PUBREL/PUBCOMP's reason for an identifier with no exchange in progress.
-const PACKET_ID_NOT_FOUND: ReasonCode = ReasonCode::PACKET_IDENTIFIER_NOT_FOUND;
-
 /// Why the packet loop closes the connection.
 #[derive(Debug, thiserror::Error)]
 enum Violation {
@@ -447,7 +444,7 @@ impl Connection {
                     let reason = if known {
                         ReasonCode::SUCCESS
                     } else {
-                        PACKET_ID_NOT_FOUND
+                        ReasonCode::PACKET_IDENTIFIER_NOT_FOUND
                     };
                     self.send(&Packet::Pubrel(Ack {
                         packet_id: a.packet_id,
@@ -462,7 +459,7 @@ impl Connection {
                 let reason = if known {
                     ReasonCode::SUCCESS
                 } else {
-                    PACKET_ID_NOT_FOUND
+                    ReasonCode::PACKET_IDENTIFIER_NOT_FOUND
                 };
                 self.send(&Packet::Pubcomp(Ack {
                     packet_id: a.packet_id,

@@ -24,7 +24,7 @@ use rustc_hash::FxHashMap;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::codec::properties::{put_varint, varint_len};
+use super::codec::properties::{put_subscription_identifier, put_topic_alias, varint_len};
 use super::codec::topic::matches;
 use super::codec::{Properties, ProtocolVersion, PublishHead, QoS, write_publish_head};
 use super::message_props::{origin_of, stored_origin};
@@ -157,11 +157,6 @@ impl Deliveries {
         self.consumers.lock().retain(|c| c.id != id);
     }
 
-    /// Every consumer of the connection.
-    pub fn consumers(&self) -> Vec<Arc<MqttConsumer>> {
-        self.consumers.lock().clone()
-    }
-
     fn wake_all(&self) {
         for c in self.consumers.lock().iter() {
             c.wake.notify_one();
@@ -242,8 +237,7 @@ impl Deliveries {
             }
         }
         for &id in ids {
-            out.extend_from_slice(&[0x0B]);
-            put_varint(out, id as usize);
+            put_subscription_identifier(out, id);
         }
     }
 }
@@ -282,11 +276,6 @@ impl MqttConsumer {
     /// The queue being consumed.
     pub fn queue(&self) -> &Arc<Queue> {
         &self.queue
-    }
-
-    /// Whether this consumer serves a shared subscription.
-    pub fn is_shared(&self) -> bool {
-        matches!(self.source, Source::Shared(_))
     }
 
     async fn run(self: Arc<Self>) {
@@ -390,8 +379,7 @@ impl Consumer for MqttConsumer {
                 .ok()
                 .filter(|next| known.is_none() && *next <= d.topic_alias_maximum);
             if let Some(alias) = known.or(new_alias) {
-                properties.extend_from_slice(&[0x23]);
-                properties.extend_from_slice(&alias.to_be_bytes());
+                put_topic_alias(properties, alias);
                 if known.is_some() {
                     send_topic = "";
                 }

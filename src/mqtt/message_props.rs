@@ -46,7 +46,8 @@ impl Origin {
 }
 
 const HEADERS_FLAG: u16 = 0x2000;
-const DELIVERY_MODE_FLAG: u16 = 0x1000;
+/// The `delivery_mode` bit of the AMQP property flags.
+pub(super) const DELIVERY_MODE_FLAG: u16 = 0x1000;
 const CONTENT_TYPE_FLAG: u16 = 0x8000;
 const CONTENT_ENCODING_FLAG: u16 = 0x4000;
 

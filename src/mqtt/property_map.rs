@@ -11,9 +11,8 @@
 //! | message expiry interval    | `expiration` (ms); the remaining interval on delivery |
 //! | payload format indicator   | header `x-mqtt-payload-format-indicator`        |
 
-use bytes::Bytes;
-
 use super::codec::{MqttStr, Properties};
+use super::message_props::DELIVERY_MODE_FLAG;
 use super::topic_map::{topic_to_routing_key, write_topic};
 use crate::core::{BasicProperties, FieldValue, ShortStr};
 
@@ -128,33 +127,34 @@ fn header_text(value: &FieldValue) -> Option<&str> {
 /// MQTT origin headers), read from the flags word of its encoded properties;
 /// a delivery needs the full decode only then.
 pub fn has_mapped_properties(encoded: &[u8]) -> bool {
-    const DELIVERY_MODE_FLAG: u16 = 0x1000;
     encoded
         .first_chunk::<2>()
         .is_some_and(|f| u16::from_be_bytes(*f) & !DELIVERY_MODE_FLAG != 0)
 }
 
-/// The correlation data of a message, as bytes (for tests and the API).
-pub fn correlation_bytes(props: &BasicProperties) -> Option<Bytes> {
-    props
-        .correlation_id
-        .as_ref()
-        .map(|id| id.as_bytes().clone())
-        .or_else(|| {
-            props
-                .headers
-                .as_ref()
-                .and_then(|h| h.get(CORRELATION_HEADER))
-                .and_then(|v| match v {
-                    FieldValue::ByteArray(b) | FieldValue::LongStr(b) => Some(b.clone()),
-                    _ => None,
-                })
-        })
-}
-
 #[cfg(test)]
 mod tests {
+    use bytes::Bytes;
+
     use super::*;
+
+    /// The correlation data of a message, wherever it rides.
+    fn correlation_bytes(props: &BasicProperties) -> Option<Bytes> {
+        props
+            .correlation_id
+            .as_ref()
+            .map(|id| id.as_bytes().clone())
+            .or_else(|| {
+                props
+                    .headers
+                    .as_ref()
+                    .and_then(|h| h.get(CORRELATION_HEADER))
+                    .and_then(|v| match v {
+                        FieldValue::ByteArray(b) | FieldValue::LongStr(b) => Some(b.clone()),
+                        _ => None,
+                    })
+            })
+    }
 
     fn s(text: &str) -> MqttStr {
         MqttStr::try_from(text).unwrap()

@@ -281,13 +281,10 @@ impl Session {
 }
 
 /// The MQTT 5 properties a retained message was published with, from their
-/// stored encoding (with the length prefix the decoder expects).
+/// stored encoding.
 fn stored_properties(encoded: Option<bytes::Bytes>) -> Option<Box<Properties>> {
-    let encoded = encoded?;
-    let mut block = BytesMut::with_capacity(encoded.len() + 4);
-    super::codec::properties::put_varint(&mut block, encoded.len());
-    block.extend_from_slice(&encoded);
-    Properties::decode(&mut block.freeze(), Context::Publish).ok().flatten()
+    let encoded = encoded.filter(|e| !e.is_empty())?;
+    Properties::decode_block(encoded, Context::Publish).ok()
 }
 
 fn is_queue(d: &Destination, q: &Arc<Queue>) -> bool {

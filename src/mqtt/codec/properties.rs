@@ -245,7 +245,12 @@ impl Properties {
         if buf.len() < len {
             return Err(DecodeError::Truncated("properties"));
         }
-        let mut block = buf.split_to(len);
+        Properties::decode_block(buf.split_to(len), ctx).map(Some)
+    }
+
+    /// Reads the properties of a block whose length is already known (the
+    /// bytes after the property length), allowing only what `ctx` may carry.
+    pub fn decode_block(mut block: Bytes, ctx: Context) -> Result<Box<Properties>, DecodeError> {
         let mut p = Box::<Properties>::default();
         while !block.is_empty() {
             let id = get_varint(&mut block, "property identifier")?;
@@ -259,7 +264,7 @@ impl Properties {
             }
             p.read_one(&mut block, id, ctx)?;
         }
-        Ok(Some(p))
+        Ok(p)
     }
 
     fn read_one(&mut self, b: &mut Bytes, id: u8, ctx: Context) -> Result<(), DecodeError> {
@@ -449,8 +454,7 @@ impl Properties {
         put_str(out, 0x08, &self.response_topic);
         put_bin(out, 0x09, &self.correlation_data);
         for &id in &self.subscription_identifiers {
-            out.put_u8(0x0B);
-            put_varint(out, id as usize);
+            put_subscription_identifier(out, id);
         }
         put_u32(out, 0x11, self.session_expiry_interval);
         put_str(out, 0x12, &self.assigned_client_identifier);
@@ -465,7 +469,9 @@ impl Properties {
         put_str(out, 0x1F, &self.reason_string);
         put_u16(out, 0x21, self.receive_maximum);
         put_u16(out, 0x22, self.topic_alias_maximum);
-        put_u16(out, 0x23, self.topic_alias);
+        if let Some(alias) = self.topic_alias {
+            put_topic_alias(out, alias);
+        }
         put_u8(out, 0x24, self.maximum_qos);
         put_u8(out, 0x25, self.retain_available);
         for (k, v) in &self.user_properties {
@@ -478,6 +484,19 @@ impl Properties {
         put_u8(out, 0x29, self.subscription_identifier_available);
         put_u8(out, 0x2A, self.shared_subscription_available);
     }
+}
+
+/// Writes a subscription identifier property (0x0B); for encoders that
+/// write a delivery's few properties without building a [`Properties`].
+pub fn put_subscription_identifier(out: &mut BytesMut, id: u32) {
+    out.put_u8(0x0B);
+    put_varint(out, id as usize);
+}
+
+/// Writes a topic alias property (0x23).
+pub fn put_topic_alias(out: &mut BytesMut, alias: u16) {
+    out.put_u8(0x23);
+    out.put_u16(alias);
 }
 
 /// The bytes `props` take on the wire, property length included.
