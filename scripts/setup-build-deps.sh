@@ -2,7 +2,8 @@
 # Installs what building the broker needs on a fresh Debian 12 machine, and is
 # quick when everything is present:
 #   - a C toolchain (Rust links with `cc`)
-#   - protoc (Debian's protobuf-compiler), which the etcd client's build runs
+#   - protoc (Debian's protobuf-compiler), which the etcd client's build runs,
+#     with the well-known .proto files it imports (libprotobuf-dev)
 #   - a Rust toolchain: the stable one from rustup when `cargo` is missing
 #     (Debian's own rustc is too old for this code)
 # Source it (`. scripts/setup-build-deps.sh`) to get cargo on PATH in the caller.
@@ -29,8 +30,8 @@ if ! command -v cc >/dev/null 2>&1; then
     apt_install gcc libc6-dev
 fi
 
-if ! command -v protoc >/dev/null 2>&1; then
-    apt_install protobuf-compiler
+if ! command -v protoc >/dev/null 2>&1 || [ ! -f /usr/include/google/protobuf/descriptor.proto ]; then
+    apt_install protobuf-compiler libprotobuf-dev
 fi
 
 if ! command -v cargo >/dev/null 2>&1 && [ -x "$HOME/.cargo/bin/cargo" ]; then
