@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use bytes::{Bytes, BytesMut};
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::{Mutex, MutexGuard, RwLock};
 use rustc_hash::FxHashMap;
 use serde_json::{Map, Value};
 use tokio::sync::Notify;
@@ -65,10 +65,11 @@ pub struct Queue {
     pub auto_delete: bool,
     /// The owning connection of an exclusive queue.
     pub exclusive_owner: Option<ConnectionId>,
-    /// Declaration arguments.
-    pub arguments: FieldTable,
-    /// The settings the arguments ask for, before policies.
-    pub declared: QueueSettings,
+    /// The queue type, fixed at declaration.
+    pub queue_type: QueueType,
+    /// The declaration arguments and what they ask for; replaced only through
+    /// [`Queue::redeclare`] (an MQTT session changing its expiry).
+    declaration: RwLock<Declaration>,
     vhost_ref: Weak<VHost>,
     me: Weak<Queue>,
     state: Mutex<QueueState>,
@@ -80,6 +81,13 @@ pub struct Queue {
     consumer_timeout_ms: AtomicU64,
     /// Per-second rates of the counts, sampled by the broker.
     pub rates: Rates,
+}
+
+/// A queue's declaration arguments with the settings they ask for, before
+/// policies.
+struct Declaration {
+    arguments: FieldTable,
+    settings: QueueSettings,
 }
 
 /// The mutable part of a queue.
@@ -285,8 +293,11 @@ impl Queue {
             durable: spec.durable,
             auto_delete: spec.auto_delete,
             exclusive_owner: spec.exclusive_owner,
-            arguments: spec.arguments,
-            declared: spec.declared.clone(),
+            queue_type: spec.declared.queue_type,
+            declaration: RwLock::new(Declaration {
+                arguments: spec.arguments,
+                settings: spec.declared.clone(),
+            }),
             vhost_ref,
             me: me.clone(),
             state: Mutex::new(QueueState {
@@ -350,13 +361,16 @@ impl Queue {
         if st.closed.is_none() || st.deleted {
             return Ok(false);
         }
-        let spec = QueueSpec {
-            name: self.name.clone(),
-            durable: self.durable,
-            auto_delete: self.auto_delete,
-            exclusive_owner: self.exclusive_owner,
-            arguments: self.arguments.clone(),
-            declared: self.declared.clone(),
+        let spec = {
+            let d = self.declaration.read();
+            QueueSpec {
+                name: self.name.clone(),
+                durable: self.durable,
+                auto_delete: self.auto_delete,
+                exclusive_owner: self.exclusive_owner,
+                arguments: d.arguments.clone(),
+                declared: d.settings.clone(),
+            }
         };
         let dir = st.store.dir().to_path_buf();
         let (store, stream) = match open_storage(&spec, &dir, segment_size) {
@@ -575,7 +589,20 @@ impl Queue {
 
     /// True for a stream queue.
     pub fn is_stream(&self) -> bool {
-        self.declared.queue_type == QueueType::Stream
+        self.queue_type == QueueType::Stream
+    }
+
+    /// The declaration arguments.
+    pub fn arguments(&self) -> FieldTable {
+        self.declaration.read().arguments.clone()
+    }
+
+    /// Replaces the declaration arguments with `arguments`, which ask for
+    /// `settings`; the caller re-applies the policies. Only arguments that
+    /// take effect at once may change this way (as `x-expires`): the queue
+    /// type, priorities and storage stay as first declared.
+    pub fn redeclare(&self, arguments: FieldTable, settings: QueueSettings) {
+        *self.declaration.write() = Declaration { arguments, settings };
     }
 
     /// Attaches a stream consumer, starting where its arguments (or the offset
@@ -1104,9 +1131,11 @@ impl Queue {
         policy: Option<(&str, &Map<String, Value>)>,
         operator: Option<(&str, &Map<String, Value>)>,
     ) {
-        let settings = self
-            .declared
-            .with_policies(&self.arguments, policy.map(|p| p.1), operator.map(|p| p.1));
+        let settings = {
+            let d = self.declaration.read();
+            d.settings
+                .with_policies(&d.arguments, policy.map(|p| p.1), operator.map(|p| p.1))
+        };
         let mut st = self.state.lock();
         st.policies = (policy.map(|p| p.0.to_string()), operator.map(|p| p.0.to_string()));
         st.effective_policy = merged_policy(policy.map(|p| p.1), operator.map(|p| p.1));

@@ -21,7 +21,7 @@ use super::queue::{ConnectionId, Queue, QueueSpec};
 use super::queue_settings::{QueueSettings, QueueType};
 use super::stats::ChurnCounters;
 use super::table_json::{json_to_table, table_to_json};
-use super::{Error, FieldTable, Result};
+use super::{Error, FieldTable, FieldValue, Result};
 use crate::store::json_log::JsonLog;
 
 /// Storage settings a vhost passes on to its queues.
@@ -386,18 +386,24 @@ impl VHost {
                         tracing::warn!(vhost = %self.name, "queue '{name}': {}", e.describe(name, &self.name));
                         QueueSettings::default()
                     });
-                    let spec = QueueSpec {
-                        name: name.to_string(),
-                        durable: true,
-                        auto_delete: flag("auto_delete"),
-                        exclusive_owner: None,
-                        arguments,
-                        declared,
-                    };
-                    // A queue whose files cannot be opened stays, closed, with
-                    // its definition and files, until an operator restarts it.
-                    let q = Queue::open_or_closed(spec, self, self.me.clone(), &dir, self.settings.segment_size);
-                    self.queues.write().insert(name.to_string(), q);
+                    // A later line for a queue already open records changed
+                    // arguments (see `set_queue_argument`).
+                    if let Some(q) = self.queue(name) {
+                        q.redeclare(arguments, declared);
+                    } else {
+                        let spec = QueueSpec {
+                            name: name.to_string(),
+                            durable: true,
+                            auto_delete: flag("auto_delete"),
+                            exclusive_owner: None,
+                            arguments,
+                            declared,
+                        };
+                        // A queue whose files cannot be opened stays, closed, with
+                        // its definition and files, until an operator restarts it.
+                        let q = Queue::open_or_closed(spec, self, self.me.clone(), &dir, self.settings.segment_size);
+                        self.queues.write().insert(name.to_string(), q);
+                    }
                     Ok(())
                 }
                 "policy" | "operator_policy" => {
@@ -777,7 +783,7 @@ impl VHost {
                     q.auto_delete,
                 ));
             }
-            super::queue_settings::check_equivalent(&q.arguments, &arguments, name, v)
+            super::queue_settings::check_equivalent(&q.arguments(), &arguments, name, v)
                 .map_err(Error::PreconditionFailed)?;
             q.touch();
             let (m, c) = q.counts();
@@ -818,13 +824,48 @@ impl VHost {
         self.churn.queue_created.incr();
         // Every queue is bound to the default exchange implicitly (routed by name).
         if persistent {
-            self.log_change(definitions::queue(name, opts.auto_delete, table_to_json(&q.arguments)))?;
+            self.log_change(definitions::queue(
+                name,
+                opts.auto_delete,
+                table_to_json(&q.arguments()),
+            ))?;
         }
         Ok(QueueDeclared {
             name: name.to_string(),
             message_count: 0,
             consumer_count: 0,
         })
+    }
+
+    /// Sets (`Some`) or removes (`None`) declaration argument `key` of an
+    /// existing queue, and records the change with a durable queue's
+    /// definition. For arguments that take effect at once, such as
+    /// `x-expires`, which an MQTT 5 client changes when it reconnects or
+    /// disconnects with another session expiry interval.
+    pub fn set_queue_argument(&self, q: &Queue, key: &str, value: Option<FieldValue>) -> Result<()> {
+        let mut arguments = q.arguments();
+        match value {
+            Some(v) => arguments.insert(key, v),
+            None => {
+                arguments.remove(key);
+            }
+        }
+        let settings = QueueSettings::from_arguments(&arguments)
+            .map_err(|e| Error::PreconditionFailed(e.describe(&q.name, &self.name)))?;
+        if settings.queue_type != q.queue_type {
+            return Err(Error::PreconditionFailed(format!(
+                "the type of queue '{}' in vhost '{}' cannot change",
+                q.name, self.name
+            )));
+        }
+        let json = table_to_json(&arguments);
+        q.redeclare(arguments, settings);
+        self.apply_policies_to_queue(q);
+        q.touch();
+        if q.durable && q.exclusive_owner.is_none() {
+            self.log_change(definitions::queue(&q.name, q.auto_delete, json))?;
+        }
+        Ok(())
     }
 
     /// Deletes a queue, returning the number of messages it held.
@@ -1145,7 +1186,7 @@ impl VHost {
     }
 
     fn apply_policies_to_queue(&self, q: &Queue) {
-        let kind = q.declared.queue_type.name();
+        let kind = q.queue_type.name();
         let policies = self.policies.read();
         let operators = self.operator_policies.read();
         let p = policy::select(policies.values(), &q.name, |t| t.covers_queue(kind));

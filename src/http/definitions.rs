@@ -62,15 +62,7 @@ fn vhost_entities(v: &VHost) -> [Vec<Value>; 5] {
     queues.sort_by(|a, b| a.name.cmp(&b.name));
     let queues = queues
         .iter()
-        .map(|q| {
-            queue_def_json(
-                &v.name,
-                &q.name,
-                q.declared.queue_type.name(),
-                q.auto_delete,
-                &q.arguments,
-            )
-        })
+        .map(|q| queue_def_json(&v.name, &q.name, q.queue_type.name(), q.auto_delete, &q.arguments()))
         .collect();
     let mut exchanges = v.exchanges();
     exchanges.retain(|e| e.durable && !e.name.is_empty() && !e.name.starts_with("amq."));

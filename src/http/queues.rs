@@ -31,8 +31,8 @@ pub fn queue_json(q: &Queue) -> Value {
     };
     let mut out = json!({
         "name": q.name, "vhost": q.vhost, "durable": q.durable, "auto_delete": q.auto_delete,
-        "exclusive": q.exclusive_owner.is_some(), "arguments": table_to_json(&q.arguments),
-        "type": q.declared.queue_type.name(), "state": state,
+        "exclusive": q.exclusive_owner.is_some(), "arguments": table_to_json(&q.arguments()),
+        "type": q.queue_type.name(), "state": state,
         "messages": st.ready + st.unacked, "messages_ready": st.ready,
         "messages_unacknowledged": st.unacked, "consumers": st.consumers,
         "policy": policies.policy, "operator_policy": policies.operator_policy,

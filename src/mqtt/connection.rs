@@ -499,6 +499,11 @@ impl Connection {
                 // The session now ends with this connection.
                 self.expiry = SessionExpiry::WithConnection;
                 self.session.clean = true;
+            } else {
+                self.expiry = SessionExpiry::from_interval(secs);
+                if let Err(e) = self.session.set_expiry(self.expiry) {
+                    tracing::error!(client_id = %self.client_id, "cannot change the session expiry: {e}");
+                }
             }
         }
         Ok(End::Disconnect {

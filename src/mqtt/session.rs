@@ -69,7 +69,18 @@ impl SessionExpiry {
             SessionExpiry::Never => u32::MAX,
         }
     }
+    /// The session queue's `x-expires` in milliseconds, if it has one.
+    fn expires_ms(self) -> Option<i64> {
+        match self {
+            SessionExpiry::After(n) => Some(i64::from(n) * 1000),
+            _ => None,
+        }
+    }
 }
+
+/// The queue argument that makes an unused session queue, and with it the
+/// session, go.
+const EXPIRES_ARGUMENT: &str = "x-expires";
 /// The longest queue name the core stores.
 const MAX_QUEUE_NAME: usize = 255;
 
@@ -154,8 +165,8 @@ impl Session {
                 ..QueueOptions::default()
             };
             let mut args = FieldTable::new();
-            if let SessionExpiry::After(secs) = expiry {
-                args.insert("x-expires", FieldValue::I64(i64::from(secs) * 1000));
+            if let Some(ms) = expiry.expires_ms() {
+                args.insert(EXPIRES_ARGUMENT, FieldValue::I64(ms));
             }
             vhost.declare_queue(&name, &opts, args, conn_id)?;
         }
@@ -173,7 +184,30 @@ impl Session {
             clean,
             conn_id,
         };
+        if resumed {
+            session.set_expiry(expiry)?;
+        }
         Ok((session, resumed))
+    }
+
+    /// Makes a stored session outlive its connection by `expiry` from now
+    /// on: the client reconnected, or disconnected, with another interval.
+    /// A session that ends with its connection has nothing stored to change.
+    pub fn set_expiry(&self, expiry: SessionExpiry) -> crate::core::Result<()> {
+        if self.clean || expiry == SessionExpiry::WithConnection {
+            return Ok(());
+        }
+        let current = self
+            .queue
+            .arguments()
+            .get(EXPIRES_ARGUMENT)
+            .and_then(FieldValue::as_i64);
+        let wanted = expiry.expires_ms();
+        if current == wanted {
+            return Ok(());
+        }
+        self.vhost
+            .set_queue_argument(&self.queue, EXPIRES_ARGUMENT, wanted.map(FieldValue::I64))
     }
 
     /// Subscribes as `sub` says, replacing an existing subscription to the

@@ -104,21 +104,37 @@ async fn session_with_expiry_interval_survives_a_restart() {
         .publish("v5/restart", rumqttc::QoS::AtLeastOnce, false, b"kept")
         .await;
     publisher.disconnect().await;
-    let queue = session_queue("v5-restart");
-    let expires = b
-        .server()
-        .broker
-        .vhost("/")
-        .and_then(|v| v.queue(&queue))
-        .map(|q| q.arguments.clone());
-    assert!(
-        expires.is_some_and(|a| a.get("x-expires").and_then(lavinmq::core::FieldValue::as_i64) == Some(300_000)),
+    assert_eq!(
+        expires_ms(&b, "v5-restart"),
+        Some(300_000),
         "the session expiry is the queue's x-expires"
     );
     b.restart().await;
-    let (mut c, ack) = V5::connect(&b, "v5-restart", 300).await;
+    // Resumed with another interval: the new one replaces the first, and
+    // that too outlives a restart.
+    let (mut c, ack) = V5::connect(&b, "v5-restart", 600).await;
     assert!(ack.session_present, "the session outlived the restart");
     assert_eq!(&c.next_publish().await.payload[..], b"kept");
+    c.disconnect().await;
+    assert_eq!(
+        expires_ms(&b, "v5-restart"),
+        Some(600_000),
+        "a reconnect changes the expiry"
+    );
+    b.restart().await;
+    assert_eq!(
+        expires_ms(&b, "v5-restart"),
+        Some(600_000),
+        "the changed expiry is stored"
+    );
+    let (_c, ack) = V5::connect(&b, "v5-restart", 600).await;
+    assert!(ack.session_present, "the session outlived the second restart");
+}
+
+/// The `x-expires` of the session queue of `client_id`, in milliseconds.
+fn expires_ms(b: &TestBroker, client_id: &str) -> Option<i64> {
+    let queue = b.server().broker.vhost("/")?.queue(&session_queue(client_id))?;
+    queue.arguments().get("x-expires")?.as_i64()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

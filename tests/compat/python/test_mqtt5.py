@@ -430,6 +430,42 @@ def test_session_expiry(clients):
             _clear_session(client_id)
 
 
+def test_session_expiry_changes(clients):
+    """A reconnect with another Session Expiry Interval replaces the stored
+    one (3.1.2.11.2), and so does one in DISCONNECT (3.14.2.2.2)."""
+    short, wait = 2, 4.5
+    topic = f"compat5/{uniq('sesschg')}"
+    # (interval at CONNECT, at the reconnect, in its DISCONNECT, session kept)
+    for first_i, second_i, at_disconnect, kept in [
+        (300, short, None, False),
+        (short, 300, None, True),
+        (300, 300, short, False),
+        (short, short, 300, True),
+    ]:
+        client_id = uniq("sesschg")
+        try:
+            first = clients(client_id=client_id)
+            first.connect(clean_start=True, SessionExpiryInterval=first_i)
+            first.subscribe(topic, 1)
+            first.disconnect()
+            second = clients(client_id=client_id)
+            flags, _p = second.connect(clean_start=False, SessionExpiryInterval=second_i)
+            assert flags.session_present is True
+            if at_disconnect is None:
+                second.disconnect()
+            else:
+                second.disconnect(properties=props(PacketTypes.DISCONNECT,
+                                                   SessionExpiryInterval=at_disconnect))
+            time.sleep(wait)
+            third = clients(client_id=client_id)
+            flags, _p = third.connect(clean_start=False, SessionExpiryInterval=300)
+            case = (first_i, second_i, at_disconnect)
+            assert flags.session_present is kept, f"{case}: session_present after {wait} s"
+            third.disconnect()
+        finally:
+            _clear_session(client_id)
+
+
 def test_will_delay(clients):
     """The Will is published after the Will Delay Interval; not at all if the
     session is resumed in time (3.1.3.2.2); at once on DISCONNECT 0x04."""
