@@ -73,6 +73,10 @@ pub enum StartError {
     /// address or network.
     #[error(transparent)]
     ProxySources(#[from] crate::transport::proxy_protocol::BadTrustedSource),
+    /// `login_throttle_trusted_networks` holds something that is not an
+    /// address or network.
+    #[error(transparent)]
+    ThrottleNetworks(#[from] crate::core::login_throttle::BadNetwork),
 }
 
 /// A running server; dropping it does not stop it, call [`Server::shutdown`].
@@ -143,6 +147,7 @@ impl Server {
             &main.default_user,
             &main.default_password_hash,
         )?;
+        broker.logins.configure(throttle_settings(main)?);
         if let Some(path) = &main.load_definitions {
             load_definitions(&broker, path)?;
         }
@@ -335,6 +340,10 @@ impl Server {
         self.broker
             .set_store_limits(main.free_disk_min, main.free_disk_warn, main.max_deleted_definitions);
         self.set_log_exchange(main.log_exchange);
+        match throttle_settings(main) {
+            Ok(t) => self.broker.logins.configure(t),
+            Err(e) => tracing::error!("{e}; login throttling keeps its previous settings"),
+        }
         self.reload_tls(config)?;
         if self.tls.is_some() {
             tracing::info!("TLS certificates reloaded");
@@ -486,6 +495,18 @@ fn serve_unix_sockets(
         bound.push(socket);
     }
     Ok(bound)
+}
+
+/// Login throttling as `[main]` configures it.
+fn throttle_settings(
+    main: &crate::config::MainConfig,
+) -> Result<crate::core::login_throttle::ThrottleSettings, crate::core::login_throttle::BadNetwork> {
+    Ok(crate::core::login_throttle::ThrottleSettings {
+        enabled: main.login_throttle,
+        max_failures: main.login_throttle_max_failures.max(1),
+        block_time: std::time::Duration::from_secs(main.login_throttle_block_time),
+        trusted: crate::core::login_throttle::parse_networks(&main.login_throttle_trusted_networks)?,
+    })
 }
 
 /// The storage settings of `[main]`.

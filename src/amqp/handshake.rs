@@ -13,6 +13,7 @@ use super::connection::{CLOSE_TIMEOUT, ConnInfo, HANDSHAKE_TIMEOUT, PROTOCOL_HEA
 use super::context::AmqpContext;
 use super::error::{AmqpError, code};
 use crate::core::connections::{ConnectionInfo, Registration};
+use crate::core::login_throttle::Admission;
 use crate::core::user::User;
 use crate::transport::peer::Peer;
 
@@ -264,20 +265,35 @@ where
     };
     let (failure_close, cancel_notify) = (cap("authentication_failure_close"), cap("consumer_cancel_notify"));
     let blocked_notify = cap("connection.blocked");
-    let refused = |why: String| {
+    let refused_with = |why: String, text: String| {
         tracing::warn!("authentication failed: {why}");
         if failure_close {
-            HandshakeError::Closed(AmqpError::connection(
-                code::ACCESS_REFUSED,
-                format!(
-                    "Login was refused using authentication mechanism {mechanism}. For details see the broker logfile."
-                ),
-            ))
+            HandshakeError::Closed(AmqpError::connection(code::ACCESS_REFUSED, text))
         } else {
             HandshakeError::Protocol(why)
         }
     };
-    let (username, user) = authenticate(ctx, &mechanism, &response, peer).map_err(refused)?;
+    let refused = |why: String| {
+        let text = format!(
+            "Login was refused using authentication mechanism {mechanism}. For details see the broker logfile."
+        );
+        refused_with(why, text)
+    };
+    let source = peer.addr.ip();
+    if let Admission::Refused(left) = ctx.broker.logins.admit(source) {
+        let text = Admission::refusal_text(left);
+        return Err(refused_with(text.clone(), text));
+    }
+    let (username, user) = match authenticate(ctx, &mechanism, &response, peer) {
+        Ok(found) => {
+            ctx.broker.logins.succeeded(source);
+            found
+        }
+        Err(why) => {
+            tokio::time::sleep(ctx.broker.logins.failed(source)).await;
+            return Err(refused(why));
+        }
+    };
     if username == settings.default_user
         && settings.default_user_only_loopback
         && !peer.addr.ip().to_canonical().is_loopback()

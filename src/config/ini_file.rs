@@ -276,6 +276,10 @@ fn apply_main(config: &mut Config, e: &Entry<'_>, warnings: &mut Vec<String>) ->
             warnings.push(e.deprecated("'default_user_only_loopback'"));
             m.default_user_only_loopback = e.bool()?;
         }
+        "login_throttle" => m.login_throttle = e.bool()?,
+        "login_throttle_max_failures" => m.login_throttle_max_failures = e.int()?,
+        "login_throttle_block_time" => m.login_throttle_block_time = e.int()?,
+        "login_throttle_trusted_networks" => m.login_throttle_trusted_networks = e.string(),
         "data_dir_lock" => m.data_dir_lock = e.bool()?,
         "metrics_http_bind" => m.metrics_http_bind = e.string(),
         "metrics_http_port" => m.metrics_http_port = e.port_or_disabled()?,

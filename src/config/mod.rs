@@ -169,6 +169,18 @@ pub struct MainConfig {
     /// (`default_user_only_loopback`, `--default-user-only-loopback`;
     /// deprecated `guest_only_loopback`).
     pub default_user_only_loopback: bool,
+    /// Slow down and then refuse an address after repeated failed logins
+    /// on any protocol (`login_throttle`).
+    pub login_throttle: bool,
+    /// Failed logins in a row after which an address is refused
+    /// (`login_throttle_max_failures`).
+    pub login_throttle_max_failures: u32,
+    /// Seconds a refused address stays refused, and failures are remembered
+    /// (`login_throttle_block_time`).
+    pub login_throttle_block_time: u64,
+    /// Addresses and CIDR ranges, separated by commas or spaces, never
+    /// throttled (`login_throttle_trusted_networks`; loopback by default).
+    pub login_throttle_trusted_networks: String,
     /// Take a file lock in the data directory so two brokers cannot share it
     /// (`data_dir_lock`, `--no-data-dir-lock`).
     pub data_dir_lock: bool,
@@ -309,6 +321,10 @@ impl Default for MainConfig {
             default_user: "guest".to_owned(),
             default_password_hash: DEFAULT_PASSWORD_HASH.to_owned(),
             default_user_only_loopback: true,
+            login_throttle: true,
+            login_throttle_max_failures: 20,
+            login_throttle_block_time: 60,
+            login_throttle_trusted_networks: crate::core::login_throttle::DEFAULT_TRUSTED.to_string(),
             data_dir_lock: true,
             default_consistent_hash_algorithm: "ring".to_owned(),
             metrics_http_bind: "127.0.0.1".to_owned(),

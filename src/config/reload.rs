@@ -17,8 +17,8 @@ impl Config {
     /// `channel_max` for new connections; `max_message_size`,
     /// `max_consumers_per_channel`, `default_consumer_prefetch`,
     /// `consumer_timeout` and `set_timestamp` for new channels and messages),
-    /// the default user's loopback restriction and the MQTT limits and
-    /// defaults.
+    /// the default user's loopback restriction, login throttling and the
+    /// MQTT limits and defaults.
     pub fn live_settings_cleared(&self) -> Config {
         let defaults = Config::default();
         let mut c = self.clone();
@@ -40,6 +40,11 @@ impl Config {
         m.default_consumer_prefetch = d.default_consumer_prefetch;
         m.set_timestamp = d.set_timestamp;
         m.default_user_only_loopback = d.default_user_only_loopback;
+        m.login_throttle = d.login_throttle;
+        m.login_throttle_max_failures = d.login_throttle_max_failures;
+        m.login_throttle_block_time = d.login_throttle_block_time;
+        m.login_throttle_trusted_networks
+            .clone_from(&d.login_throttle_trusted_networks);
         let (a, d) = (&mut c.amqp, &defaults.amqp);
         a.heartbeat = d.heartbeat;
         a.frame_max = d.frame_max;

@@ -24,6 +24,8 @@ pub struct Broker {
     vhosts: RwLock<HashMap<String, Arc<VHost>>>,
     /// Users and their permissions.
     pub users: UserStore,
+    /// Failed logins by source address, for every protocol.
+    pub logins: super::login_throttle::LoginThrottle,
     /// Group commit of the data directory.
     pub sync: GroupSync,
     /// The free-disk-space alarm.
@@ -89,6 +91,7 @@ impl Broker {
             settings,
             vhosts: RwLock::default(),
             users,
+            logins: Default::default(),
             sync,
             disk,
             connections: Arc::default(),

@@ -13,6 +13,7 @@ use base64::Engine;
 
 use super::HttpState;
 use super::error::ApiError;
+use crate::core::login_throttle::Admission;
 use crate::core::permissions::Access;
 use crate::core::user::User;
 
@@ -170,12 +171,28 @@ impl FromRequestParts<Arc<HttpState>> for Authed {
             None => cookie_credentials(&parts.headers),
         }
         .ok_or_else(|| ApiError::unauthorized("Login failed"))?;
-        let user = state
-            .broker
-            .users
-            .authenticate(&name, &password)
-            .ok_or_else(|| ApiError::unauthorized("Login failed"))?;
         let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0);
+        let logins = &state.broker.logins;
+        if let Some(ip) = peer.map(|p| p.ip())
+            && let Admission::Refused(left) = logins.admit(ip)
+        {
+            return Err(ApiError::too_many_requests(Admission::refusal_text(left)));
+        }
+        let user = match state.broker.users.authenticate(&name, &password) {
+            Some(user) => {
+                if let Some(p) = peer {
+                    logins.succeeded(p.ip());
+                }
+                user
+            }
+            None => {
+                if let Some(p) = peer {
+                    tracing::warn!(user = %name, peer = %p, "HTTP API login failed");
+                    tokio::time::sleep(logins.failed(p.ip())).await;
+                }
+                return Err(ApiError::unauthorized("Login failed"));
+            }
+        };
         if loopback_refused(state.loopback_only_user.as_deref(), &user.name, peer) {
             return Err(ApiError::unauthorized("User can only log in via localhost"));
         }

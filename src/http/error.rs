@@ -50,6 +50,15 @@ impl ApiError {
         }
     }
 
+    /// 429: too many failed logins from the client's address.
+    pub fn too_many_requests(reason: impl Into<String>) -> Self {
+        ApiError {
+            status: StatusCode::TOO_MANY_REQUESTS,
+            error: "too_many_requests",
+            reason: reason.into(),
+        }
+    }
+
     /// 403: authenticated, but not allowed.
     pub fn forbidden(reason: impl Into<String>) -> Self {
         ApiError {

@@ -424,6 +424,20 @@ fn render_overview(broker: &Broker, vhosts: &[Arc<VHost>], prefix: &str) -> Rend
     if let Some(n) = sys.disk_free {
         w.single("disk_space_available_bytes", Gauge, "Disk space available in bytes", n);
     }
+    let logins = &broker.logins;
+    w.single("login_failures_total", Counter, "Failed logins", logins.failures());
+    w.single(
+        "login_refusals_total",
+        Counter,
+        "Logins refused unchecked after too many failures from their address",
+        logins.refusals(),
+    );
+    w.single(
+        "login_blocked_sources",
+        Gauge,
+        "Addresses whose logins are refused now",
+        logins.blocked_sources(),
+    );
     // RabbitMQ's names for the disk alarm's threshold and state.
     w.single(
         "disk_space_available_limit_bytes",

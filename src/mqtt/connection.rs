@@ -18,11 +18,11 @@ use tracing::Instrument;
 
 use super::codec::{
     Ack, Connack, Connect, DecodeError, Disconnect, Packet, Properties, ProtocolVersion, Publish, QoS, ReasonCode,
-    Suback, Subscribe, SubscriptionOptions, Unsuback, Unsubscribe, Will, parse_packet, write_connack, write_packet,
+    Suback, Subscribe, Unsuback, Unsubscribe, Will, parse_packet, write_connack, write_packet,
 };
 use super::connect::{Admitted, ConnectError, admit, read_connect};
 use super::context::MqttContext;
-use super::delivery::{ClientLimits, Deliveries, MqttConsumer, Source};
+use super::delivery::{ClientLimits, Deliveries, MqttConsumer, Source, Subscription};
 use super::publish_acks::{PublishAck, PublishAcks};
 use super::routing::{Outgoing, Publisher};
 use super::session::{Session, SessionExpiry, TOPIC_EXCHANGE, subscription};
@@ -30,6 +30,7 @@ use super::session_registry::{Claim, SessionState};
 use super::shared_subscription;
 use super::topic_alias::{TOPIC_ALIAS_MAXIMUM, TopicAliases};
 use crate::core::connections::{ConnectionInfo, Registration};
+use crate::core::login_throttle::Admission;
 use crate::core::message::Message;
 use crate::core::permissions::{Access, Compiled};
 use crate::core::{FieldTable, FieldValue};
@@ -97,10 +98,22 @@ where
             }
         };
         let version = connect.protocol;
-        let admitted = match admit(&ctx, &connect, &peer) {
-            Ok(a) => a,
+        let logins = &ctx.broker.logins;
+        let source = peer.addr.ip();
+        let admitted = match logins.admit(source) {
+            Admission::Refused(left) => Err((ReasonCode::CONNECTION_RATE_EXCEEDED, Admission::refusal_text(left))),
+            Admission::Check => admit(&ctx, &connect, &peer),
+        };
+        let admitted = match admitted {
+            Ok(a) => {
+                logins.succeeded(source);
+                a
+            }
             Err((code, why)) => {
                 tracing::warn!("connection refused ({code}): {why}");
+                if code == ReasonCode::BAD_USER_NAME_OR_PASSWORD {
+                    tokio::time::sleep(logins.failed(source)).await;
+                }
                 send_and_close(&mut wr, &Packet::Connack(refusal(code)), version).await;
                 return;
             }
@@ -318,6 +331,12 @@ impl Connection {
             return End::Abnormal(Some(ReasonCode::UNSPECIFIED_ERROR));
         }
         self.consumer.spawn();
+        // A resumed session rejoins the groups of its shared subscriptions.
+        for (full_filter, sub) in self.session.stored_shared() {
+            if let Err(e) = self.join_shared(&full_filter, sub) {
+                tracing::warn!(filter = %full_filter, "cannot rejoin the shared subscription: {e}");
+            }
+        }
         self.outbox.flush();
         // The keep alive: the connection is dropped after 1.5 times the interval
         // without a packet [MQTT-3.1.2-24].
@@ -646,7 +665,10 @@ impl Connection {
             }
             let is_shared = shared.is_some();
             let result = match shared {
-                Some(shared) => self.join_shared(filter, &shared, *options, id).map(|_| false),
+                Some(shared) => {
+                    let sub = subscription(shared.filter, *options, id);
+                    self.join_shared(filter, sub).map(|_| false)
+                }
                 None => self.session.subscribe(subscription(filter, *options, id)),
             };
             match result {
@@ -697,18 +719,18 @@ impl Connection {
         Ok(())
     }
 
-    /// Joins the group of a shared subscription (or updates the options of
-    /// this connection's membership: the new consumer attaches before the
-    /// old one leaves, so the group's queue is never without a member).
-    fn join_shared(
-        &mut self,
-        full_filter: &str,
-        shared: &shared_subscription::SharedFilter<'_>,
-        options: SubscriptionOptions,
-        id: Option<u32>,
-    ) -> crate::core::Result<()> {
-        let queue = shared_subscription::join(&self.session.vhost, shared, self.registration.entry.info.id)?;
-        let sub = subscription(shared.filter, options, id);
+    /// Joins the group of shared subscription `full_filter` as `sub` says
+    /// (or updates the options of this connection's membership: the new
+    /// consumer attaches before the old one leaves, so the group's queue is
+    /// never without a member). A stored session records the membership.
+    fn join_shared(&mut self, full_filter: &str, sub: Subscription) -> crate::core::Result<()> {
+        let Ok(Some(shared)) = shared_subscription::parse(full_filter) else {
+            return Err(crate::core::Error::PreconditionFailed(format!(
+                "'{full_filter}' is not a shared subscription"
+            )));
+        };
+        let queue = shared_subscription::join(&self.session.vhost, &shared, self.registration.entry.info.id)?;
+        self.session.record_shared(full_filter, Some(&sub))?;
         let consumer = self.deliveries.consumer(
             self.ctx.broker.connections.next_id(),
             format!("mqtt-{}-{}", self.client_id, full_filter),
@@ -728,12 +750,13 @@ impl Connection {
 
     /// Leaves a shared subscription's group: what it was sent and did not
     /// acknowledge goes back to the group. Returns whether it was a member.
-    fn leave_shared(&mut self, full_filter: &str) -> bool {
+    fn leave_shared(&mut self, full_filter: &str) -> crate::core::Result<bool> {
         let Some(consumer) = self.shared.remove(full_filter) else {
-            return false;
+            return Ok(false);
         };
         release_consumer(&self.deliveries, &consumer);
-        true
+        self.session.record_shared(full_filter, None)?;
+        Ok(true)
     }
 
     fn on_unsubscribe(&mut self, u: Unsubscribe) {
@@ -741,7 +764,7 @@ impl Connection {
         for filter in &u.filters {
             let filter = filter.as_str();
             let existed = if self.shared.contains_key(filter) {
-                Ok(self.leave_shared(filter))
+                self.leave_shared(filter)
             } else {
                 self.session.unsubscribe(filter)
             };

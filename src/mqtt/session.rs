@@ -37,6 +37,14 @@ pub const NO_LOCAL_ARGUMENT: &str = "x-mqtt-no-local";
 pub const RAP_ARGUMENT: &str = "x-mqtt-retain-as-published";
 /// Binding argument holding an MQTT 5 subscription identifier.
 pub const ID_ARGUMENT: &str = "x-mqtt-subscription-id";
+/// Session queue argument listing the session's shared subscriptions
+/// (their groups' queues are not bound to the session's queue), so that a
+/// resumed session rejoins its groups: one table per subscription, with its
+/// full `$share/...` filter under [`SHARED_FILTER_KEY`] and its options as in
+/// a binding's arguments.
+pub const SHARED_ARGUMENT: &str = "x-mqtt-shared-subscriptions";
+/// Key of the full filter in an entry of [`SHARED_ARGUMENT`].
+const SHARED_FILTER_KEY: &str = "filter";
 
 /// How long a session outlives its connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -248,6 +256,50 @@ impl Session {
         Ok(subs.len() != before)
     }
 
+    /// The shared subscriptions of a resumed session, by full `$share/...`
+    /// filter; each subscription's filter is the one after the share name.
+    pub fn stored_shared(&self) -> Vec<(String, Subscription)> {
+        let arguments = self.queue.arguments();
+        shared_entries(&arguments)
+            .iter()
+            .filter_map(|entry| {
+                let table = entry.as_table()?;
+                let full = table.get(SHARED_FILTER_KEY)?.as_str()?;
+                let shared = super::shared_subscription::parse(full).ok()??;
+                Some((full.to_string(), subscription_from_arguments(shared.filter, table)))
+            })
+            .collect()
+    }
+
+    /// Records that this session is a member of shared subscription
+    /// `full_filter` with `sub` (`None`: no longer a member), so that a
+    /// stored session rejoins the group when it is resumed. A session that
+    /// ends with its connection stores nothing.
+    pub fn record_shared(&self, full_filter: &str, sub: Option<&Subscription>) -> crate::core::Result<()> {
+        if self.clean {
+            return Ok(());
+        }
+        let arguments = self.queue.arguments();
+        let before = shared_entries(&arguments);
+        let is_other = |v: &FieldValue| {
+            v.as_table()
+                .and_then(|t| t.get(SHARED_FILTER_KEY))
+                .and_then(FieldValue::as_str)
+                != Some(full_filter)
+        };
+        let mut entries: Vec<FieldValue> = before.iter().filter(|v| is_other(v)).cloned().collect();
+        if let Some(sub) = sub {
+            let mut entry = subscription_arguments(sub);
+            entry.insert(SHARED_FILTER_KEY, FieldValue::LongStr(full_filter.to_string().into()));
+            entries.push(FieldValue::Table(entry));
+        }
+        if entries.as_slice() == before {
+            return Ok(());
+        }
+        let value = (!entries.is_empty()).then_some(FieldValue::Array(entries));
+        self.vhost.set_queue_argument(&self.queue, SHARED_ARGUMENT, value)
+    }
+
     /// Whether every subscription of this session matching `topic` is
     /// no-local: a message the session's own client published then does not
     /// go into its queue [MQTT-3.8.3-3].
@@ -331,23 +383,34 @@ fn stored_subscriptions(exchange: &Exchange, queue: &Arc<Queue>) -> Vec<Subscrip
         .bindings()
         .into_iter()
         .filter(|b| is_queue(&b.destination, queue))
-        .map(|b| {
-            let args = &b.arguments;
-            let flag = |name| args.get(name).and_then(FieldValue::as_bool).unwrap_or(false);
-            Subscription {
-                filter: binding_key_to_filter(&b.routing_key).into_owned(),
-                qos: args
-                    .get(QOS_ARGUMENT)
-                    .and_then(FieldValue::as_i64)
-                    .and_then(|q| QoS::from_bits(q.clamp(0, 2) as u8))
-                    .unwrap_or(QoS::AtLeastOnce),
-                no_local: flag(NO_LOCAL_ARGUMENT),
-                retain_as_published: flag(RAP_ARGUMENT),
-                id: args
-                    .get(ID_ARGUMENT)
-                    .and_then(FieldValue::as_i64)
-                    .and_then(|id| u32::try_from(id).ok()),
-            }
-        })
+        .map(|b| subscription_from_arguments(&binding_key_to_filter(&b.routing_key), &b.arguments))
         .collect()
+}
+
+/// The subscription to `filter` whose options `args` record (see
+/// [`subscription_arguments`]).
+fn subscription_from_arguments(filter: &str, args: &FieldTable) -> Subscription {
+    let flag = |name| args.get(name).and_then(FieldValue::as_bool).unwrap_or(false);
+    Subscription {
+        filter: filter.to_string(),
+        qos: args
+            .get(QOS_ARGUMENT)
+            .and_then(FieldValue::as_i64)
+            .and_then(|q| QoS::from_bits(q.clamp(0, 2) as u8))
+            .unwrap_or(QoS::AtLeastOnce),
+        no_local: flag(NO_LOCAL_ARGUMENT),
+        retain_as_published: flag(RAP_ARGUMENT),
+        id: args
+            .get(ID_ARGUMENT)
+            .and_then(FieldValue::as_i64)
+            .and_then(|id| u32::try_from(id).ok()),
+    }
+}
+
+/// The entries of [`SHARED_ARGUMENT`] in a session queue's arguments.
+fn shared_entries(arguments: &FieldTable) -> &[FieldValue] {
+    arguments
+        .get(SHARED_ARGUMENT)
+        .and_then(FieldValue::as_array)
+        .unwrap_or_default()
 }

@@ -131,6 +131,42 @@ async fn session_with_expiry_interval_survives_a_restart() {
     assert!(ack.session_present, "the session outlived the second restart");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shared_subscription_of_a_stored_session_survives_a_restart() {
+    let mut b = start().await;
+    let (mut c, _) = V5::connect(&b, "v5-shared", 300).await;
+    c.subscribe("$share/workers/v5/jobs").await;
+    c.disconnect().await;
+    b.restart().await;
+    let (mut c, ack) = V5::connect(&b, "v5-shared", 300).await;
+    assert!(ack.session_present, "the session outlived the restart");
+    let mut publisher = connect(options(&b, "v5-shared-pub")).await;
+    publisher
+        .publish("v5/jobs", rumqttc::QoS::AtLeastOnce, false, b"job")
+        .await;
+    let p = c.next_publish().await;
+    assert_eq!((&p.topic[..], &p.payload[..]), (&b"v5/jobs"[..], &b"job"[..]));
+    // Unsubscribed, the session leaves the group for good.
+    c.client
+        .unsubscribe("$share/workers/v5/jobs")
+        .await
+        .expect("UNSUBSCRIBE sent");
+    c.expect("UNSUBACK", |p| matches!(p, Packet::UnsubAck(_)).then_some(()))
+        .await;
+    c.disconnect().await;
+    b.restart().await;
+    let queue = b
+        .server()
+        .broker
+        .vhost("/")
+        .and_then(|v| v.queue(&session_queue("v5-shared")));
+    let args = queue.map(|q| q.arguments()).expect("the session queue");
+    assert!(
+        args.get("x-mqtt-shared-subscriptions").is_none(),
+        "no shared subscription is left stored: {args:?}"
+    );
+}
+
 /// The `x-expires` of the session queue of `client_id`, in milliseconds.
 fn expires_ms(b: &TestBroker, client_id: &str) -> Option<i64> {
     let queue = b.server().broker.vhost("/")?.queue(&session_queue(client_id))?;

@@ -77,6 +77,8 @@ impl ReasonCode {
     pub const QOS_NOT_SUPPORTED: ReasonCode = ReasonCode(0x9B);
     /// SUBACK: shared subscriptions are not supported.
     pub const SHARED_SUBSCRIPTIONS_NOT_SUPPORTED: ReasonCode = ReasonCode(0x9E);
+    /// CONNACK: too many failed logins from the client's address.
+    pub const CONNECTION_RATE_EXCEEDED: ReasonCode = ReasonCode(0x9F);
     /// DISCONNECT: the broker is shutting down.
     pub const SERVER_SHUTTING_DOWN: ReasonCode = ReasonCode(0x8B);
 
@@ -97,7 +99,7 @@ impl ReasonCode {
             ReasonCode::UNSUPPORTED_PROTOCOL_VERSION => 1,
             ReasonCode::CLIENT_IDENTIFIER_NOT_VALID => 2,
             ReasonCode::BAD_USER_NAME_OR_PASSWORD | ReasonCode::BAD_AUTHENTICATION_METHOD => 4,
-            ReasonCode::NOT_AUTHORIZED => 5,
+            ReasonCode::NOT_AUTHORIZED | ReasonCode::CONNECTION_RATE_EXCEEDED => 5,
             _ => 3,
         }
     }

@@ -702,6 +702,34 @@ def test_shared_subscription_v311_member(clients):
     old.assert_no_message()
 
 
+def test_shared_subscription_in_a_stored_session(clients):
+    """A shared subscription is part of the session (4.8.2): a resumed
+    session is still a member of the group, and a clean start is not."""
+    topic = f"compat5/{uniq('sharedsess')}"
+    group = uniq("g")
+    client_id = uniq("sharedsess")
+    try:
+        first = clients(client_id=client_id)
+        first.connect(clean_start=True, SessionExpiryInterval=300)
+        first.subscribe(f"$share/{group}/{topic}", 1)
+        first.disconnect()
+        again = clients(client_id=client_id)
+        flags, _p = again.connect(clean_start=False, SessionExpiryInterval=300)
+        assert flags.session_present is True
+        pub = clients()
+        pub.connect()
+        pub.publish(topic, b"to the group", qos=1)
+        m = again.next_message()
+        assert (m.topic, m.payload) == (topic, b"to the group")
+        again.disconnect()
+        fresh = clients(client_id=client_id)
+        fresh.connect(clean_start=True, SessionExpiryInterval=300)
+        pub.publish(topic, b"nobody in the group", qos=1)
+        fresh.assert_no_message()
+    finally:
+        _clear_session(client_id)
+
+
 @lavinmq_only("redelivery to another member is a SHOULD in 4.8.2")
 def test_shared_subscription_redelivery(clients):
     """An unacknowledged QoS 1 message of a member whose session ended goes to
