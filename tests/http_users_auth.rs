@@ -1,6 +1,7 @@
 //! Password hash formats (RabbitMQ's SHA-256, SHA-512 and MD5, and bcrypt),
-//! the default user's loopback restriction on the management API, and that no
-//! password hash is shown to anyone but an administrator.
+//! the default user's loopback restriction on the management API, that no
+//! password hash is shown to anyone but an administrator, and login
+//! throttling across AMQP, MQTT and the API.
 
 mod common;
 
@@ -388,4 +389,67 @@ async fn default_user_from_afar_when_the_restriction_is_off() {
     remote.base = format!("http://{ip}:{}", b.server().http_addr().port());
     let (status, body) = remote.get("/api/whoami").await;
     assert_eq!(status, StatusCode::OK, "{body}");
+}
+
+/// The value of the metric sample `name` in a Prometheus text document.
+fn metric(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeated_failed_logins_block_their_address_only() {
+    let b = start_with(|c| {
+        c.main.login_throttle_trusted_networks = String::new();
+        c.main.login_throttle_max_failures = 4;
+    })
+    .await;
+    // A client that knows its password, connected before the guessing starts.
+    let (_good_conn, good) = b.channel().await;
+    let bad_url = b.url_for("guest", "not-the-password", "%2f");
+    for attempt in 1..=4 {
+        let err = try_connect(&bad_url).await.err();
+        assert!(err.is_some(), "wrong password accepted at attempt {attempt}");
+    }
+    // Blocked now: even the right password is refused, on every protocol.
+    let Err(refused) = try_connect(&b.url()).await else {
+        panic!("the right password was checked while the address is blocked");
+    };
+    assert_eq!(reply_code(&refused), Some(403), "{refused:?}");
+    let mut mqtt = common::mqtt_raw::MqttRaw::tcp(b.server().mqtt_addr()).await;
+    mqtt.send(&common::mqtt_raw::connect_packet("throttled", true, 0, None))
+        .await;
+    assert_eq!(mqtt.expect_connack().await.1, 5, "MQTT CONNACK: not authorized");
+    let (status, body) = Api::new(&b).get("/api/overview").await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    assert!(
+        body["reason"].as_str().is_some_and(|r| r.contains("failed logins")),
+        "{body}"
+    );
+    // The connection that was open keeps working.
+    good.queue_declare("throttle-q".into(), Default::default(), Default::default())
+        .await
+        .expect("the open connection still works");
+    // Another address logs in as usual and sees the counts.
+    let other = Api::from_source(&b, "127.0.0.2".parse().expect("address"));
+    let (status, _) = other.get("/api/overview").await;
+    assert_eq!(status, StatusCode::OK, "another address is not blocked");
+    let text = reqwest::Client::builder()
+        .local_address("127.0.0.2".parse::<std::net::IpAddr>().expect("address"))
+        .build()
+        .expect("client")
+        .get(format!("http://{}/metrics", b.server().http_addr()))
+        .basic_auth("guest", Some("guest"))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("metrics text");
+    assert_eq!(metric(&text, "lavinmq_login_failures_total"), Some(4.0), "{text}");
+    assert!(
+        metric(&text, "lavinmq_login_refusals_total").is_some_and(|n| n >= 3.0),
+        "{text}"
+    );
+    assert_eq!(metric(&text, "lavinmq_login_blocked_sources"), Some(1.0), "{text}");
 }

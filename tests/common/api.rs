@@ -30,6 +30,15 @@ impl Api {
         }
     }
 
+    /// A client for `b`'s API whose requests come from `source` (a loopback
+    /// address other than 127.0.0.1 looks like another host to the broker).
+    pub fn from_source(b: &TestBroker, source: std::net::IpAddr) -> Self {
+        Api {
+            base: format!("http://{}", b.server().http_addr()),
+            client: Client::builder().local_address(source).build().expect("HTTP client"),
+        }
+    }
+
     /// Sends a request with a raw body; returns status, `Location` and JSON body
     /// (`Value::Null` when the body is not JSON).
     pub async fn raw(
