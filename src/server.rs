@@ -633,6 +633,7 @@ fn mqtt_settings(config: &Config) -> MqttSettings {
     MqttSettings {
         max_packet_size: mqtt.max_packet_size as usize,
         max_inflight: mqtt.max_inflight_messages,
+        max_keep_alive: mqtt.max_keep_alive,
         default_vhost: mqtt.default_vhost.clone(),
         client_id_validation: if mqtt.client_id_validation == "username" {
             ClientIdValidation::Username

@@ -362,6 +362,7 @@ fn apply_mqtt(config: &mut Config, e: &Entry<'_>, warnings: &mut Vec<String>) ->
         "client_id_validation" => m.client_id_validation = e.string(),
         "max_packet_size" => m.max_packet_size = e.int()?,
         "max_inflight_messages" => m.max_inflight_messages = e.int()?,
+        "max_keep_alive" => m.max_keep_alive = e.int()?,
         "default_vhost" => m.default_vhost = e.string(),
         _ => warnings.push(e.unknown()),
     }

@@ -250,6 +250,10 @@ pub struct MqttConfig {
     pub max_packet_size: u32,
     /// Most unacknowledged messages per session (`max_inflight_messages`).
     pub max_inflight_messages: u16,
+    /// Longest keep alive in seconds an MQTT 5 client may ask for; one that
+    /// asks for none or more is told this in CONNACK (`max_keep_alive`, 0:
+    /// no limit).
+    pub max_keep_alive: u16,
     /// Vhost MQTT clients land in (`default_vhost`).
     pub default_vhost: String,
 }
@@ -362,6 +366,7 @@ impl Default for MqttConfig {
             client_id_validation: "none".to_owned(),
             max_packet_size: 268_435_455,
             max_inflight_messages: u16::MAX,
+            max_keep_alive: 0,
             default_vhost: "/".to_owned(),
         }
     }

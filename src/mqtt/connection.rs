@@ -21,7 +21,7 @@ use super::codec::{
     Suback, Subscribe, Unsuback, Unsubscribe, Will, parse_packet, write_connack, write_packet,
 };
 use super::connect::{Admitted, ConnectError, admit, read_connect};
-use super::context::MqttContext;
+use super::context::{MqttContext, MqttSettings};
 use super::delivery::{ClientLimits, Deliveries, MqttConsumer, Source, Subscription};
 use super::publish_acks::{PublishAck, PublishAcks};
 use super::routing::{Outgoing, Publisher};
@@ -168,7 +168,7 @@ where
         let connack = Connack {
             session_present: present,
             code: ReasonCode::SUCCESS,
-            properties: version.is_v5().then(|| connack_properties(&ctx, &admitted)),
+            properties: version.is_v5().then(|| connack_properties(&ctx, &admitted, &connect)),
         };
         outbox.write(|out| {
             // The CONNACK's strings are a client id and fit.
@@ -203,12 +203,16 @@ fn session_expiry(connect: &Connect) -> SessionExpiry {
 
 /// What an MQTT 5 CONNACK tells the client: an assigned client id, and the
 /// limits that differ from the protocol's defaults.
-fn connack_properties(ctx: &MqttContext, admitted: &Admitted) -> Box<Properties> {
+fn connack_properties(ctx: &MqttContext, admitted: &Admitted, connect: &Connect) -> Box<Properties> {
     let settings = ctx.settings();
     let mut p = Properties {
         topic_alias_maximum: Some(TOPIC_ALIAS_MAXIMUM),
         ..Properties::default()
     };
+    let keep_alive = keep_alive(&settings, connect);
+    if keep_alive != connect.keep_alive {
+        p.server_keep_alive = Some(keep_alive);
+    }
     if admitted.assigned_client_id {
         p.assigned_client_identifier = super::codec::MqttStr::try_from(admitted.client_id.as_str()).ok();
     }
@@ -218,6 +222,19 @@ fn connack_properties(ctx: &MqttContext, admitted: &Admitted) -> Box<Properties>
         p.maximum_packet_size = u32::try_from(settings.max_packet_size + 5).ok();
     }
     Box::new(p)
+}
+
+/// The keep alive the connection runs with: the client's, unless an MQTT 5
+/// client asked for none or for more than `max_keep_alive`; then the maximum,
+/// which CONNACK's Server Keep Alive tells it [MQTT-3.2.2-21]. A 3.1.1 client
+/// cannot be told, so it keeps its own.
+fn keep_alive(settings: &MqttSettings, connect: &Connect) -> u16 {
+    let (asked, max) = (connect.keep_alive, settings.max_keep_alive);
+    if connect.protocol.is_v5() && max > 0 && (asked == 0 || asked > max) {
+        max
+    } else {
+        asked
+    }
 }
 
 /// A refusing CONNACK.
@@ -310,7 +327,7 @@ impl Connection {
             consumer,
             shared: HashMap::new(),
             user: admitted.user.clone(),
-            keep_alive: connect.keep_alive,
+            keep_alive: keep_alive(&ctx.settings(), connect),
             will: connect.will.clone(),
             expiry: session_expiry(connect),
             aliases: TopicAliases::default(),

@@ -27,6 +27,8 @@ pub struct MqttSettings {
     pub max_packet_size: usize,
     /// Most QoS 1 and 2 deliveries awaiting acknowledgement per session.
     pub max_inflight: u16,
+    /// Longest keep alive an MQTT 5 client may run with, in seconds (0: any).
+    pub max_keep_alive: u16,
     /// Vhost of clients whose user name names none (`vhost:user`).
     pub default_vhost: String,
     /// How client identifiers are checked.
@@ -45,6 +47,7 @@ impl Default for MqttSettings {
         MqttSettings {
             max_packet_size: 268_435_455,
             max_inflight: 65_535,
+            max_keep_alive: 0,
             default_vhost: "/".into(),
             client_id_validation: ClientIdValidation::None,
             permission_check: false,

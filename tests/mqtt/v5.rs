@@ -10,7 +10,7 @@ use rumqttc::v5::{AsyncClient, Event, MqttOptions};
 use tokio::sync::mpsc;
 
 use super::common::mqtt::{connect, mqtt_addr, options};
-use super::common::{TestBroker, start, within};
+use super::common::{TestBroker, start, start_with, within};
 use super::session_queue;
 
 /// An MQTT 5 client whose event loop forwards incoming packets.
@@ -165,6 +165,19 @@ async fn shared_subscription_of_a_stored_session_survives_a_restart() {
         args.get("x-mqtt-shared-subscriptions").is_none(),
         "no shared subscription is left stored: {args:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keep_alive_above_the_maximum_is_replaced_in_connack() {
+    let b = start_with(|c| c.mqtt.max_keep_alive = 20).await;
+    // The client asks for 30 s: CONNACK's Server Keep Alive says 20.
+    let (_c, ack) = V5::connect(&b, "v5-keepalive", 0).await;
+    let server_keep_alive = ack.properties.as_ref().and_then(|p| p.server_keep_alive);
+    assert_eq!(server_keep_alive, Some(20));
+    // Without a maximum, the client's own stands and CONNACK does not say it.
+    let b = start().await;
+    let (_c, ack) = V5::connect(&b, "v5-keepalive", 0).await;
+    assert_eq!(ack.properties.as_ref().and_then(|p| p.server_keep_alive), None);
 }
 
 /// The `x-expires` of the session queue of `client_id`, in milliseconds.
