@@ -138,6 +138,24 @@ impl RetainedStore {
         Ok(())
     }
 
+    /// Drops the retained message of `topic` published at `published_ms`,
+    /// whose MQTT 5 message expiry has passed [MQTT-3.3.2-5]; a message
+    /// retained on the topic since then stays.
+    pub fn expire(&self, topic: &str, published_ms: i64) -> Result<(), RetainedError> {
+        let mut log = self.log.lock();
+        let current = self.messages.lock().get(topic).map(|e| e.3);
+        if current != Some(published_ms) {
+            return Ok(());
+        }
+        log.append(&line(topic, &(QoS::AtMostOnce, Bytes::new(), None, published_ms)))
+            .map_err(|source| RetainedError {
+                path: log.path().display().to_string(),
+                source,
+            })?;
+        self.messages.lock().remove(topic);
+        Ok(())
+    }
+
     /// The retained messages whose topics `filter` matches, in topic order.
     pub fn matching(&self, filter: &str) -> Vec<Retained> {
         self.messages
@@ -222,6 +240,25 @@ mod tests {
             store.matching("a/b")[0].properties,
             props,
             "properties survive a reopen"
+        );
+    }
+
+    #[test]
+    fn expiring_drops_only_the_message_published_then() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = RetainedStore::open(dir.path(), false).unwrap();
+        store
+            .set("t", QoS::AtMostOnce, Bytes::from_static(b"old"), None)
+            .unwrap();
+        let old = store.matching("t")[0].published_ms;
+        store.expire("t", old - 1).unwrap();
+        assert_eq!(store.len(), 1, "a message published at another time stays");
+        store.expire("t", old).unwrap();
+        assert!(store.is_empty());
+        drop(store);
+        assert!(
+            RetainedStore::open(dir.path(), false).unwrap().is_empty(),
+            "and stays gone"
         );
     }
 

@@ -344,6 +344,9 @@ impl Session {
             {
                 let left_ms = i64::from(secs) * 1000 - Message::now_ms().saturating_sub(r.published_ms);
                 if left_ms <= 0 {
+                    if let Err(e) = retained.expire(&r.topic, r.published_ms) {
+                        tracing::warn!(topic = %r.topic, "cannot drop an expired retained message: {e}");
+                    }
                     continue;
                 }
                 p.message_expiry_interval = u32::try_from(left_ms.saturating_add(999) / 1000).ok();
