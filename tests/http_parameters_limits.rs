@@ -629,3 +629,94 @@ async fn max_connections_holds_for_clients_connecting_at_once() {
     }
     assert_eq!(open.len(), 3, "exactly the limit gets in");
 }
+
+#[tokio::test]
+async fn user_limits_are_shown_enforced_and_exported() {
+    let mut b = start().await;
+    let api = Api::new(&b);
+    add_user(&api, "capped", "management").await;
+    assert_eq!(api.get_ok("/api/user-limits").await, json!([]));
+    assert_eq!(api.get_ok("/api/user-limits/capped").await, json!([]));
+    for (name, value) in [("max-connections", 2), ("max-channels", 3)] {
+        let path = format!("/api/user-limits/capped/{name}");
+        assert_eq!(api.put(&path, json!({"value": value})).await, StatusCode::NO_CONTENT);
+    }
+    let shown = json!({"user": "capped", "value": {"max-connections": 2, "max-channels": 3}});
+    assert_eq!(api.get_ok("/api/user-limits").await, json!([shown]));
+    assert_eq!(api.get_ok("/api/user-limits/capped").await, json!([shown]));
+    assert_eq!(
+        api.put("/api/user-limits/capped/max-queues", json!({"value": 1})).await,
+        StatusCode::BAD_REQUEST
+    );
+    assert_eq!(
+        api.put("/api/user-limits/nobody/max-channels", json!({"value": 1}))
+            .await,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        status_as(&api, Method::GET, "/api/user-limits", "capped", None).await,
+        StatusCode::FORBIDDEN
+    );
+
+    // Connections: two at most, in any vhost.
+    let url = b.url_for("capped", "pw", "%2f");
+    let first = b.connect_url(&url).await;
+    let second = b.connect_url(&url).await;
+    let err = try_connect(&url).await.expect_err("a third connection");
+    assert_eq!(reply_code(&err), Some(530), "{err}");
+    assert_eq!(
+        reply_text(&err),
+        "NOT_ALLOWED - connection refused for user 'capped': user connection limit (2) is reached"
+    );
+    // MQTT connections count too: CONNACK 3 (MQTT 5's 0x97 Quota exceeded).
+    use common::mqtt_raw::{MqttRaw, connect_raw, mqtt_str};
+    let mut mqtt = MqttRaw::tcp(b.server().mqtt_addr()).await;
+    let mut payload = mqtt_str(b"capped-client");
+    payload.extend(mqtt_str(b"capped"));
+    payload.extend(mqtt_str(b"pw"));
+    mqtt.send(&connect_raw(b"MQTT", 4, 0b1100_0010, 0, &payload)).await;
+    assert_eq!(
+        mqtt.expect_connack().await.1,
+        3,
+        "MQTT over the user's connection limit"
+    );
+    // Other users are not limited.
+    let _guest = b.connect().await;
+
+    // Channels: three at most, over both connections.
+    let _a = within("channel", first.create_channel()).await.expect("channel 1");
+    let _b = within("channel", first.create_channel()).await.expect("channel 2");
+    let _c = within("channel", second.create_channel()).await.expect("channel 3");
+    let mut ev = events(&second);
+    assert!(
+        within("channel", second.create_channel()).await.is_err(),
+        "a fourth channel"
+    );
+    let text = expect_error(&mut ev, 530).await;
+    assert_eq!(
+        text,
+        "NOT_ALLOWED - number of channels opened for user 'capped' has reached the maximum allowed user limit (3)"
+    );
+    first.close(200, "bye".into()).await.ok();
+
+    // Limits are kept with the user, across restarts and in definitions.
+    assert_eq!(
+        api.delete("/api/user-limits/capped/max-channels").await,
+        StatusCode::NO_CONTENT
+    );
+    b.restart().await;
+    let api = Api::new(&b);
+    let kept = json!({"user": "capped", "value": {"max-connections": 2}});
+    assert_eq!(api.get_ok("/api/user-limits").await, json!([kept]));
+    let defs = api.get_ok("/api/definitions").await;
+    let exported = defs["users"]
+        .as_array()
+        .and_then(|u| u.iter().find(|u| u["name"] == "capped"))
+        .map(|u| u["limits"].clone());
+    assert_eq!(exported, Some(json!({"max-connections": 2})));
+    let b2 = start().await;
+    let api2 = Api::new(&b2);
+    let (status, body) = api2.call(Method::POST, "/api/definitions", GUEST, Some(defs)).await;
+    assert!(status.is_success(), "{status} {body}");
+    assert_eq!(api2.get_ok("/api/user-limits").await, json!([kept]));
+}

@@ -28,6 +28,7 @@ fn session_queue(client_id: &str) -> String {
 /// Creates `user` (password `pw`) with full permissions on `vhost`.
 fn add_user(b: &TestBroker, user: &str, vhost: &str) {
     let user = User {
+        limits: Default::default(),
         name: user.into(),
         password_hash: hash_password("pw"),
         hashing_algorithm: SHA256.into(),

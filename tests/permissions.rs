@@ -15,6 +15,7 @@ use lavinmq::core::user::{Permissions, SHA256, User, hash_password};
 fn add_user(b: &TestBroker, name: &str, configure: &str, write: &str, read: &str) {
     let users = &b.server().broker.users;
     let user = User {
+        limits: Default::default(),
         name: name.into(),
         password_hash: hash_password("pw"),
         hashing_algorithm: SHA256.into(),

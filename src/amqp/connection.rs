@@ -16,6 +16,7 @@ use super::context::AmqpContext;
 use super::error::{AmqpError, AmqpResult, Scope, code};
 use super::handshake::handshake;
 use crate::core::message::Message;
+use crate::core::user::UserLimits;
 use crate::core::vhost::VHost;
 use crate::transport::BUSY_READ;
 use crate::transport::outbox::Outbox;
@@ -527,6 +528,19 @@ impl Connection {
                 return Err(AmqpError::connection(
                     code::NOT_ALLOWED,
                     format!("number of channels opened ({open}) has reached the negotiated channel_max ({max})"),
+                )
+                .on(class, id));
+            }
+            let broker = &self.info.ctx.broker;
+            let user = &self.info.user;
+            if let Some(max) = UserLimits::effective(broker.users.limits(user).max_channels)
+                && broker.connections.user_channel_count(user) >= max
+            {
+                return Err(AmqpError::connection(
+                    code::NOT_ALLOWED,
+                    format!(
+                        "number of channels opened for user '{user}' has reached the maximum allowed user limit ({max})"
+                    ),
                 )
                 .on(class, id));
             }

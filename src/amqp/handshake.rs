@@ -12,9 +12,9 @@ use super::codec::{FieldTable, FieldValue, Frame, Method, ShortStr, parse_frame,
 use super::connection::{CLOSE_TIMEOUT, ConnInfo, HANDSHAKE_TIMEOUT, PROTOCOL_HEADER, PROTOCOL_HEADER_ALT};
 use super::context::AmqpContext;
 use super::error::{AmqpError, code};
-use crate::core::connections::{ConnectionInfo, Registration};
+use crate::core::connections::{ConnectionInfo, ConnectionLimits, Registration};
 use crate::core::login_throttle::Admission;
-use crate::core::user::User;
+use crate::core::user::{User, UserLimits};
 use crate::transport::peer::Peer;
 
 /// Why a connection ended before or during the handshake.
@@ -369,20 +369,20 @@ where
         heartbeat,
         tls: peer.tls_info(),
     };
-    let max = vhost.max_connections();
-    let now = crate::core::message::Message::now_ms();
-    let Some(registration) = ctx.broker.connections.register(listed, now, max) else {
-        return Err(HandshakeError::Closed(
-            AmqpError::connection(
-                code::NOT_ALLOWED,
-                format!(
-                    "access to vhost '{vhost_name}' refused for user '{username}': connection limit ({}) is reached",
-                    max.unwrap_or_default()
-                ),
-            )
-            .on(10, 40),
-        ));
+    let limits = ConnectionLimits {
+        vhost: vhost.max_connections(),
+        user: UserLimits::effective(user.limits.max_connections),
     };
+    let now = crate::core::message::Message::now_ms();
+    let registration = ctx
+        .broker
+        .connections
+        .register(listed, now, limits)
+        .map_err(|reached| {
+            HandshakeError::Closed(
+                AmqpError::connection(code::NOT_ALLOWED, reached.describe(vhost_name, &username)).on(10, 40),
+            )
+        })?;
     send_method(wr, &Method::ConnectionOpenOk).await?;
     let info = ConnInfo {
         ctx: ctx.clone(),

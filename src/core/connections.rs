@@ -256,6 +256,38 @@ pub struct ConnectionRegistry {
     closed_confirms: Mutex<FxHashMap<String, u64>>,
 }
 
+/// The connection limits a new connection is checked against.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ConnectionLimits {
+    /// The vhost's `max-connections`.
+    pub vhost: Option<u64>,
+    /// The user's `max-connections`.
+    pub user: Option<u64>,
+}
+
+/// Which limit refused a connection, with its value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LimitReached {
+    /// The vhost has this many connections.
+    Vhost(u64),
+    /// The user has this many connections.
+    User(u64),
+}
+
+impl LimitReached {
+    /// The refusal as clients and the log are told it.
+    pub fn describe(self, vhost: &str, user: &str) -> String {
+        match self {
+            LimitReached::Vhost(max) => {
+                format!("access to vhost '{vhost}' refused for user '{user}': connection limit ({max}) is reached")
+            }
+            LimitReached::User(max) => {
+                format!("connection refused for user '{user}': user connection limit ({max}) is reached")
+            }
+        }
+    }
+}
+
 /// Keeps a connection listed; dropping it removes the entry.
 pub struct Registration {
     registry: Arc<ConnectionRegistry>,
@@ -295,15 +327,15 @@ impl ConnectionRegistry {
 
     /// Lists a new connection.
     ///
-    /// With `limit`, the connection is refused (`None`) when its vhost already
-    /// has that many: counted and inserted under one lock, so that clients
-    /// connecting at the same instant cannot all slip under the limit.
+    /// The connection is refused when its vhost, or its user, already has as
+    /// many as `limits` allow: counted and inserted under one lock, so that
+    /// clients connecting at the same instant cannot all slip under a limit.
     pub fn register(
         self: &Arc<Self>,
         info: ConnectionInfo,
         connected_at: i64,
-        limit: Option<u64>,
-    ) -> Option<Registration> {
+        limits: ConnectionLimits,
+    ) -> Result<Registration, LimitReached> {
         let entry = Arc::new(ConnectionEntry {
             name: format!("{} -> {}", info.peer, info.local),
             connected_at,
@@ -322,18 +354,35 @@ impl ConnectionRegistry {
         });
         {
             let mut entries = self.entries.write();
-            if let Some(max) = limit
-                && entries.values().filter(|e| e.info.vhost == entry.info.vhost).count() as u64 >= max
+            let count =
+                |same: &dyn Fn(&ConnectionInfo) -> bool| entries.values().filter(|e| same(&e.info)).count() as u64;
+            if let Some(max) = limits.vhost
+                && count(&|i| i.vhost == entry.info.vhost) >= max
             {
-                return None;
+                return Err(LimitReached::Vhost(max));
+            }
+            if let Some(max) = limits.user
+                && count(&|i| i.user == entry.info.user) >= max
+            {
+                return Err(LimitReached::User(max));
             }
             entries.insert(entry.info.id, entry.clone());
         }
         self.churn.connection_created.incr();
-        Some(Registration {
+        Ok(Registration {
             registry: self.clone(),
             entry,
         })
+    }
+
+    /// Channels open over all connections of `user` (for its `max-channels`).
+    pub fn user_channel_count(&self, user: &str) -> u64 {
+        self.entries
+            .read()
+            .values()
+            .filter(|e| e.info.user == user)
+            .map(|e| e.channel_count() as u64)
+            .sum()
     }
 
     /// Every open connection, by name.

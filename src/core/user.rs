@@ -58,6 +58,59 @@ pub struct User {
     /// Permissions per vhost.
     #[serde(default)]
     pub permissions: HashMap<String, Permissions>,
+    /// Limits on what the user may hold open (`/api/user-limits`).
+    #[serde(default, skip_serializing_if = "UserLimits::is_empty")]
+    pub limits: UserLimits,
+}
+
+/// The limits of a user, as set with `/api/user-limits` (RabbitMQ's user
+/// limits): counted over all of the user's connections, in every vhost. A
+/// value is kept as given; a negative one means no limit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserLimits {
+    /// Most client connections open at once.
+    #[serde(rename = "max-connections", default, skip_serializing_if = "Option::is_none")]
+    pub max_connections: Option<i64>,
+    /// Most channels open at once, over all connections.
+    #[serde(rename = "max-channels", default, skip_serializing_if = "Option::is_none")]
+    pub max_channels: Option<i64>,
+}
+
+impl UserLimits {
+    /// The limit names RabbitMQ knows.
+    pub const NAMES: [&'static str; 2] = ["max-connections", "max-channels"];
+
+    fn slot(&mut self, name: &str) -> Option<&mut Option<i64>> {
+        match name {
+            "max-connections" => Some(&mut self.max_connections),
+            "max-channels" => Some(&mut self.max_channels),
+            _ => None,
+        }
+    }
+
+    /// Sets limit `name`; fails for a name that is not a known limit.
+    pub fn set(&mut self, name: &str, value: i64) -> Result<()> {
+        let slot = self
+            .slot(name)
+            .ok_or_else(|| Error::PreconditionFailed(format!("Unrecognised terms [{name}] in user limits")))?;
+        *slot = Some(value);
+        Ok(())
+    }
+
+    /// Removes limit `name`; false when it was not set (or is unknown).
+    pub fn clear(&mut self, name: &str) -> bool {
+        self.slot(name).and_then(Option::take).is_some()
+    }
+
+    /// True when no limit is set.
+    pub fn is_empty(&self) -> bool {
+        self.max_connections.is_none() && self.max_channels.is_none()
+    }
+
+    /// A limit in force: set and not negative.
+    pub fn effective(limit: Option<i64>) -> Option<u64> {
+        limit.and_then(|n| u64::try_from(n).ok())
+    }
 }
 
 /// RabbitMQ's default algorithm name, used for passwords set in clear text.
@@ -127,6 +180,7 @@ impl UserStore {
                 hashing_algorithm,
                 tags: vec!["administrator".into()],
                 permissions: HashMap::from([("/".to_string(), Permissions::all())]),
+                limits: UserLimits::default(),
             };
             store.users.write().insert(user.name.clone(), user);
             store.save()?;
@@ -175,6 +229,11 @@ impl UserStore {
             .lock()
             .insert(name.to_string(), (u.password_hash.clone(), digest));
         Some(u)
+    }
+
+    /// The limits of user `name` (none for an unknown user).
+    pub fn limits(&self, name: &str) -> UserLimits {
+        self.users.read().get(name).map(|u| u.limits).unwrap_or_default()
     }
 
     /// Looks a user up.

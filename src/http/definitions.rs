@@ -46,7 +46,7 @@ use crate::core::Error;
 use crate::core::broker::Broker;
 use crate::core::policy::Policy;
 use crate::core::table_json::{json_to_table, table_to_json};
-use crate::core::user::{self, Permissions, User};
+use crate::core::user::{self, Permissions, User, UserLimits};
 use crate::core::vhost::{Parameter, QueueOptions, VHost, VHostLimits, VHostMeta};
 
 /// The RabbitMQ version the export claims (the one `/api/overview` reports).
@@ -154,12 +154,7 @@ pub fn export_all(broker: &Broker) -> Value {
 /// (sorted by name) and the global parameters.
 pub(super) fn render_all(users: &[User], vhosts: Vec<VhostPart>, global_parameters: Value) -> Value {
     let mut out = header();
-    let user_json = |u: &User| {
-        let mut j = super::users::user_json(u);
-        j["limits"] = json!({});
-        j
-    };
-    out.insert("users".into(), users.iter().map(user_json).collect());
+    out.insert("users".into(), users.iter().map(super::users::user_json).collect());
     out.insert(
         "vhosts".into(),
         vhosts
@@ -298,6 +293,9 @@ struct UserDef {
     hashing_algorithm: Option<String>,
     #[serde(default)]
     tags: Value,
+    /// RabbitMQ exports user limits here (an empty object when none).
+    #[serde(default)]
+    limits: Option<UserLimits>,
 }
 
 #[derive(Deserialize)]
@@ -388,7 +386,12 @@ fn import_user(broker: &Broker, u: &UserDef) -> ApiResult<()> {
     let tags = super::users::parse_tags(&u.tags);
     let what = || format!("user '{}'", u.name);
     if let Some(existing) = broker.users.get(&u.name) {
-        if existing.password_hash == hash && existing.hashing_algorithm == algorithm && existing.tags == tags {
+        let limits = u.limits.unwrap_or(existing.limits);
+        if existing.password_hash == hash
+            && existing.hashing_algorithm == algorithm
+            && existing.tags == tags
+            && existing.limits == limits
+        {
             return Ok(());
         }
         broker
@@ -397,6 +400,7 @@ fn import_user(broker: &Broker, u: &UserDef) -> ApiResult<()> {
                 x.password_hash = hash;
                 x.hashing_algorithm = algorithm;
                 x.tags = tags;
+                x.limits = limits;
             })
             .map_err(failed(what()))?;
         return Ok(());
@@ -407,6 +411,7 @@ fn import_user(broker: &Broker, u: &UserDef) -> ApiResult<()> {
         hashing_algorithm: algorithm,
         tags,
         permissions: Default::default(),
+        limits: u.limits.unwrap_or_default(),
     };
     broker.users.put(new).map_err(failed(what()))
 }

@@ -30,6 +30,7 @@ pub mod replicated;
 pub mod stats_json;
 pub mod stream_read;
 pub mod ui;
+pub mod user_limits;
 pub mod users;
 pub mod vhosts;
 pub mod websocket;
@@ -264,6 +265,12 @@ fn routes(state: Arc<HttpState>) -> Router {
             get(parameters::show_global)
                 .put(parameters::set_global)
                 .delete(parameters::delete_global),
+        )
+        .route("/api/user-limits", get(user_limits::list))
+        .route("/api/user-limits/{user}", get(user_limits::show))
+        .route(
+            "/api/user-limits/{user}/{name}",
+            put(user_limits::set).delete(user_limits::clear),
         )
         .route("/api/vhost-limits", get(vhosts::list_limits))
         .route("/api/vhost-limits/{vhost}", get(vhosts::show_limits))

@@ -21,7 +21,7 @@ use crate::core::user::{self, Permissions, User};
 /// so only administrators may be shown it (as in RabbitMQ).
 pub(super) fn user_json(u: &User) -> Value {
     json!({"name": u.name, "password_hash": u.password_hash, "hashing_algorithm": u.hashing_algorithm,
-           "tags": u.tags})
+           "tags": u.tags, "limits": u.limits})
 }
 
 /// A permission as the API and definitions show it.
@@ -100,6 +100,7 @@ pub async fn create(
         password_hash: hash,
         hashing_algorithm: algorithm,
         tags: parse_tags(body.tags.as_ref().unwrap_or(&Value::Null)),
+        limits: existing.as_ref().map(|u| u.limits).unwrap_or_default(),
         permissions: existing.map(|u| u.permissions).unwrap_or_default(),
     };
     s.broker.users.put(u)?;

@@ -152,15 +152,21 @@ pub async fn set_limit(
 ) -> ApiResult<StatusCode> {
     user.require_admin()?;
     s.broker.vhost(&vhost).ok_or_else(ApiError::not_found)?;
-    let body: LimitBody = super::body::parse(&body)?;
-    let value = match &body.value {
+    let value = limit_value(&body, &name)?;
+    s.broker.update_vhost_limits(&vhost, |l| l.set(&name, value))?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The value of limit `name` in a `{"value": N}` body (a number or a
+/// numeric string).
+pub(super) fn limit_value(body: &Bytes, name: &str) -> ApiResult<i64> {
+    let body: LimitBody = super::body::parse(body)?;
+    match &body.value {
         Value::Number(n) => n.as_i64(),
         Value::String(t) => t.trim().parse::<i64>().ok(),
         _ => None,
     }
-    .ok_or_else(|| ApiError::bad_request(format!("limit '{name}' must be an integer, got {}", body.value)))?;
-    s.broker.update_vhost_limits(&vhost, |l| l.set(&name, value))?;
-    Ok(StatusCode::NO_CONTENT)
+    .ok_or_else(|| ApiError::bad_request(format!("limit '{name}' must be an integer, got {}", body.value)))
 }
 
 /// Removes one limit of a vhost: 204 also when it was not set (as in

@@ -29,10 +29,12 @@ use super::session::{Session, SessionExpiry, TOPIC_EXCHANGE, subscription};
 use super::session_registry::{Claim, SessionState};
 use super::shared_subscription;
 use super::topic_alias::{TOPIC_ALIAS_MAXIMUM, TopicAliases};
+use crate::core::connections::ConnectionLimits;
 use crate::core::connections::{ConnectionInfo, Registration};
 use crate::core::login_throttle::Admission;
 use crate::core::message::Message;
 use crate::core::permissions::{Access, Compiled};
+use crate::core::user::UserLimits;
 use crate::core::{FieldTable, FieldValue};
 use crate::transport::BUSY_READ;
 use crate::transport::outbox::Outbox;
@@ -142,11 +144,17 @@ where
             heartbeat: connect.keep_alive,
             tls: peer.tls_info(),
         };
-        let limit = admitted.vhost.max_connections();
-        let Some(registration) = ctx.broker.connections.register(info, Message::now_ms(), limit) else {
-            tracing::warn!(vhost = %admitted.vhost.name, "connection refused: the vhost's connection limit is reached");
-            send_and_close(&mut wr, &Packet::Connack(refusal(ReasonCode::QUOTA_EXCEEDED)), version).await;
-            return;
+        let limits = ConnectionLimits {
+            vhost: admitted.vhost.max_connections(),
+            user: UserLimits::effective(ctx.broker.users.limits(&admitted.user).max_connections),
+        };
+        let registration = match ctx.broker.connections.register(info, Message::now_ms(), limits) {
+            Ok(r) => r,
+            Err(reached) => {
+                tracing::warn!("connection refused: {}", reached.describe(&admitted.vhost.name, &admitted.user));
+                send_and_close(&mut wr, &Packet::Connack(refusal(ReasonCode::QUOTA_EXCEEDED)), version).await;
+                return;
+            }
         };
         let client_id = admitted.client_id.clone();
         let clean_start = connect.clean_session;
