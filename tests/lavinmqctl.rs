@@ -161,6 +161,37 @@ async fn users_are_added_listed_tagged_given_permissions_and_deleted() {
     let shown = api.get_ok(&format!("/api/users/{}", enc(&user))).await;
     assert_eq!(shown["tags"], json!(["monitoring", "policymaker"]), "tags kept");
 
+    // User limits: set from JSON, cleared one by one or all at once.
+    let limits_path = format!("/api/user-limits/{}", enc(&user));
+    ctl(
+        &b,
+        &["set_user_limits", &user, r#"{"max-connections": 4, "max-channels": 9}"#],
+    )
+    .await
+    .ok();
+    let limits = api.get_ok(&limits_path).await;
+    assert_eq!(
+        limits[0]["value"],
+        json!({"max-connections": 4, "max-channels": 9}),
+        "{limits}"
+    );
+    ctl(&b, &["clear_user_limits", &user, "max-channels"]).await.ok();
+    assert_eq!(
+        api.get_ok(&limits_path).await[0]["value"],
+        json!({"max-connections": 4})
+    );
+    ctl(&b, &["clear_user_limits", &user, "all"]).await.ok();
+    assert_eq!(api.get_ok(&limits_path).await, json!([]));
+    let unknown = ctl(&b, &["set_user_limits", &user, r#"{"max-queues": 1}"#])
+        .await
+        .fails_with(2);
+    assert!(unknown.stderr.contains("unknown limit 'max-queues'"), "{unknown:?}");
+    let empty = ctl(&b, &["set_user_limits", &user, "{}"]).await.fails_with(2);
+    assert!(
+        empty.stderr.contains("max-connections or max-channels required"),
+        "{empty:?}"
+    );
+
     // Clearing tags: no tags given.
     ctl(&b, &["set_user_tags", &user]).await.ok();
     let shown = api.get_ok(&format!("/api/users/{}", enc(&user))).await;

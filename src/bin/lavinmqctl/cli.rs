@@ -144,6 +144,20 @@ pub enum Command {
         /// Regex of the resources the user may read from
         read: String,
     },
+    /// Sets limits of a user from JSON, e.g. '{"max-connections":10,"max-channels":50}'
+    SetUserLimits {
+        /// User name
+        username: String,
+        /// The limits as a JSON object
+        json: String,
+    },
+    /// Clears one limit of a user (max-connections, max-channels) or all of them
+    ClearUserLimits {
+        /// User name
+        username: String,
+        /// The limit's name, or all
+        limit: String,
+    },
     /// Prints the RabbitMQ SHA-256 hash of a password (computed locally)
     HashPassword {
         /// Password in clear text

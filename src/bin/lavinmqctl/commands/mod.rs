@@ -61,6 +61,8 @@ pub async fn run(ctx: &Ctx, command: Command) -> CtlResult<()> {
             write,
             read,
         } => users::set_permissions(ctx, &username, &configure, &write, &read).await,
+        Command::SetUserLimits { username, json } => users::set_limits(ctx, &username, &json).await,
+        Command::ClearUserLimits { username, limit } => users::clear_limits(ctx, &username, &limit).await,
         Command::HashPassword { password } => users::hash_password(ctx, &password),
         Command::ListVhosts(cols) => vhosts::list(ctx, cols).await,
         Command::AddVhost { vhost } => vhosts::add(ctx, &vhost).await,

@@ -1,5 +1,5 @@
-//! User commands: add, delete, list, change the password, set tags and
-//! permissions, and hash a password locally.
+//! User commands: add, delete, list, change the password, set tags,
+//! permissions and limits, and hash a password locally.
 
 use hyper::Method;
 use serde_json::{Value, json};
@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use super::{Ctx, columns};
 use crate::api::path;
 use crate::cli::Columns;
-use crate::error::CtlResult;
+use crate::error::{CtlError, CtlResult};
 
 /// `add_user <username> <password>`.
 pub async fn add(ctx: &Ctx, username: &str, password: &str) -> CtlResult<()> {
@@ -71,4 +71,39 @@ pub async fn set_permissions(ctx: &Ctx, username: &str, configure: &str, write: 
 /// without asking the broker (usable as `password_hash` in definitions).
 pub fn hash_password(ctx: &Ctx, password: &str) -> CtlResult<()> {
     ctx.out.text(&lavinmq::core::user::hash_password(password))
+}
+
+/// The limits `set_user_limits` knows, by their JSON names.
+const USER_LIMITS: [&str; 2] = ["max-connections", "max-channels"];
+
+/// `set_user_limits <username> <json>`, e.g. `{"max-connections":10}`.
+pub async fn set_limits(ctx: &Ctx, username: &str, json: &str) -> CtlResult<()> {
+    let limits = super::vhosts::parse_named_limits("set_user_limits", &USER_LIMITS, json)
+        .map_err(|e| e.unwrap_or_else(|| CtlError::Usage("max-connections or max-channels required".into())))?;
+    for (name, value) in limits {
+        let body = json!({"value": value});
+        ctx.api
+            .call(Method::PUT, &path(["user-limits", username, name]), Some(&body), &[204])
+            .await?;
+    }
+    Ok(())
+}
+
+/// `clear_user_limits <username> <limit>`: one limit, or `all`.
+pub async fn clear_limits(ctx: &Ctx, username: &str, limit: &str) -> CtlResult<()> {
+    let names: Vec<&str> = match limit {
+        "all" => USER_LIMITS.to_vec(),
+        name if USER_LIMITS.contains(&name) => vec![name],
+        other => {
+            return Err(CtlError::Usage(format!(
+                "clear_user_limits: unknown limit '{other}', expected max-connections, max-channels or all"
+            )));
+        }
+    };
+    for name in names {
+        ctx.api
+            .call(Method::DELETE, &path(["user-limits", username, name]), None, &[204])
+            .await?;
+    }
+    Ok(())
 }

@@ -52,29 +52,44 @@ pub async fn set_limits(ctx: &Ctx, json: &str) -> CtlResult<()> {
     Ok(())
 }
 
-/// The limits in `json`, checked before anything is sent.
+/// The vhost limits in `json`, checked before anything is sent.
 fn parse_limits(json: &str) -> CtlResult<Vec<(&'static str, i64)>> {
-    let usage = |m: String| CtlError::Usage(m);
-    let value: Value = serde_json::from_str(json).map_err(|e| usage(format!("set_vhost_limits: invalid JSON: {e}")))?;
-    let obj = value
-        .as_object()
-        .ok_or_else(|| usage("set_vhost_limits: expected a JSON object such as {\"max-queues\":10}".into()))?;
-    if let Some(unknown) = obj.keys().find(|k| !LIMITS.contains(&k.as_str())) {
+    parse_named_limits("set_vhost_limits", &LIMITS, json)
+        .map_err(|e| e.unwrap_or_else(|| CtlError::Usage("max-queues or max-connections required".into())))
+}
+
+/// The limits named in `known` that `json` (an object) sets, for command
+/// `command`; `Err(None)` when it sets none.
+pub(super) fn parse_named_limits(
+    command: &str,
+    known: &[&'static str],
+    json: &str,
+) -> Result<Vec<(&'static str, i64)>, Option<CtlError>> {
+    let usage = |m: String| Some(CtlError::Usage(m));
+    let value: Value = serde_json::from_str(json).map_err(|e| usage(format!("{command}: invalid JSON: {e}")))?;
+    let example = known.first().copied().unwrap_or_default();
+    let obj = value.as_object().ok_or_else(|| {
+        usage(format!(
+            "{command}: expected a JSON object such as {{\"{example}\":10}}"
+        ))
+    })?;
+    if let Some(unknown) = obj.keys().find(|k| !known.contains(&k.as_str())) {
         return Err(usage(format!(
-            "set_vhost_limits: unknown limit '{unknown}', expected max-connections or max-queues"
+            "{command}: unknown limit '{unknown}', expected {}",
+            known.join(" or ")
         )));
     }
     let mut out = Vec::new();
-    for name in LIMITS {
+    for &name in known {
         if let Some(v) = obj.get(name) {
             let n = v
                 .as_i64()
-                .ok_or_else(|| usage(format!("set_vhost_limits: {name} must be an integer, got {v}")))?;
+                .ok_or_else(|| usage(format!("{command}: {name} must be an integer, got {v}")))?;
             out.push((name, n));
         }
     }
     if out.is_empty() {
-        return Err(usage("max-queues or max-connections required".into()));
+        return Err(None);
     }
     Ok(out)
 }
