@@ -16,7 +16,6 @@ use super::context::AmqpContext;
 use super::error::{AmqpError, AmqpResult, Scope, code};
 use super::handshake::handshake;
 use crate::core::message::Message;
-use crate::core::user::UserLimits;
 use crate::core::vhost::VHost;
 use crate::transport::BUSY_READ;
 use crate::transport::outbox::Outbox;
@@ -533,7 +532,7 @@ impl Connection {
             }
             let broker = &self.info.ctx.broker;
             let user = &self.info.user;
-            if let Some(max) = UserLimits::effective(broker.users.limits(user).max_channels)
+            if let Some(max) = crate::core::limits::in_force(broker.users.limits(user).max_channels)
                 && broker.connections.user_channel_count(user) >= max
             {
                 return Err(AmqpError::connection(

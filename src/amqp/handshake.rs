@@ -14,7 +14,7 @@ use super::context::AmqpContext;
 use super::error::{AmqpError, code};
 use crate::core::connections::{ConnectionInfo, ConnectionLimits, Registration};
 use crate::core::login_throttle::Admission;
-use crate::core::user::{User, UserLimits};
+use crate::core::user::User;
 use crate::transport::peer::Peer;
 
 /// Why a connection ended before or during the handshake.
@@ -371,7 +371,7 @@ where
     };
     let limits = ConnectionLimits {
         vhost: vhost.max_connections(),
-        user: UserLimits::effective(user.limits.max_connections),
+        user: crate::core::limits::in_force(user.limits.max_connections),
     };
     let now = crate::core::message::Message::now_ms();
     let registration = ctx

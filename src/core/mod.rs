@@ -16,6 +16,7 @@ pub mod disk;
 pub mod error;
 pub mod exchange;
 pub mod headers;
+pub mod limits;
 pub mod login_throttle;
 pub mod message;
 pub mod password;

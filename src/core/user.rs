@@ -8,6 +8,7 @@ use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
 use sha2::Digest;
 
+use super::limits::NamedLimits;
 use super::password::{self, Algorithm, PasswordError};
 use super::{Error, Result};
 use crate::store::definitions;
@@ -80,36 +81,21 @@ impl UserLimits {
     /// The limit names RabbitMQ knows.
     pub const NAMES: [&'static str; 2] = ["max-connections", "max-channels"];
 
+    /// True when no limit is set.
+    pub fn is_empty(&self) -> bool {
+        self.max_connections.is_none() && self.max_channels.is_none()
+    }
+}
+
+impl NamedLimits for UserLimits {
+    const TERMS: &'static str = "user limits";
+
     fn slot(&mut self, name: &str) -> Option<&mut Option<i64>> {
         match name {
             "max-connections" => Some(&mut self.max_connections),
             "max-channels" => Some(&mut self.max_channels),
             _ => None,
         }
-    }
-
-    /// Sets limit `name`; fails for a name that is not a known limit.
-    pub fn set(&mut self, name: &str, value: i64) -> Result<()> {
-        let slot = self
-            .slot(name)
-            .ok_or_else(|| Error::PreconditionFailed(format!("Unrecognised terms [{name}] in user limits")))?;
-        *slot = Some(value);
-        Ok(())
-    }
-
-    /// Removes limit `name`; false when it was not set (or is unknown).
-    pub fn clear(&mut self, name: &str) -> bool {
-        self.slot(name).and_then(Option::take).is_some()
-    }
-
-    /// True when no limit is set.
-    pub fn is_empty(&self) -> bool {
-        self.max_connections.is_none() && self.max_channels.is_none()
-    }
-
-    /// A limit in force: set and not negative.
-    pub fn effective(limit: Option<i64>) -> Option<u64> {
-        limit.and_then(|n| u64::try_from(n).ok())
     }
 }
 

@@ -15,6 +15,7 @@ use super::definitions;
 use super::definitions_log::DefinitionsLog;
 use super::exchange::{Destination, Exchange, ExchangeKind};
 use super::headers::tables_equivalent;
+use super::limits::{self, NamedLimits};
 use super::message::Message;
 use super::policy::{self, ApplyTo, Policy};
 use super::queue::{ConnectionId, Queue, QueueSpec};
@@ -128,28 +129,6 @@ impl VHostLimits {
     /// The limit names RabbitMQ and LavinMQ know.
     pub const NAMES: [&'static str; 2] = ["max-connections", "max-queues"];
 
-    fn slot(&mut self, name: &str) -> Option<&mut Option<i64>> {
-        match name {
-            "max-connections" => Some(&mut self.max_connections),
-            "max-queues" => Some(&mut self.max_queues),
-            _ => None,
-        }
-    }
-
-    /// Sets limit `name`; fails for a name that is not a known limit.
-    pub fn set(&mut self, name: &str, value: i64) -> Result<()> {
-        let slot = self
-            .slot(name)
-            .ok_or_else(|| Error::PreconditionFailed(format!("Unrecognised terms [{name}] in limits")))?;
-        *slot = Some(value);
-        Ok(())
-    }
-
-    /// Removes limit `name`; false when it was not set (or is unknown).
-    pub fn clear(&mut self, name: &str) -> bool {
-        self.slot(name).and_then(Option::take).is_some()
-    }
-
     /// True when no limit is set.
     pub fn is_empty(&self) -> bool {
         self.max_connections.is_none() && self.max_queues.is_none()
@@ -182,10 +161,17 @@ impl VHostLimits {
         }
         limits
     }
+}
 
-    /// A limit in force: `None` when unset or negative.
-    fn effective(v: Option<i64>) -> Option<u64> {
-        v.and_then(|n| u64::try_from(n).ok())
+impl NamedLimits for VHostLimits {
+    const TERMS: &'static str = "limits";
+
+    fn slot(&mut self, name: &str) -> Option<&mut Option<i64>> {
+        match name {
+            "max-connections" => Some(&mut self.max_connections),
+            "max-queues" => Some(&mut self.max_queues),
+            _ => None,
+        }
     }
 }
 
@@ -793,7 +779,7 @@ impl VHost {
                 consumer_count: c,
             });
         }
-        if let Some(max) = VHostLimits::effective(self.limits.read().max_queues)
+        if let Some(max) = limits::in_force(self.limits.read().max_queues)
             && self.queues.read().len() as u64 >= max
         {
             return Err(Error::PreconditionFailed(format!(
@@ -1269,7 +1255,7 @@ impl VHost {
 
     /// The connection limit in force, if any.
     pub fn max_connections(&self) -> Option<u64> {
-        VHostLimits::effective(self.limits.read().max_connections)
+        limits::in_force(self.limits.read().max_connections)
     }
 
     /// Every runtime parameter, by component and name.

@@ -44,6 +44,7 @@ use super::bindings;
 use super::error::{ApiError, ApiResult};
 use crate::core::Error;
 use crate::core::broker::Broker;
+use crate::core::limits::NamedLimits;
 use crate::core::policy::Policy;
 use crate::core::table_json::{json_to_table, table_to_json};
 use crate::core::user::{self, Permissions, User, UserLimits};

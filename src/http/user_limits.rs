@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use super::HttpState;
 use super::auth::Authed;
 use super::error::{ApiError, ApiResult};
+use crate::core::limits::NamedLimits;
 use crate::core::user::{User, UserLimits};
 
 /// The limits of a user as RabbitMQ lists them: `{"user", "value": {...}}`.

@@ -15,6 +15,7 @@ use super::HttpState;
 use super::auth::Authed;
 use super::error::{ApiError, ApiResult};
 use super::stats_json;
+use crate::core::limits::NamedLimits;
 use crate::core::vhost::{VHost, VHostLimits, VHostMeta};
 
 /// The queue type a vhost reports when none was chosen for it.

@@ -33,7 +33,6 @@ use crate::core::connections::{ConnectionInfo, ConnectionLimits, Registration};
 use crate::core::login_throttle::Admission;
 use crate::core::message::Message;
 use crate::core::permissions::{Access, Compiled};
-use crate::core::user::UserLimits;
 use crate::core::{FieldTable, FieldValue};
 use crate::transport::BUSY_READ;
 use crate::transport::outbox::Outbox;
@@ -145,7 +144,7 @@ where
         };
         let limits = ConnectionLimits {
             vhost: admitted.vhost.max_connections(),
-            user: UserLimits::effective(ctx.broker.users.limits(&admitted.user).max_connections),
+            user: crate::core::limits::in_force(ctx.broker.users.limits(&admitted.user).max_connections),
         };
         let registration = match ctx.broker.connections.register(info, Message::now_ms(), limits) {
             Ok(r) => r,
