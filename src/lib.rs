@@ -7,6 +7,7 @@
 //! [`store`]. [`server`] wires them to sockets; [`config`] reads flags and ini files.
 
 pub mod amqp;
+pub mod client;
 pub mod cluster;
 pub mod config;
 pub mod core;
@@ -18,6 +19,7 @@ pub mod logging;
 pub mod memory_trim;
 pub mod mqtt;
 pub mod server;
+pub mod shovel;
 pub mod store;
 pub mod system_limits;
 pub mod systemd;

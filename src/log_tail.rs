@@ -78,10 +78,9 @@ impl LogLine {
     }
 }
 
-/// Appends `ms` (since the Unix epoch) as an RFC 3339 UTC time with milliseconds.
-fn write_utc(out: &mut String, ms: i64) {
-    let (days, ms_of_day) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+/// Year, month and day of a count of days since 1970-01-01 (Howard
+/// Hinnant's algorithm for the proleptic Gregorian calendar).
+pub(crate) fn civil_from_days(days: i64) -> (i64, i64, i64) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);
@@ -90,7 +89,13 @@ fn write_utc(out: &mut String, ms: i64) {
     let mp = (5 * doy + 2) / 153;
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    (yoe + era * 400 + i64::from(month <= 2), month, day)
+}
+
+/// Appends `ms` (since the Unix epoch) as an RFC 3339 UTC time with milliseconds.
+fn write_utc(out: &mut String, ms: i64) {
+    let (days, ms_of_day) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
+    let (year, month, day) = civil_from_days(days);
     let secs = ms_of_day / 1000;
     let _ = write!(
         out,

@@ -214,6 +214,7 @@ impl Server {
                 mqtt: mqtt_ctx.clone(),
                 local: http_addr,
             }),
+            shovels: crate::shovel::Shovels::start(ctx.clone(), &main.default_user),
         });
         let control = if main.control_unix_path.as_os_str().is_empty() {
             None

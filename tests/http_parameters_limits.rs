@@ -1,9 +1,11 @@
 //! Runtime parameters, global parameters, vhost limits and vhost metadata in
 //! the management API: RabbitMQ's shapes and status codes, persistence across
 //! restarts, definitions export and import, and the limits enforced on AMQP
-//! clients.
+//! clients. Shovels, defined as parameters, are in [`shovel`].
 
 mod common;
+#[path = "shovel/mod.rs"]
+mod shovel;
 
 use common::api::*;
 use common::*;

@@ -158,9 +158,10 @@ fn credentials(mechanism: &str, response: &Bytes) -> Option<(String, String)> {
 }
 
 /// The SASL mechanisms offered to `peer`: EXTERNAL only to clients that
-/// presented a verified certificate with a common name.
+/// presented a verified certificate with a common name, and to the broker's
+/// own in-process connections.
 fn mechanisms(peer: &Peer) -> Bytes {
-    if peer.client_cn().is_some() {
+    if peer.external_identity().is_some() {
         Bytes::from_static(b"PLAIN AMQPLAIN EXTERNAL")
     } else {
         Bytes::from_static(b"PLAIN AMQPLAIN")
@@ -173,7 +174,7 @@ fn mechanisms(peer: &Peer) -> Bytes {
 /// the reason for the log.
 fn authenticate(ctx: &AmqpContext, mechanism: &str, response: &Bytes, peer: &Peer) -> Result<(String, User), String> {
     if mechanism == "EXTERNAL" {
-        let Some(cn) = peer.client_cn() else {
+        let Some(cn) = peer.external_identity() else {
             return Err("EXTERNAL needs a verified TLS client certificate".to_owned());
         };
         let user = ctx

@@ -14,18 +14,14 @@ mod bodies;
 mod churn;
 #[path = "lavinmqperf/churn_loops.rs"]
 mod churn_loops;
-#[path = "lavinmqperf/client.rs"]
-mod client;
 #[path = "lavinmqperf/mqtt_throughput.rs"]
 mod mqtt_throughput;
-#[path = "lavinmqperf/stream.rs"]
-mod stream;
 #[path = "lavinmqperf/throughput.rs"]
 mod throughput;
-#[path = "lavinmqperf/tls.rs"]
-mod tls;
-#[path = "lavinmqperf/uri.rs"]
-mod uri;
+
+// The AMQP client, its byte stream and URI parsing live in the library,
+// where shovels use them too.
+use lavinmq::client::{connection as client, stream, uri};
 
 use std::process::ExitCode;
 use std::sync::OnceLock;

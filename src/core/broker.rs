@@ -128,6 +128,12 @@ impl Broker {
         Ok(Arc::new(broker))
     }
 
+    /// The data directory, for state kept beside the vhosts (such as which
+    /// shovels are paused).
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
     fn vhosts_path(&self) -> PathBuf {
         self.data_dir.join("vhosts.json")
     }

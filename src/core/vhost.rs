@@ -101,6 +101,9 @@ pub struct VHost {
     limits: RwLock<VHostLimits>,
     /// Runtime parameters by component and name.
     parameters: RwLock<std::collections::BTreeMap<(String, String), serde_json::Value>>,
+    /// Who set each runtime parameter, when known: a shovel with a host-less
+    /// URI acts as that user on this broker.
+    parameter_owners: RwLock<HashMap<(String, String), String>>,
 }
 
 /// What administrators say about a vhost (RabbitMQ's vhost metadata): shown by
@@ -294,6 +297,7 @@ impl VHost {
             meta: RwLock::default(),
             limits: RwLock::default(),
             parameters: RwLock::default(),
+            parameter_owners: RwLock::default(),
             churn: ChurnCounters::default(),
         });
         {
@@ -400,9 +404,12 @@ impl VHost {
                 }
                 "parameter" => {
                     let component = d["component"].as_str().unwrap_or_default().to_string();
-                    self.parameters
-                        .write()
-                        .insert((component, name.to_string()), d["value"].clone());
+                    let key = (component, name.to_string());
+                    match d["owner"].as_str() {
+                        Some(owner) => self.parameter_owners.write().insert(key.clone(), owner.to_string()),
+                        None => self.parameter_owners.write().remove(&key),
+                    };
+                    self.parameters.write().insert(key, d["value"].clone());
                     Ok(())
                 }
                 "bind" => {
@@ -1279,21 +1286,41 @@ impl VHost {
             .cloned()
     }
 
-    /// Creates or replaces a runtime parameter, durably; true when it existed.
-    pub fn set_parameter(&self, component: &str, name: &str, value: serde_json::Value) -> Result<bool> {
-        let line = serde_json::json!({"parameter": {"component": component, "name": name, "value": value}});
-        let existed = self
-            .parameters
-            .write()
-            .insert((component.to_string(), name.to_string()), value)
-            .is_some();
-        self.log_change(line)?;
+    /// The user who set parameter `name` of `component`, when known.
+    pub fn parameter_owner(&self, component: &str, name: &str) -> Option<String> {
+        self.parameter_owners
+            .read()
+            .get(&(component.to_string(), name.to_string()))
+            .cloned()
+    }
+
+    /// Creates or replaces a runtime parameter, durably, set by `owner`
+    /// (when a user did it); true when it existed.
+    pub fn set_parameter(
+        &self,
+        component: &str,
+        name: &str,
+        value: serde_json::Value,
+        owner: Option<&str>,
+    ) -> Result<bool> {
+        let mut line = serde_json::json!({"component": component, "name": name, "value": value});
+        if let Some(owner) = owner {
+            line["owner"] = serde_json::json!(owner);
+        }
+        let key = (component.to_string(), name.to_string());
+        match owner {
+            Some(owner) => self.parameter_owners.write().insert(key.clone(), owner.to_string()),
+            None => self.parameter_owners.write().remove(&key),
+        };
+        let existed = self.parameters.write().insert(key, value).is_some();
+        self.log_change(serde_json::json!({ "parameter": line }))?;
         Ok(existed)
     }
 
     /// Removes a runtime parameter, durably; NOT_FOUND if there is none.
     pub fn delete_parameter(&self, component: &str, name: &str) -> Result<()> {
         let key = (component.to_string(), name.to_string());
+        self.parameter_owners.write().remove(&key);
         if self.parameters.write().remove(&key).is_none() {
             return Err(Error::NotFound(format!(
                 "no parameter '{name}' of component '{component}' in vhost '{}'",

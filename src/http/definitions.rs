@@ -592,7 +592,7 @@ fn import_parameter(broker: &Broker, v: &VHost, p: &ParameterDef) -> ApiResult<(
     if v.parameter(&p.component, &p.name).as_ref() == Some(&p.value) {
         return Ok(());
     }
-    v.set_parameter(&p.component, &p.name, p.value.clone())
+    v.set_parameter(&p.component, &p.name, p.value.clone(), None)
         .map(|_| ())
         .map_err(failed(what))
 }
@@ -924,6 +924,7 @@ pub async fn show_vhost(
 pub async fn upload(State(s): State<Arc<HttpState>>, user: Authed, body: Bytes) -> ApiResult<StatusCode> {
     user.require_admin()?;
     import(&s.broker, &parse(&body)?, None)?;
+    s.shovels.changed();
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -937,6 +938,7 @@ pub async fn upload_vhost(
     user.require_admin()?;
     let v = s.broker.vhost(&v).ok_or_else(ApiError::not_found)?;
     import(&s.broker, &parse(&body)?, Some(&v))?;
+    s.shovels.changed();
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -59,6 +59,16 @@ impl ApiError {
         }
     }
 
+    /// 422: the object is not in a state that allows the request (a shovel
+    /// that is not paused cannot be resumed).
+    pub fn unprocessable(reason: impl Into<String>) -> Self {
+        ApiError {
+            status: StatusCode::UNPROCESSABLE_ENTITY,
+            error: "unprocessable_entity",
+            reason: reason.into(),
+        }
+    }
+
     /// 403: authenticated, but not allowed.
     pub fn forbidden(reason: impl Into<String>) -> Self {
         ApiError {

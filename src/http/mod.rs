@@ -27,6 +27,7 @@ pub mod path;
 pub mod policies;
 pub mod queues;
 pub mod replicated;
+pub mod shovels;
 pub mod stats_json;
 pub mod stream_read;
 pub mod ui;
@@ -56,6 +57,9 @@ pub struct HttpState {
     pub listeners: Vec<(&'static str, std::net::SocketAddr)>,
     /// The protocol adapters WebSocket upgrades on the HTTP listener lead to.
     pub websocket: Option<websocket::WsTargets>,
+    /// The broker's shovels, for `/api/shovels` and to hear of changed
+    /// `shovel` parameters.
+    pub shovels: Arc<crate::shovel::Shovels>,
 }
 
 impl HttpState {
@@ -258,6 +262,19 @@ fn routes(state: Arc<HttpState>) -> Router {
         .route(
             "/api/parameters/{component}/{vhost}/{name}",
             get(parameters::show).put(parameters::set).delete(parameters::delete),
+        )
+        .route("/api/shovels", get(shovels::list))
+        .route("/api/shovels/{vhost}", get(shovels::list_vhost))
+        .route("/api/shovels/{vhost}/{name}", get(shovels::show))
+        .route("/api/shovels/{vhost}/{name}/pause", put(shovels::pause))
+        .route("/api/shovels/{vhost}/{name}/resume", put(shovels::resume))
+        .route(
+            "/api/shovels/vhost/{vhost}/{name}",
+            get(shovels::show).delete(shovels::delete),
+        )
+        .route(
+            "/api/shovels/vhost/{vhost}/{name}/restart",
+            axum::routing::delete(shovels::restart),
         )
         .route("/api/global-parameters", get(parameters::list_global))
         .route(

@@ -116,7 +116,12 @@ pub async fn set(
         return Err(ApiError::bad_request("component and name must not be empty"));
     }
     let value = value_of(&body)?;
-    let existed = v.set_parameter(&component, &name, value)?;
+    if component == crate::shovel::COMPONENT {
+        crate::shovel::config::ShovelConfig::from_json(&value)
+            .map_err(|e| ApiError::bad_request(format!("shovel '{name}': {e}")))?;
+    }
+    let existed = v.set_parameter(&component, &name, value, Some(&user.0.name))?;
+    s.shovels.changed();
     Ok(super::created_or_updated(existed))
 }
 
@@ -128,6 +133,7 @@ pub async fn delete(
 ) -> ApiResult<StatusCode> {
     let v = vhost_param_target(&s, &user, &vhost)?;
     v.delete_parameter(&component, &name)?;
+    s.shovels.changed();
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -18,6 +18,10 @@ pub struct Peer {
     /// The load balancer's address, when the connection came through one
     /// speaking the PROXY protocol ([`Peer::addr`] is then the client's).
     pub proxy: Option<SocketAddr>,
+    /// Set for a connection the broker opened to itself (a shovel's local
+    /// end): the user it acts as, trusted without a password because the
+    /// broker chose it.
+    pub in_process_user: Option<String>,
 }
 
 /// What a TLS handshake told about the client.
@@ -43,6 +47,16 @@ impl Peer {
             local,
             tls: None,
             proxy: None,
+            in_process_user: None,
+        }
+    }
+
+    /// A connection the broker opens to itself, acting as `user`. It is shown
+    /// as coming from the loopback address.
+    pub fn in_process(user: &str) -> Peer {
+        Peer {
+            in_process_user: Some(user.to_owned()),
+            ..Peer::unix()
         }
     }
 
@@ -66,6 +80,12 @@ impl Peer {
             cipher: t.cipher,
             peer_cn: t.client_cn.clone(),
         })
+    }
+
+    /// Who the connection is without a password (SASL EXTERNAL): the
+    /// in-process user, else the verified client certificate's common name.
+    pub fn external_identity(&self) -> Option<&str> {
+        self.in_process_user.as_deref().or_else(|| self.client_cn())
     }
 
     /// The verified client certificate's common name, if any.

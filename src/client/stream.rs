@@ -1,17 +1,18 @@
-//! The connection's byte stream, plain TCP or TLS (`amqps://`), split into a
-//! reader and a writer that the hot loops drive from separate tasks.
+//! The connection's byte stream, plain TCP, TLS (`amqps://`) or an in-process
+//! pipe to this broker, split into a reader and a writer that the hot loops
+//! drive from separate tasks.
 
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf, ReadHalf, WriteHalf};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, DuplexStream, ReadBuf, ReadHalf, WriteHalf};
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio_rustls::client::TlsStream;
 
-use crate::tls;
-use crate::uri::AmqpUri;
+use super::tls;
+use super::uri::AmqpUri;
 
 /// The receive half.
 pub enum Reader {
@@ -19,6 +20,8 @@ pub enum Reader {
     Tcp(OwnedReadHalf),
     /// TLS.
     Tls(ReadHalf<TlsStream<TcpStream>>),
+    /// A pipe to this broker.
+    InProcess(ReadHalf<DuplexStream>),
 }
 
 /// The send half. Write with [`Writer::send`], which flushes: TLS sends what
@@ -28,6 +31,8 @@ pub enum Writer {
     Tcp(OwnedWriteHalf),
     /// TLS.
     Tls(WriteHalf<TlsStream<TcpStream>>),
+    /// A pipe to this broker.
+    InProcess(WriteHalf<DuplexStream>),
 }
 
 /// Connects to the URI's host and port, over TLS for `amqps://`.
@@ -47,6 +52,12 @@ pub async fn connect(uri: &AmqpUri) -> io::Result<(Reader, Writer)> {
     }
 }
 
+/// Splits the client's end of an in-process pipe.
+pub fn in_process(stream: DuplexStream) -> (Reader, Writer) {
+    let (rd, wr) = tokio::io::split(stream);
+    (Reader::InProcess(rd), Writer::InProcess(wr))
+}
+
 impl Writer {
     /// Writes all of `buf` and flushes.
     pub async fn send(&mut self, buf: &[u8]) -> io::Result<()> {
@@ -60,6 +71,7 @@ impl AsyncRead for Reader {
         match self.get_mut() {
             Reader::Tcp(r) => Pin::new(r).poll_read(cx, buf),
             Reader::Tls(r) => Pin::new(r).poll_read(cx, buf),
+            Reader::InProcess(r) => Pin::new(r).poll_read(cx, buf),
         }
     }
 }
@@ -69,6 +81,7 @@ impl AsyncWrite for Writer {
         match self.get_mut() {
             Writer::Tcp(w) => Pin::new(w).poll_write(cx, buf),
             Writer::Tls(w) => Pin::new(w).poll_write(cx, buf),
+            Writer::InProcess(w) => Pin::new(w).poll_write(cx, buf),
         }
     }
 
@@ -76,6 +89,7 @@ impl AsyncWrite for Writer {
         match self.get_mut() {
             Writer::Tcp(w) => Pin::new(w).poll_flush(cx),
             Writer::Tls(w) => Pin::new(w).poll_flush(cx),
+            Writer::InProcess(w) => Pin::new(w).poll_flush(cx),
         }
     }
 
@@ -83,6 +97,7 @@ impl AsyncWrite for Writer {
         match self.get_mut() {
             Writer::Tcp(w) => Pin::new(w).poll_shutdown(cx),
             Writer::Tls(w) => Pin::new(w).poll_shutdown(cx),
+            Writer::InProcess(w) => Pin::new(w).poll_shutdown(cx),
         }
     }
 }

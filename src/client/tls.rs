@@ -14,7 +14,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
-use crate::uri::TlsParams;
+use super::uri::TlsParams;
 
 /// Runs the TLS handshake on `tcp` for the server `host`.
 pub async fn connect(tcp: TcpStream, host: &str, params: &TlsParams) -> io::Result<TlsStream<TcpStream>> {

@@ -8,14 +8,14 @@ use std::fmt;
 use std::io;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use lavinmq::amqp::codec::{
+use crate::amqp::codec::{
     BasicProperties, CodecError, FieldTable, FieldValue, Frame, Method, ShortStr, parse_frame, write_method,
 };
+use bytes::{Bytes, BytesMut};
 use tokio::io::AsyncReadExt;
 
-use crate::stream::{self, Reader, Writer};
-use crate::uri::AmqpUri;
+use super::stream::{self, Reader, Writer};
+use super::uri::AmqpUri;
 
 /// Initial size of a connection's receive buffer.
 pub const READ_BUF: usize = 256 * 1024;
@@ -254,8 +254,10 @@ pub struct Connection {
     pub tuning: Tuning,
 }
 
-/// Client properties sent in connection.start-ok.
-fn client_properties(name: &str) -> FieldTable {
+/// Client properties sent in connection.start-ok: the program is named by
+/// `product` (`lavinmqperf`, or `lavinmq` for a shovel), the connection by
+/// `name`.
+fn client_properties(product: &str, name: &str) -> FieldTable {
     let mut caps = FieldTable::new();
     for cap in [
         "publisher_confirms",
@@ -269,7 +271,7 @@ fn client_properties(name: &str) -> FieldTable {
         caps.insert(cap, FieldValue::Bool(true));
     }
     let mut props = FieldTable::new();
-    props.insert("product", FieldValue::from("lavinmqperf"));
+    props.insert("product", FieldValue::from(product));
     props.insert("version", FieldValue::from(env!("CARGO_PKG_VERSION")));
     props.insert("platform", FieldValue::from("Rust"));
     props.insert("connection_name", FieldValue::from(name));
@@ -277,10 +279,71 @@ fn client_properties(name: &str) -> FieldTable {
     props
 }
 
+/// How a client proves who it is.
+#[derive(Debug, Clone)]
+pub enum Login<'a> {
+    /// SASL PLAIN with a user name and password.
+    Plain {
+        /// User name.
+        user: &'a str,
+        /// Password.
+        password: &'a str,
+    },
+    /// SASL EXTERNAL: the server already knows (a client certificate, or the
+    /// broker's own in-process connection).
+    External,
+}
+
+impl Login<'_> {
+    fn mechanism(&self) -> &'static str {
+        match self {
+            Login::Plain { .. } => "PLAIN",
+            Login::External => "EXTERNAL",
+        }
+    }
+
+    fn response(&self) -> Bytes {
+        match self {
+            Login::Plain { user, password } => {
+                let mut response = Vec::with_capacity(user.len() + password.len() + 2);
+                response.push(0);
+                response.extend_from_slice(user.as_bytes());
+                response.push(0);
+                response.extend_from_slice(password.as_bytes());
+                Bytes::from(response)
+            }
+            Login::External => Bytes::new(),
+        }
+    }
+}
+
 impl Connection {
-    /// Connects, authenticates with PLAIN and opens the URI's vhost.
+    /// Connects, authenticates with PLAIN and opens the URI's vhost, as
+    /// `lavinmqperf`.
     pub async fn connect(uri: &AmqpUri, name: &str) -> Result<Connection, Error> {
+        Self::connect_as(uri, "lavinmqperf", name).await
+    }
+
+    /// Connects, authenticates with PLAIN and opens the URI's vhost, naming
+    /// the program `product` in the client properties.
+    pub async fn connect_as(uri: &AmqpUri, product: &str, name: &str) -> Result<Connection, Error> {
         let (rd, writer) = stream::connect(uri).await?;
+        let login = Login::Plain {
+            user: &uri.user,
+            password: &uri.password,
+        };
+        Self::open(rd, writer, login, &uri.vhost, product, name).await
+    }
+
+    /// Runs the handshake over an already connected stream and opens `vhost`.
+    pub async fn open(
+        rd: Reader,
+        writer: Writer,
+        login: Login<'_>,
+        vhost: &str,
+        product: &str,
+        name: &str,
+    ) -> Result<Connection, Error> {
         let mut conn = Connection {
             reader: FrameReader {
                 rd,
@@ -294,23 +357,19 @@ impl Connection {
         let Method::ConnectionStart { mechanisms, .. } = conn.expect(0).await? else {
             return Err(Error::Protocol("expected connection.start".into()));
         };
-        if !mechanisms.split(|&b| b == b' ').any(|m| m == b"PLAIN") {
+        let mechanism = login.mechanism();
+        if !mechanisms.split(|&b| b == b' ').any(|m| m == mechanism.as_bytes()) {
             return Err(Error::Protocol(format!(
-                "server does not offer PLAIN authentication (offers {})",
+                "server does not offer {mechanism} authentication (offers {})",
                 String::from_utf8_lossy(&mechanisms)
             )));
         }
-        let mut response = Vec::with_capacity(uri.user.len() + uri.password.len() + 2);
-        response.push(0);
-        response.extend_from_slice(uri.user.as_bytes());
-        response.push(0);
-        response.extend_from_slice(uri.password.as_bytes());
         conn.send(
             0,
             &Method::ConnectionStartOk {
-                client_properties: client_properties(name),
-                mechanism: ShortStr::from_static("PLAIN"),
-                response: Bytes::from(response),
+                client_properties: client_properties(product, name),
+                mechanism: ShortStr::from_static(mechanism),
+                response: login.response(),
                 locale: ShortStr::from_static("en_US"),
             },
         )
@@ -319,9 +378,12 @@ impl Connection {
             Ok(m) => m,
             // A server without authentication_failure_close just hangs up.
             Err(Error::Io(e)) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                let who = match &login {
+                    Login::Plain { user, .. } => format!(" for user {user:?}"),
+                    Login::External => String::new(),
+                };
                 return Err(Error::Protocol(format!(
-                    "server closed the connection during the handshake (wrong credentials for user {:?}?)",
-                    uri.user
+                    "server closed the connection during the handshake (wrong credentials{who}?)"
                 )));
             }
             Err(e) => return Err(e),
@@ -352,7 +414,7 @@ impl Connection {
         )
         .await?;
         let open = Method::ConnectionOpen {
-            virtual_host: ShortStr::from(uri.vhost.as_str()),
+            virtual_host: ShortStr::from(vhost),
         };
         conn.call(0, &open, "connection.open-ok", |m| {
             matches!(m, Method::ConnectionOpenOk)
@@ -385,15 +447,17 @@ impl Connection {
                         return Err(err);
                     }
                     match method {
-                        Method::ConnectionBlocked { reason } => eprintln!("Connection blocked by server: {reason}"),
-                        Method::ConnectionUnblocked => eprintln!("Connection unblocked"),
+                        Method::ConnectionBlocked { reason } => {
+                            tracing::warn!("connection blocked by server: {reason}")
+                        }
+                        Method::ConnectionUnblocked => tracing::info!("connection unblocked"),
                         m if ch == channel => return Ok(m),
                         _ => {}
                     }
                 }
                 Frame::Heartbeat { .. } => {
                     self.wbuf.clear();
-                    lavinmq::amqp::codec::write_heartbeat(&mut self.wbuf);
+                    crate::amqp::codec::write_heartbeat(&mut self.wbuf);
                     self.writer.send(&self.wbuf).await?;
                 }
                 Frame::Header { .. } | Frame::Body { .. } => {}
@@ -460,6 +524,15 @@ impl Connection {
 
     /// queue.declare; returns the (possibly server-generated) queue name.
     pub async fn queue_declare(&mut self, channel: u16, queue: QueueDeclare<'_>) -> Result<String, Error> {
+        self.queue_declare_counted(channel, queue).await.map(|(name, _)| name)
+    }
+
+    /// queue.declare; returns the queue name and its ready message count.
+    pub async fn queue_declare_counted(
+        &mut self,
+        channel: u16,
+        queue: QueueDeclare<'_>,
+    ) -> Result<(String, u32), Error> {
         let m = Method::QueueDeclare {
             queue: ShortStr::from(queue.name),
             passive: queue.passive,
@@ -475,7 +548,9 @@ impl Connection {
             })
             .await?
         {
-            Method::QueueDeclareOk { queue, .. } => Ok(queue.to_string()),
+            Method::QueueDeclareOk {
+                queue, message_count, ..
+            } => Ok((queue.to_string(), message_count)),
             other => Err(Error::Protocol(format!("unexpected reply {}", other.name()))),
         }
     }
@@ -742,7 +817,7 @@ fn json_to_field(v: &serde_json::Value) -> FieldValue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lavinmq::amqp::codec::{BasicProperties, write_basic_deliver, write_body, write_header};
+    use crate::amqp::codec::{BasicProperties, write_basic_deliver, write_body, write_header};
 
     #[test]
     fn raw_view_matches_codec() {
@@ -870,7 +945,7 @@ mod tests {
     #[test]
     fn get_ok_tag_in_place() {
         let mut buf = BytesMut::new();
-        lavinmq::amqp::codec::write_basic_get_ok(&mut buf, 1, 42, false, "", "q", 7).unwrap();
+        crate::amqp::codec::write_basic_get_ok(&mut buf, 1, 42, false, "", "q", 7).unwrap();
         let f = peek_frame(&buf).unwrap().unwrap();
         assert_eq!(get_ok_tag(f.payload), Some(42));
         assert_eq!(deliver_tag(f.payload), None);
