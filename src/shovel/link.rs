@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::config::{self, AckMode, DeleteAfter, Destination, ShovelConfig, Source};
 use super::status::{State, Status};
+use super::webhook::Webhook;
 use crate::amqp::codec::{
     BasicProperties, FieldTable, FieldValue, Frame, Method, ShortStr, parse_frame, write_basic_ack, write_basic_nack,
     write_body, write_header, write_header_raw, write_method,
@@ -51,6 +52,9 @@ pub enum LinkError {
         /// What went wrong.
         error: client::Error,
     },
+    /// The webhook destination failed or refused a message.
+    #[error("destination: {0}")]
+    Webhook(super::webhook::WebhookError),
     /// An end did not answer in time.
     #[error("{0}: timed out connecting")]
     Timeout(&'static str),
@@ -154,7 +158,12 @@ impl Link<'_> {
         let pick = |uris: &[String]| uris[self.attempt % uris.len()].clone();
         let (src_uri, dest_uri) = (pick(&cfg.src_uris), pick(&cfg.dest_uris));
         let mut src = self.connect(&src_uri, "src-uri", "source").await?;
-        let mut dst = self.connect(&dest_uri, "dest-uri", "destination").await?;
+        let (mut dst, mut webhook) = if cfg.destination == Destination::Http {
+            let hook = Webhook::new(&dest_uri, self.name).map_err(LinkError::Webhook)?;
+            (None, Some(hook))
+        } else {
+            (Some(self.connect(&dest_uri, "dest-uri", "destination").await?), None)
+        };
         src.open_channel(CHANNEL).await.map_err(at("source"))?;
         let (queue, count) = match &cfg.source {
             Source::Queue(q) => (q.clone(), Self::ensure_queue(&mut src, q, "source").await?),
@@ -179,16 +188,18 @@ impl Link<'_> {
             DeleteAfter::Count(n) => Some(n.saturating_sub(self.status.forwarded_count())),
         };
         if remaining == Some(0) {
-            let _ = tokio::join!(src.close(), dst.close());
+            close(src, dst).await;
             return Ok(Outcome::Finished);
         }
-        dst.open_channel(CHANNEL).await.map_err(at("destination"))?;
-        // Declaring may close and reopen the channel, so confirms come after.
-        if let Destination::Amqp { queue: Some(q), .. } = &cfg.destination {
-            Self::ensure_queue(&mut dst, q, "destination").await?;
-        }
-        if cfg.ack_mode == AckMode::OnConfirm {
-            dst.confirm_select(CHANNEL).await.map_err(at("destination"))?;
+        if let Some(dst) = dst.as_mut() {
+            dst.open_channel(CHANNEL).await.map_err(at("destination"))?;
+            // Declaring may close and reopen the channel, so confirms come after.
+            if let Destination::Amqp { queue: Some(q), .. } = &cfg.destination {
+                Self::ensure_queue(dst, q, "destination").await?;
+            }
+            if cfg.ack_mode == AckMode::OnConfirm {
+                dst.confirm_select(CHANNEL).await.map_err(at("destination"))?;
+            }
         }
         let no_ack = cfg.ack_mode == AckMode::NoAck;
         if !no_ack {
@@ -214,19 +225,28 @@ impl Link<'_> {
             next_seq: 1,
             to_src: BytesMut::new(),
             to_dst: BytesMut::new(),
-            dst_frame_max: dst.tuning.frame_max,
+            posts: VecDeque::new(),
+            dst_frame_max: dst.as_ref().map_or(0, |d| d.tuning.frame_max),
         };
         let outcome = loop {
             // Frames may already be buffered (deliveries that came with
             // consume-ok), so handle what is there before reading more.
             mover.handle_source(&mut src.reader.buf)?;
-            mover.handle_destination(&mut dst.reader.buf)?;
-            if !mover.to_dst.is_empty() {
-                dst.writer
-                    .send(&mover.to_dst)
-                    .await
-                    .map_err(|e| at("destination")(e.into()))?;
-                mover.to_dst.clear();
+            if let Some(dst) = dst.as_mut() {
+                mover.handle_destination(&mut dst.reader.buf)?;
+                if !mover.to_dst.is_empty() {
+                    dst.writer
+                        .send(&mover.to_dst)
+                        .await
+                        .map_err(|e| at("destination")(e.into()))?;
+                    mover.to_dst.clear();
+                }
+            }
+            if let Some(hook) = webhook.as_mut() {
+                while let Some((tag, properties, body)) = mover.posts.pop_front() {
+                    hook.post(&properties, body).await.map_err(LinkError::Webhook)?;
+                    mover.posted(tag);
+                }
             }
             if !mover.to_src.is_empty() {
                 src.writer
@@ -241,11 +261,24 @@ impl Link<'_> {
             tokio::select! {
                 _ = stop.cancelled() => break Outcome::Stopped,
                 read = src.reader.fill() => read.map_err(at("source"))?,
-                read = dst.reader.fill() => read.map_err(at("destination"))?,
+                read = async {
+                    match dst.as_mut() {
+                        Some(d) => d.reader.fill().await,
+                        None => std::future::pending().await,
+                    }
+                } => read.map_err(at("destination"))?,
             }
         };
-        let _ = tokio::join!(src.close(), dst.close());
+        close(src, dst).await;
         Ok(outcome)
+    }
+}
+
+/// Closes both ends gracefully (unacked messages go back to the source queue).
+async fn close(src: Connection, dst: Option<Connection>) {
+    match dst {
+        Some(dst) => drop(tokio::join!(src.close(), dst.close())),
+        None => drop(src.close().await),
     }
 }
 
@@ -268,13 +301,15 @@ struct Mover<'a> {
     to_src: BytesMut,
     /// Bytes to send to the destination (publishes).
     to_dst: BytesMut,
+    /// Messages for a webhook destination: delivery tag, properties, body.
+    posts: VecDeque<(u64, BasicProperties, Bytes)>,
     dst_frame_max: u32,
 }
 
 impl Mover<'_> {
     /// Whether `src-delete-after` is reached and nothing is in flight.
     fn done(&self) -> bool {
-        *self.remaining == Some(0) && self.unconfirmed.is_empty() && self.incoming.is_none()
+        *self.remaining == Some(0) && self.unconfirmed.is_empty() && self.incoming.is_none() && self.posts.is_empty()
     }
 
     /// Handles every complete frame the source sent.
@@ -383,6 +418,14 @@ impl Mover<'_> {
         let Some((properties, raw, size)) = m.header else {
             return Ok(());
         };
+        if cfg.destination == Destination::Http {
+            let mut props = *properties;
+            if cfg.add_forward_headers || cfg.add_timestamp_header {
+                self.add_headers(&mut props);
+            }
+            self.posts.push_back((m.delivery_tag, props, m.body.freeze()));
+            return Ok(());
+        }
         let (exchange, routing_key) = cfg.destination.route(&m.exchange, &m.routing_key);
         let publish = Method::BasicPublish {
             exchange: ShortStr::from(exchange),
@@ -410,6 +453,14 @@ impl Mover<'_> {
             AckMode::NoAck => {}
         }
         Ok(())
+    }
+
+    /// A webhook accepted the message with `delivery_tag`: it leaves the source.
+    fn posted(&mut self, delivery_tag: u64) {
+        self.link.status.forwarded(1);
+        if !self.no_ack {
+            write_basic_ack(&mut self.to_src, CHANNEL, delivery_tag, false);
+        }
     }
 
     /// Adds RabbitMQ's `x-shovelled` (and `x-shovelled-timestamp`) headers.

@@ -10,6 +10,7 @@
 pub mod config;
 pub mod link;
 pub mod status;
+pub mod webhook;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;

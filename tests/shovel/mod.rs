@@ -346,3 +346,87 @@ async fn a_host_less_uri_acts_as_the_user_who_created_the_shovel() {
         "refused at the destination: {status}"
     );
 }
+
+/// What the test webhook received: path, headers and body of each accepted POST.
+type Posts = std::sync::Arc<std::sync::Mutex<Vec<(String, axum::http::HeaderMap, String)>>>;
+
+/// Serves a webhook that answers 500 to the first `failures` requests and
+/// records the rest; returns its address and the record.
+async fn webhook(failures: usize) -> (std::net::SocketAddr, Posts) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let posts: Posts = Default::default();
+    let seen = std::sync::Arc::new(AtomicUsize::new(0));
+    let record = posts.clone();
+    let app = axum::Router::new().fallback(
+        move |uri: axum::http::Uri, headers: axum::http::HeaderMap, body: String| {
+            let (record, seen) = (record.clone(), seen.clone());
+            async move {
+                if seen.fetch_add(1, Ordering::SeqCst) < failures {
+                    return axum::http::StatusCode::INTERNAL_SERVER_ERROR;
+                }
+                record
+                    .lock()
+                    .expect("lock")
+                    .push((uri.path().to_owned(), headers, body));
+                axum::http::StatusCode::NO_CONTENT
+            }
+        },
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (addr, posts)
+}
+
+#[tokio::test]
+async fn a_webhook_destination_gets_each_message_posted_retrying_failures() {
+    let broker = start().await;
+    let (addr, posts) = webhook(2).await;
+    let (conn, ch) = broker.channel().await;
+    declare_queue(&ch, "hooks").await;
+    for i in 0..5 {
+        let mut headers = lapin::types::FieldTable::default();
+        headers.insert("tenant".into(), long_str("acme"));
+        let props = lapin::BasicProperties::default()
+            .with_content_type("text/plain".into())
+            .with_message_id(format!("id{i}").into())
+            .with_headers(headers);
+        publish_props(&ch, "", "hooks", format!("event {i}").as_bytes(), props).await;
+    }
+    add_shovel(
+        &Api::new(&broker),
+        "hook",
+        json!({"src-uri": "amqp://", "src-queue": "hooks",
+               "dest-uri": format!("http://user:pw@{addr}/events"), "reconnect-delay": 0.1}),
+    )
+    .await;
+    eventually("five messages posted", || async {
+        posts.lock().expect("lock").len() >= 5
+    })
+    .await;
+    eventually("the queue is empty", || async {
+        message_count(&conn, "hooks").await == 0
+    })
+    .await;
+    let posts = posts.lock().expect("lock").clone();
+    let bodies: Vec<_> = posts.iter().map(|(_, _, b)| b.as_str()).collect();
+    assert_eq!(
+        bodies,
+        ["event 0", "event 1", "event 2", "event 3", "event 4"],
+        "in order, after the failures"
+    );
+    let (path, headers, _) = &posts[0];
+    assert_eq!(path, "/events");
+    let h = |k: &str| {
+        headers
+            .get(k)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert_eq!(h("content-type"), "text/plain");
+    assert_eq!(h("x-message-id"), "id0");
+    assert_eq!(h("x-tenant"), "acme");
+    assert_eq!(h("x-shovel"), "hook");
+    assert_eq!(h("authorization"), "Basic dXNlcjpwdw==");
+}
