@@ -24,8 +24,12 @@
 //!
 //! Each seed drives a deterministic PRNG (timing still varies from run to run).
 //! `CRASH_SEEDS=N` runs N seeds (default 8); `CRASH_SEED=S` runs only seed S.
+//!
+//! [`shovel`] kills a broker in the middle of a shovel.
 
 mod process;
+#[path = "crash/shovel.rs"]
+mod shovel;
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
