@@ -1146,3 +1146,35 @@ async fn restart_queue_reopens_a_closed_queue_once_its_files_are_fixed() {
     let again = ctl(&b, &["restart_queue", &q]).await.fails_with(1);
     assert!(again.stderr.contains("not restarted"), "{again:?}");
 }
+
+#[tokio::test]
+async fn shovels_are_added_listed_restarted_and_deleted() {
+    let b = start().await;
+    let api = Api::new(&b);
+    let definition = r#"{"src-uri":"amqp://","src-queue":"ctl-in","dest-uri":"amqp://","dest-queue":"ctl-out"}"#;
+    ctl(&b, &["add_shovel", "mover", definition]).await.ok();
+    let (_conn, ch) = b.channel().await;
+    publish(&ch, "", "ctl-in", b"moved by the shovel").await;
+    let mut consumer = consume(&ch, "ctl-out").await;
+    assert_eq!(next_delivery(&mut consumer).await.data, b"moved by the shovel");
+    let listed = ctl(&b, &["-f", "json", "list_shovels", "name", "state", "src_queue"])
+        .await
+        .ok()
+        .json();
+    assert_eq!(
+        listed,
+        json!([{"name": "mover", "state": "running", "src_queue": "ctl-in"}])
+    );
+    ctl(&b, &["restart_shovel", "mover"]).await.ok();
+    let bad = ctl(&b, &["add_shovel", "bad", r#"{"src-uri":"amqp://"}"#])
+        .await
+        .fails_with(1);
+    assert!(bad.stderr.contains("'dest-uri' is required"), "{bad:?}");
+    ctl(&b, &["add_shovel", "bad", "[1]"]).await.fails_with(2);
+    ctl(&b, &["delete_shovel", "mover"]).await.ok();
+    assert_eq!(
+        api.get("/api/parameters/shovel/%2F/mover").await.0,
+        StatusCode::NOT_FOUND
+    );
+    ctl(&b, &["delete_shovel", "mover"]).await.fails_with(1);
+}

@@ -224,6 +224,27 @@ pub enum Command {
         /// Policy name
         name: String,
     },
+    /// Lists shovels of the vhost (-p) with their state
+    #[command(alias = "shovel_status")]
+    ListShovels(Columns),
+    /// Creates or replaces a shovel in the vhost (-p) from its JSON definition
+    /// (the keys of a `shovel` parameter: src-uri, src-queue, dest-uri, ...)
+    AddShovel {
+        /// Shovel name
+        name: String,
+        /// Definition, such as {"src-uri":"amqp://","src-queue":"a","dest-uri":"amqp://","dest-queue":"b"}
+        definition: String,
+    },
+    /// Deletes a shovel
+    DeleteShovel {
+        /// Shovel name
+        name: String,
+    },
+    /// Stops a shovel and starts it again
+    RestartShovel {
+        /// Shovel name
+        name: String,
+    },
     /// Lists client connections (of the vhost with -p, else all)
     ListConnections(Columns),
     /// Closes a connection by name

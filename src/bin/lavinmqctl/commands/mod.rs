@@ -7,6 +7,7 @@ mod exchanges;
 mod policies;
 mod queues;
 mod server;
+mod shovels;
 mod users;
 mod vhosts;
 
@@ -81,6 +82,10 @@ pub async fn run(ctx: &Ctx, command: Command) -> CtlResult<()> {
         Command::ListPolicies(cols) => policies::list(ctx, cols).await,
         Command::SetPolicy(args) => policies::set(ctx, &args).await,
         Command::ClearPolicy { name } => policies::clear(ctx, &name).await,
+        Command::ListShovels(cols) => shovels::list(ctx, cols).await,
+        Command::AddShovel { name, definition } => shovels::add(ctx, &name, &definition).await,
+        Command::DeleteShovel { name } => shovels::delete(ctx, &name).await,
+        Command::RestartShovel { name } => shovels::restart(ctx, &name).await,
         Command::ListConnections(cols) => connections::list(ctx, cols).await,
         Command::CloseConnection { name, reason } => connections::close(ctx, &name, reason.as_deref()).await,
         Command::CloseAllConnections { reason } => connections::close_all(ctx, reason.as_deref()).await,
