@@ -227,6 +227,7 @@ impl Link<'_> {
             to_dst: BytesMut::new(),
             posts: VecDeque::new(),
             dst_frame_max: dst.as_ref().map_or(0, |d| d.tuning.frame_max),
+            src_frame_max: src.tuning.frame_max,
         };
         let outcome = loop {
             // Frames may already be buffered (deliveries that came with
@@ -303,7 +304,10 @@ struct Mover<'a> {
     to_dst: BytesMut,
     /// Messages for a webhook destination: delivery tag, properties, body.
     posts: VecDeque<(u64, BasicProperties, Bytes)>,
+    /// The negotiated frame sizes: larger frames are refused before they
+    /// are buffered.
     dst_frame_max: u32,
+    src_frame_max: u32,
 }
 
 impl Mover<'_> {
@@ -315,7 +319,7 @@ impl Mover<'_> {
     /// Handles every complete frame the source sent.
     fn handle_source(&mut self, buf: &mut BytesMut) -> Result<(), LinkError> {
         let proto = |e| at("source")(client::Error::Codec(e));
-        while let Some(frame) = parse_frame(buf, 0).map_err(proto)? {
+        while let Some(frame) = parse_frame(buf, self.src_frame_max).map_err(proto)? {
             match frame {
                 Frame::Method {
                     method:
@@ -514,7 +518,7 @@ impl Mover<'_> {
     /// into acks (or requeueing nacks) on the source.
     fn handle_destination(&mut self, buf: &mut BytesMut) -> Result<(), LinkError> {
         let proto = |e| at("destination")(client::Error::Codec(e));
-        while let Some(frame) = parse_frame(buf, 0).map_err(proto)? {
+        while let Some(frame) = parse_frame(buf, self.dst_frame_max).map_err(proto)? {
             let Frame::Method { method, .. } = frame else { continue };
             if let Some(e) = close_error(&method) {
                 return Err(at("destination")(e));

@@ -32,6 +32,8 @@ pub const COMPONENT: &str = "shovel";
 /// How often the parameters are compared with the running shovels even
 /// without a change notification (catches vhost deletion and replays).
 const RECONCILE_EVERY: Duration = Duration::from_secs(2);
+/// How long a stopped shovel may take to close its connections.
+const STOP_GRACE: Duration = Duration::from_secs(5);
 /// The file (in the data dir) listing paused shovels.
 const PAUSED_FILE: &str = "shovels_paused.json";
 
@@ -189,6 +191,9 @@ impl Shovels {
         };
         let user = owner.as_deref().unwrap_or(&self.default_user);
         for attempt in 0.. {
+            if stop.is_cancelled() {
+                return;
+            }
             status.set(State::Starting, None);
             let link = Link {
                 name: &name,
@@ -199,7 +204,17 @@ impl Shovels {
                 status: &status,
                 attempt,
             };
-            match link.run(&stop).await {
+            // A stopped session closes both ends itself; one stuck connecting
+            // is dropped after a grace period.
+            let stopped = async {
+                stop.cancelled().await;
+                tokio::time::sleep(STOP_GRACE).await;
+            };
+            let result = tokio::select! {
+                result = link.run(&stop) => result,
+                _ = stopped => Ok(Outcome::Stopped),
+            };
+            match result {
                 Ok(Outcome::Stopped) => return,
                 Ok(Outcome::Finished) => {
                     tracing::info!(shovel = %name, vhost = %vhost, "shovel finished; deleting it");
@@ -212,6 +227,7 @@ impl Shovels {
                     self.changed();
                     return;
                 }
+                Err(_) if stop.is_cancelled() => return,
                 Err(e) => {
                     tracing::warn!(shovel = %name, vhost = %vhost, "shovel failed: {e}; retrying in {:?}", config.reconnect_delay);
                     status.set(State::Terminated, Some(e.to_string()));
