@@ -64,13 +64,13 @@ async fn vhost_parameters_crud_and_persistence() {
     assert_eq!(
         api.put(
             "/api/parameters/shovel/other/sh1",
-            json!({"component": "shovel", "vhost": "other", "name": "sh1", "value": {"src-uri": "amqp://"}})
+            json!({"component": "shovel", "vhost": "other", "name": "sh1", "value": {"src-uri": "amqp://", "src-queue": "a", "dest-uri": "amqp://", "dest-queue": "b"}})
         )
         .await,
         StatusCode::CREATED
     );
     let item = json!({"name": "up1", "vhost": "/", "component": "federation-upstream", "value": value});
-    let shovel = json!({"name": "sh1", "vhost": "other", "component": "shovel", "value": {"src-uri": "amqp://"}});
+    let shovel = json!({"name": "sh1", "vhost": "other", "component": "shovel", "value": {"src-uri": "amqp://", "src-queue": "a", "dest-uri": "amqp://", "dest-queue": "b"}});
     assert_eq!(api.get_ok(up).await, item);
     assert_eq!(
         sorted(&api.get_ok("/api/parameters").await),
@@ -133,7 +133,8 @@ async fn vhost_parameters_need_policymaker() {
     add_user(&api, "mgmt", "management").await;
     assert_eq!(api.put("/api/vhosts/closed", json!({})).await, StatusCode::CREATED);
     let path = "/api/parameters/shovel/%2F/p";
-    let body = Some(json!({"value": {"a": 1}}));
+    let body =
+        Some(json!({"value": {"src-uri": "amqp://", "src-queue": "a", "dest-uri": "amqp://", "dest-queue": "b"}}));
     assert_eq!(
         status_as(&api, Method::PUT, path, "mgmt", body.clone()).await,
         StatusCode::FORBIDDEN
@@ -493,7 +494,7 @@ async fn definitions_carry_parameters_limits_and_vhost_metadata() {
     assert_eq!(
         api1.put(
             "/api/parameters/shovel/shop/s1",
-            json!({"value": {"src-uri": "amqp://a"}})
+            json!({"value": {"src-uri": "amqp://", "src-queue": "a", "dest-uri": "amqp://", "dest-queue": "b"}})
         )
         .await,
         StatusCode::CREATED
@@ -521,7 +522,7 @@ async fn definitions_carry_parameters_limits_and_vhost_metadata() {
         sorted(&export["parameters"]),
         sorted(&json!([
             {"vhost": "shop", "component": "vhost-limits", "name": "limits", "value": {"max-queues": 7}},
-            {"vhost": "shop", "component": "shovel", "name": "s1", "value": {"src-uri": "amqp://a"}}
+            {"vhost": "shop", "component": "shovel", "name": "s1", "value": {"src-uri": "amqp://", "src-queue": "a", "dest-uri": "amqp://", "dest-queue": "b"}}
         ]))
     );
     assert_eq!(
@@ -533,7 +534,7 @@ async fn definitions_carry_parameters_limits_and_vhost_metadata() {
         sorted(&one["parameters"]),
         sorted(&json!([
             {"component": "vhost-limits", "name": "limits", "value": {"max-queues": 7}},
-            {"component": "shovel", "name": "s1", "value": {"src-uri": "amqp://a"}}
+            {"component": "shovel", "name": "s1", "value": {"src-uri": "amqp://", "src-queue": "a", "dest-uri": "amqp://", "dest-queue": "b"}}
         ]))
     );
 
@@ -599,7 +600,7 @@ async fn definitions_carry_parameters_limits_and_vhost_metadata() {
     assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
     assert_eq!(
         api3.get_ok("/api/parameters/shovel/solo").await,
-        json!([{"name": "s1", "vhost": "solo", "component": "shovel", "value": {"src-uri": "amqp://a"}}])
+        json!([{"name": "s1", "vhost": "solo", "component": "shovel", "value": {"src-uri": "amqp://", "src-queue": "a", "dest-uri": "amqp://", "dest-queue": "b"}}])
     );
     assert_eq!(
         api3.get_ok("/api/vhost-limits/solo").await,

@@ -239,6 +239,22 @@ impl FrameReader {
 pub struct Tuning {
     /// Largest frame either side may send, framing included.
     pub frame_max: u32,
+    /// Heartbeat interval in seconds (0: none). The client must send
+    /// something at least this often and may give up on a server silent for
+    /// twice as long.
+    pub heartbeat: u16,
+}
+
+/// Who the client is to the server, and how often it wants heartbeats.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientInfo<'a> {
+    /// The program, in the client properties (`lavinmqperf`, `lavinmq`).
+    pub product: &'a str,
+    /// The connection's name, as the management UI lists it.
+    pub name: &'a str,
+    /// Heartbeat interval to ask for, in seconds; 0 for none. The server's
+    /// proposal wins when it is shorter.
+    pub heartbeat: u16,
 }
 
 /// An open AMQP connection, used sequentially during setup and then split
@@ -321,18 +337,23 @@ impl Connection {
     /// Connects, authenticates with PLAIN and opens the URI's vhost, as
     /// `lavinmqperf`.
     pub async fn connect(uri: &AmqpUri, name: &str) -> Result<Connection, Error> {
-        Self::connect_as(uri, "lavinmqperf", name).await
+        let info = ClientInfo {
+            product: "lavinmqperf",
+            name,
+            // No heartbeats: every connection here is busy or short-lived.
+            heartbeat: 0,
+        };
+        Self::connect_as(uri, info).await
     }
 
-    /// Connects, authenticates with PLAIN and opens the URI's vhost, naming
-    /// the program `product` in the client properties.
-    pub async fn connect_as(uri: &AmqpUri, product: &str, name: &str) -> Result<Connection, Error> {
+    /// Connects, authenticates with PLAIN and opens the URI's vhost, as `info` says.
+    pub async fn connect_as(uri: &AmqpUri, info: ClientInfo<'_>) -> Result<Connection, Error> {
         let (rd, writer) = stream::connect(uri).await?;
         let login = Login::Plain {
             user: &uri.user,
             password: &uri.password,
         };
-        Self::open(rd, writer, login, &uri.vhost, product, name).await
+        Self::open(rd, writer, login, &uri.vhost, info).await
     }
 
     /// Runs the handshake over an already connected stream and opens `vhost`.
@@ -341,8 +362,7 @@ impl Connection {
         writer: Writer,
         login: Login<'_>,
         vhost: &str,
-        product: &str,
-        name: &str,
+        info: ClientInfo<'_>,
     ) -> Result<Connection, Error> {
         let mut conn = Connection {
             reader: FrameReader {
@@ -351,7 +371,10 @@ impl Connection {
             },
             writer,
             wbuf: BytesMut::with_capacity(4096),
-            tuning: Tuning { frame_max: FRAME_MAX },
+            tuning: Tuning {
+                frame_max: FRAME_MAX,
+                heartbeat: 0,
+            },
         };
         conn.writer.send(b"AMQP\x00\x00\x09\x01").await?;
         let Method::ConnectionStart { mechanisms, .. } = conn.expect(0).await? else {
@@ -367,7 +390,7 @@ impl Connection {
         conn.send(
             0,
             &Method::ConnectionStartOk {
-                client_properties: client_properties(product, name),
+                client_properties: client_properties(info.product, info.name),
                 mechanism: ShortStr::from_static(mechanism),
                 response: login.response(),
                 locale: ShortStr::from_static("en_US"),
@@ -389,7 +412,9 @@ impl Connection {
             Err(e) => return Err(e),
         };
         let Method::ConnectionTune {
-            channel_max, frame_max, ..
+            channel_max,
+            frame_max,
+            heartbeat,
         } = tune
         else {
             return Err(Error::Protocol(format!(
@@ -402,14 +427,19 @@ impl Connection {
         } else {
             frame_max.min(FRAME_MAX)
         };
-        conn.tuning = Tuning { frame_max };
+        // 0 from us turns heartbeats off; 0 from the server leaves ours.
+        let heartbeat = match (heartbeat, info.heartbeat) {
+            (_, 0) => 0,
+            (0, ours) => ours,
+            (theirs, ours) => theirs.min(ours),
+        };
+        conn.tuning = Tuning { frame_max, heartbeat };
         conn.send(
             0,
             &Method::ConnectionTuneOk {
                 channel_max: if channel_max == 0 { 2047 } else { channel_max },
                 frame_max,
-                // No heartbeats: every connection here is busy or short-lived.
-                heartbeat: 0,
+                heartbeat,
             },
         )
         .await?;

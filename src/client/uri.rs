@@ -19,6 +19,9 @@ pub struct AmqpUri {
     pub vhost: String,
     /// Set for `amqps://` and `mqtts://`: connect over TLS.
     pub tls: Option<TlsParams>,
+    /// `?heartbeat=SECONDS`, as in RabbitMQ's URIs: the heartbeat interval
+    /// to ask for instead of the program's default.
+    pub heartbeat: Option<u16>,
 }
 
 /// How an `amqps://` or `mqtts://` URI asks for the server to be verified.
@@ -47,12 +50,34 @@ impl fmt::Display for AmqpUri {
 /// query parameters `verify=none` and `cacertfile=PATH`; other parameters
 /// are accepted and ignored.
 pub fn parse(input: &str) -> Result<AmqpUri, String> {
-    if input.starts_with("amqps://") {
+    let mut uri = if input.starts_with("amqps://") {
         let mut uri = parse_scheme(input, "amqps", 5671)?;
         uri.tls = Some(tls_params(input)?);
-        return Ok(uri);
-    }
-    parse_scheme(input, "amqp", 5672)
+        uri
+    } else {
+        parse_scheme(input, "amqp", 5672)?
+    };
+    uri.heartbeat = query(input)
+        .find(|(k, _)| *k == "heartbeat")
+        .map(|(_, v)| {
+            v.parse::<u16>()
+                .map_err(|_| format!("invalid URI {input:?}: heartbeat={v} is not a number of seconds"))
+        })
+        .transpose()?;
+    Ok(uri)
+}
+
+/// The `key=value` pairs of a URI's query (values not decoded).
+fn query(input: &str) -> impl Iterator<Item = (&str, &str)> {
+    input
+        .split('#')
+        .next()
+        .unwrap_or("")
+        .split_once('?')
+        .map_or("", |(_, q)| q)
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|pair| pair.split_once('=').unwrap_or((pair, "")))
 }
 
 /// The TLS parameters in the query of an `amqps://` or `mqtts://` URI.
@@ -61,14 +86,7 @@ fn tls_params(input: &str) -> Result<TlsParams, String> {
         verify: true,
         ca_file: None,
     };
-    let query = input
-        .split('#')
-        .next()
-        .unwrap_or("")
-        .split_once('?')
-        .map_or("", |(_, q)| q);
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+    for (key, value) in query(input) {
         let value = decode(value).map_err(|e| format!("invalid URI {input:?}: {e}"))?;
         match key {
             "verify" => {
@@ -152,6 +170,7 @@ fn parse_scheme(input: &str, scheme: &str, default_port: u16) -> Result<AmqpUri,
         password,
         vhost,
         tls: None,
+        heartbeat: None,
     })
 }
 

@@ -14,7 +14,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use tokio_util::sync::CancellationToken;
@@ -24,14 +24,17 @@ use super::status::{State, Status};
 use super::webhook::Webhook;
 use crate::amqp::codec::{
     BasicProperties, FieldTable, FieldValue, Frame, Method, ShortStr, parse_frame, write_basic_ack, write_basic_nack,
-    write_body, write_header, write_header_raw, write_method,
+    write_body, write_header, write_header_raw, write_heartbeat, write_method,
 };
 use crate::amqp::context::AmqpContext;
-use crate::client::connection::{self as client, Connection, Login, QueueDeclare, close_error};
+use crate::client::connection::{self as client, ClientInfo, Connection, Login, QueueDeclare, close_error};
 use crate::transport::peer::Peer;
 
 /// How long connecting to either end may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Heartbeat interval asked of both ends, in seconds: a peer silent for
+/// twice as long is given up on, so a link over a dead network reconnects.
+const HEARTBEAT: u16 = 30;
 /// The channel used on both connections.
 const CHANNEL: u16 = 1;
 /// Size of the in-process pipe to this broker.
@@ -55,6 +58,14 @@ pub enum LinkError {
     /// The webhook destination failed or refused a message.
     #[error("destination: {0}")]
     Webhook(super::webhook::WebhookError),
+    /// An end sent nothing, not even a heartbeat, for too long.
+    #[error("{end}: nothing received for {secs} s (missed heartbeats)")]
+    Silent {
+        /// `source` or `destination`.
+        end: &'static str,
+        /// How long it was silent.
+        secs: u64,
+    },
     /// An end did not answer in time.
     #[error("{0}: timed out connecting")]
     Timeout(&'static str),
@@ -106,6 +117,11 @@ impl Link<'_> {
     async fn connect(&self, uri_text: &str, key: &'static str, role: &'static str) -> Result<Connection, LinkError> {
         let uri = config::parse_amqp_uri(key, uri_text)?;
         let conn_name = format!("Shovel {} {role}", self.name);
+        let info = ClientInfo {
+            product: "lavinmq",
+            name: &conn_name,
+            heartbeat: uri.heartbeat.unwrap_or(HEARTBEAT),
+        };
         let connecting = async {
             if config::is_local(uri_text) {
                 let (ours, theirs) = tokio::io::duplex(PIPE_SIZE);
@@ -115,9 +131,9 @@ impl Link<'_> {
                     .tasks
                     .spawn(crate::amqp::connection::serve(ctx, theirs, peer));
                 let (rd, wr) = crate::client::stream::in_process(ours);
-                Connection::open(rd, wr, Login::External, &uri.vhost, "lavinmq", &conn_name).await
+                Connection::open(rd, wr, Login::External, &uri.vhost, info).await
             } else {
-                Connection::connect_as(&uri, "lavinmq", &conn_name).await
+                Connection::connect_as(&uri, info).await
             }
         };
         match tokio::time::timeout(CONNECT_TIMEOUT, connecting).await {
@@ -229,6 +245,10 @@ impl Link<'_> {
             dst_frame_max: dst.as_ref().map_or(0, |d| d.tuning.frame_max),
             src_frame_max: src.tuning.frame_max,
         };
+        let beats = Heartbeats::new(src.tuning.heartbeat, dst.as_ref().map_or(0, |d| d.tuning.heartbeat));
+        let mut ticker = tokio::time::interval(beats.period.max(Duration::from_millis(1)));
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let (mut src_seen, mut dst_seen) = (Instant::now(), Instant::now());
         let outcome = loop {
             // Frames may already be buffered (deliveries that came with
             // consume-ok), so handle what is there before reading more.
@@ -261,17 +281,66 @@ impl Link<'_> {
             }
             tokio::select! {
                 _ = stop.cancelled() => break Outcome::Stopped,
-                read = src.reader.fill() => read.map_err(at("source"))?,
+                read = src.reader.fill() => {
+                    read.map_err(at("source"))?;
+                    src_seen = Instant::now();
+                }
                 read = async {
                     match dst.as_mut() {
                         Some(d) => d.reader.fill().await,
                         None => std::future::pending().await,
                     }
-                } => read.map_err(at("destination"))?,
+                } => {
+                    read.map_err(at("destination"))?;
+                    dst_seen = Instant::now();
+                }
+                _ = ticker.tick(), if beats.on() => {
+                    beats.check("source", src.tuning.heartbeat, src_seen, &mut mover.to_src)?;
+                    if let Some(d) = dst.as_ref() {
+                        beats.check("destination", d.tuning.heartbeat, dst_seen, &mut mover.to_dst)?;
+                    }
+                }
             }
         };
         close(src, dst).await;
         Ok(outcome)
+    }
+}
+
+/// Heartbeats on both connections: each end with a negotiated interval gets
+/// one at least that often and is given up on when silent for twice as long.
+struct Heartbeats {
+    /// How often to send and check: half the shortest interval (zero: never).
+    period: Duration,
+}
+
+impl Heartbeats {
+    fn new(src: u16, dst: u16) -> Heartbeats {
+        let shortest = [src, dst].into_iter().filter(|h| *h > 0).min().unwrap_or(0);
+        Heartbeats {
+            period: Duration::from_millis(u64::from(shortest) * 500),
+        }
+    }
+
+    /// Whether either end uses heartbeats.
+    fn on(&self) -> bool {
+        !self.period.is_zero()
+    }
+
+    /// Fails when the end has been silent too long, else queues a heartbeat to it.
+    fn check(&self, end: &'static str, interval: u16, seen: Instant, out: &mut BytesMut) -> Result<(), LinkError> {
+        if interval == 0 {
+            return Ok(());
+        }
+        let limit = Duration::from_secs(u64::from(interval) * 2);
+        if seen.elapsed() > limit {
+            return Err(LinkError::Silent {
+                end,
+                secs: limit.as_secs(),
+            });
+        }
+        write_heartbeat(out);
+        Ok(())
     }
 }
 

@@ -430,3 +430,71 @@ async fn a_webhook_destination_gets_each_message_posted_retrying_failures() {
     assert_eq!(h("x-shovel"), "hook");
     assert_eq!(h("authorization"), "Basic dXNlcjpwdw==");
 }
+
+/// A peer that opens an AMQP connection and a channel with a 1 s heartbeat,
+/// then never sends another byte (a broker behind a dead network); it keeps
+/// reading, so the socket stays open. Returns its address and whether the
+/// client's heartbeats reached it.
+async fn silent_peer() -> (std::net::SocketAddr, std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    use tokio::io::AsyncReadExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let beat_seen = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let seen = beat_seen.clone();
+    tokio::spawn(async move {
+        let Ok((stream, _)) = listener.accept().await else {
+            return;
+        };
+        let mut c = RawConn { stream };
+        let mut header = [0u8; 8];
+        let _ = c.stream.read_exact(&mut header).await;
+        let mut start = vec![0, 9];
+        start.extend(0u32.to_be_bytes());
+        start.extend(longstr(b"PLAIN"));
+        start.extend(longstr(b"en_US"));
+        c.send(&method_frame(0, 10, 10, &start)).await;
+        c.read_method().await;
+        let mut tune = 0u16.to_be_bytes().to_vec();
+        tune.extend(131_072u32.to_be_bytes());
+        tune.extend(1u16.to_be_bytes());
+        c.send(&method_frame(0, 10, 30, &tune)).await;
+        c.read_method().await;
+        c.read_method().await;
+        c.send(&method_frame(0, 10, 41, &shortstr(""))).await;
+        c.read_method().await;
+        c.send(&method_frame(1, 20, 11, &longstr(b""))).await;
+        while let Some(f) = c.read_frame().await {
+            if f.kind == 8 {
+                seen.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+    });
+    (addr, beat_seen)
+}
+
+#[tokio::test]
+async fn a_silent_destination_is_given_up_on_after_missed_heartbeats() {
+    let broker = start().await;
+    let api = Api::new(&broker);
+    let (addr, beat_seen) = silent_peer().await;
+    add_shovel(
+        &api,
+        "silent",
+        json!({"src-uri": "amqp://", "src-queue": "q", "dest-uri": format!("amqp://guest:guest@{addr}/%2f?heartbeat=1"),
+               "dest-exchange": "amq.direct", "ack-mode": "on-publish", "reconnect-delay": 30}),
+    )
+    .await;
+    shovel_in_state(&api, "silent", "running").await;
+    let status = shovel_in_state(&api, "silent", "terminated").await;
+    assert!(
+        status["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("missed heartbeats"),
+        "{status}"
+    );
+    assert!(
+        beat_seen.load(std::sync::atomic::Ordering::SeqCst),
+        "the shovel sent heartbeats"
+    );
+}
