@@ -192,11 +192,7 @@ impl ShovelConfig {
             if let Some(p) = fields.get(key)
                 && p.as_str() != Some("amqp091")
             {
-                return Err(ConfigError::Protocol(if key == "src-protocol" {
-                    "src-protocol"
-                } else {
-                    "dest-protocol"
-                }));
+                return Err(ConfigError::Protocol(key));
             }
         }
         let src_uris = uris(fields, "src-uri")?;

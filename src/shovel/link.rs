@@ -429,15 +429,12 @@ impl Mover<'_> {
                     if let Some(e) = close_error(&method) {
                         return Err(at("source")(e));
                     }
-                    match method {
-                        Method::BasicCancel { .. } => {
-                            return Err(at("source")(client::Error::ConsumerCancelled(
-                                self.consumer_tag.clone(),
-                            )));
-                        }
-                        // Our own cancel (after the count was reached) is done.
-                        Method::BasicCancelOk { .. } | Method::ConnectionBlocked { .. } => {}
-                        _ => {}
+                    // The server cancelled the consumer (queue deleted); our
+                    // own cancel-ok, after the count was reached, needs nothing.
+                    if let Method::BasicCancel { .. } = method {
+                        return Err(at("source")(client::Error::ConsumerCancelled(
+                            self.consumer_tag.clone(),
+                        )));
                     }
                 }
                 Frame::Heartbeat { .. } => {}

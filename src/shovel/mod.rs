@@ -46,6 +46,8 @@ struct Entry {
     value: Value,
     /// Who set the parameter.
     owner: Option<String>,
+    /// Its endpoints as the API shows them, read from the value once.
+    endpoints: Value,
     status: Arc<Status>,
     stop: CancellationToken,
 }
@@ -147,6 +149,8 @@ impl Shovels {
             if entries.contains_key(&key) {
                 continue;
             }
+            let config = ShovelConfig::from_json(&value);
+            let endpoints = config.as_ref().map_or_else(|_| json!({}), endpoints);
             let status = Arc::new(Status::default());
             let stop = self.ctx.shutdown.child_token();
             if self.paused.lock().contains(&key) {
@@ -155,6 +159,7 @@ impl Shovels {
                 tokio::spawn(self.clone().drive(
                     key.clone(),
                     value.clone(),
+                    config,
                     owner.clone(),
                     status.clone(),
                     stop.clone(),
@@ -165,6 +170,7 @@ impl Shovels {
                 Entry {
                     value,
                     owner,
+                    endpoints,
                     status,
                     stop,
                 },
@@ -177,11 +183,12 @@ impl Shovels {
         self: Arc<Self>,
         (vhost, name): Key,
         value: Value,
+        config: Result<ShovelConfig, config::ConfigError>,
         owner: Option<String>,
         status: Arc<Status>,
         stop: CancellationToken,
     ) {
-        let config = match ShovelConfig::from_json(&value) {
+        let config = match config {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!(shovel = %name, vhost = %vhost, "shovel not started: {e}");
@@ -252,10 +259,7 @@ impl Shovels {
             .lock()
             .iter()
             .filter(|((v, _), _)| vhost.is_none_or(|want| want == v))
-            .map(|((v, n), e)| {
-                e.status
-                    .to_json(v, n, crate::http::overview::NODE, &endpoints(&e.value))
-            })
+            .map(|((v, n), e)| e.status.to_json(v, n, &e.endpoints))
             .collect()
     }
 
@@ -264,10 +268,7 @@ impl Shovels {
         let key = (vhost.to_owned(), name.to_owned());
         let entries = self.entries.lock();
         let e = entries.get(&key)?;
-        Some(
-            e.status
-                .to_json(vhost, name, crate::http::overview::NODE, &endpoints(&e.value)),
-        )
+        Some(e.status.to_json(vhost, name, &e.endpoints))
     }
 
     /// Stops a running shovel until it is resumed, also across restarts.
@@ -340,10 +341,7 @@ fn paused_path(ctx: &AmqpContext) -> PathBuf {
 
 /// The endpoint fields RabbitMQ shows for a shovel (`src_uri`, `src_queue`,
 /// `dest_uri`, ...), passwords hidden; nothing for an unusable value.
-fn endpoints(value: &Value) -> Value {
-    let Ok(c) = ShovelConfig::from_json(value) else {
-        return json!({});
-    };
+fn endpoints(c: &ShovelConfig) -> Value {
     let mut j = json!({
         "src_protocol": "amqp091",
         "src_uri": link::redact(&c.src_uris[0]),

@@ -93,13 +93,13 @@ impl Status {
     /// The shovel as `/api/shovels` lists it: RabbitMQ's fields (`name`,
     /// `vhost`, `type`, `state`, `timestamp`, `reason`, `node`, `src_uri`, ...)
     /// plus LavinMQ's `error` and `message_count`.
-    pub fn to_json(&self, vhost: &str, name: &str, node: &str, endpoints: &Value) -> Value {
+    pub fn to_json(&self, vhost: &str, name: &str, endpoints: &Value) -> Value {
         let inner = self.inner.lock();
         let mut j = json!({
             "name": name,
             "vhost": vhost,
             "type": "dynamic",
-            "node": node,
+            "node": crate::http::overview::NODE,
             "state": inner.state.as_str(),
             "timestamp": inner.since,
             "error": inner.reason,

@@ -40,6 +40,17 @@ pub enum WebhookError {
     Refused(hyper::StatusCode),
 }
 
+/// Starts HTTP/1.1 on `stream`; a task drives the connection until the
+/// sender is dropped.
+async fn handshake<S>(stream: S) -> Result<SendRequest<Full<Bytes>>, WebhookError>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(conn);
+    Ok(sender)
+}
+
 /// An open connection to a webhook URL.
 pub struct Webhook {
     uri: Uri,
@@ -80,14 +91,9 @@ impl Webhook {
                 verify: true,
                 ca_file: None,
             };
-            let stream = crate::client::tls::connect(tcp, host, &params).await?;
-            let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-            tokio::spawn(conn);
-            Ok(sender)
+            handshake(crate::client::tls::connect(tcp, host, &params).await?).await
         } else {
-            let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp)).await?;
-            tokio::spawn(conn);
-            Ok(sender)
+            handshake(tcp).await
         }
     }
 
