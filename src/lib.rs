@@ -12,6 +12,7 @@ pub mod cluster;
 pub mod config;
 pub mod core;
 pub mod data_dir_lock;
+pub mod federation;
 pub mod http;
 pub mod log_exchange;
 pub mod log_tail;

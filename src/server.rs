@@ -215,6 +215,7 @@ impl Server {
                 local: http_addr,
             }),
             shovels: crate::shovel::Shovels::start(ctx.clone(), &main.default_user),
+            federation: crate::federation::Federation::start(ctx.clone(), &main.default_user),
         });
         let control = if main.control_unix_path.as_os_str().is_empty() {
             None

@@ -1,9 +1,12 @@
 //! Runtime parameters, global parameters, vhost limits and vhost metadata in
 //! the management API: RabbitMQ's shapes and status codes, persistence across
 //! restarts, definitions export and import, and the limits enforced on AMQP
-//! clients. Shovels, defined as parameters, are in [`shovel`].
+//! clients. Shovels and federation upstreams, defined as parameters, are in
+//! [`shovel`] and [`federation`].
 
 mod common;
+#[path = "federation/mod.rs"]
+mod federation;
 #[path = "shovel/mod.rs"]
 mod shovel;
 

@@ -1178,3 +1178,63 @@ async fn shovels_are_added_listed_restarted_and_deleted() {
     );
     ctl(&b, &["delete_shovel", "mover"]).await.fails_with(1);
 }
+
+#[tokio::test]
+async fn federation_upstreams_are_added_listed_and_deleted() {
+    let (b, upstream) = (start().await, start().await);
+    let api = Api::new(&b);
+    let uri = upstream.url();
+    let add = [
+        "add_federation",
+        "up",
+        "--uri",
+        &uri,
+        "--max-hops=2",
+        "--expires=60",
+        "--ack-mode=on-publish",
+    ];
+    ctl(&b, &add).await.ok();
+    let (_, value) = api.get("/api/parameters/federation-upstream/%2F/up").await;
+    assert_eq!(value["value"]["max-hops"], 2, "{value}");
+    assert_eq!(value["value"]["expires"], 60_000, "seconds become ms: {value}");
+    let listed = ctl(&b, &["-f", "json", "list_federations", "name", "max-hops", "ack-mode"])
+        .await
+        .ok()
+        .json();
+    assert_eq!(listed, json!([{"name": "up", "max-hops": 2, "ack-mode": "on-publish"}]));
+    ctl(
+        &b,
+        &[
+            "set_policy",
+            "fed",
+            "^fq$",
+            r#"{"federation-upstream":"up"}"#,
+            "--apply-to",
+            "queues",
+        ],
+    )
+    .await
+    .ok();
+    let (_conn, ch) = b.channel().await;
+    declare_queue(&ch, "fq").await;
+    eventually("the link is listed running", || async {
+        let out = ctl(
+            &b,
+            &["-f", "json", "federation_status", "upstream", "resource", "status"],
+        )
+        .await;
+        out.ok().json() == json!([{"upstream": "up", "resource": "fq", "status": "running"}])
+    })
+    .await;
+    let bad = ctl(&b, &["add_federation", "bad", "--upstream-uri", "nope://x"])
+        .await
+        .fails_with(1);
+    assert!(bad.stderr.contains("uri"), "{bad:?}");
+    ctl(&b, &["add_federation", "bad"]).await.fails_with(2);
+    ctl(&b, &["delete_federation", "up"]).await.ok();
+    ctl(&b, &["delete_federation", "up"]).await.fails_with(1);
+    eventually("the link is gone", || async {
+        api.get("/api/federation-links").await.1 == json!([])
+    })
+    .await;
+}

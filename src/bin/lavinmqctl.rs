@@ -55,10 +55,22 @@ fn main() -> ExitCode {
         );
         return ExitCode::SUCCESS;
     }
-    let Some(command) = cli.command else {
+    let Some(mut command) = cli.command else {
         eprintln!("{}", Cli::command().render_help());
         return ExitCode::from(EXIT_USAGE);
     };
+    let mut global = cli.global;
+    // `add_federation <name> --uri=amqp://...`: the global --uri holds the
+    // upstream's URI, not the API's.
+    if let Command::AddFederation(a) = &mut command
+        && a.upstream_uri.is_none()
+        && global
+            .uri
+            .as_deref()
+            .is_some_and(|u| u.starts_with("amqp://") || u.starts_with("amqps://"))
+    {
+        a.upstream_uri = global.uri.take();
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -66,7 +78,7 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_FAILURE);
         }
     };
-    match runtime.block_on(run(cli.global, command)) {
+    match runtime.block_on(run(global, command)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("Error: {e}");

@@ -34,6 +34,10 @@ pub enum ExchangeKind {
     /// One destination per message, picked by hashing the routing key (or a
     /// header) onto the destinations weighted by their binding keys.
     ConsistentHash,
+    /// The exchange a downstream broker's federation link declares here:
+    /// every binding, unless the message already crossed `x-max-hops` links
+    /// (counted by its `x-received-from` header).
+    FederationUpstream,
 }
 
 impl ExchangeKind {
@@ -45,6 +49,7 @@ impl ExchangeKind {
             "topic" => Some(ExchangeKind::Topic),
             "headers" => Some(ExchangeKind::Headers),
             "x-consistent-hash" => Some(ExchangeKind::ConsistentHash),
+            "x-federation-upstream" => Some(ExchangeKind::FederationUpstream),
             _ => None,
         }
     }
@@ -57,6 +62,7 @@ impl ExchangeKind {
             ExchangeKind::Topic => "topic",
             ExchangeKind::Headers => "headers",
             ExchangeKind::ConsistentHash => "x-consistent-hash",
+            ExchangeKind::FederationUpstream => "x-federation-upstream",
         }
     }
 }
@@ -130,6 +136,8 @@ struct Bindings {
     direct: HashMap<String, Vec<Destination>>,
     topic: TopicTrie<Destination>,
     hash: Option<ConsistentHasher<Destination>>,
+    /// Counts changes, so that a watcher compares bindings only when they changed.
+    generation: u64,
 }
 
 /// A declared exchange.
@@ -364,8 +372,12 @@ impl Exchange {
                 .or_default()
                 .push(destination.clone()),
             ExchangeKind::Topic => b.topic.insert(routing_key, destination.clone()),
-            ExchangeKind::Fanout | ExchangeKind::Headers | ExchangeKind::ConsistentHash => {}
+            ExchangeKind::Fanout
+            | ExchangeKind::Headers
+            | ExchangeKind::ConsistentHash
+            | ExchangeKind::FederationUpstream => {}
         }
+        b.generation += 1;
         b.all.insert(Binding {
             destination,
             routing_key: routing_key.to_string(),
@@ -382,6 +394,7 @@ impl Exchange {
         if !b.all.remove(destination, routing_key, arguments) {
             return false;
         }
+        b.generation += 1;
         if !b.all.has_key(destination, routing_key) {
             match self.kind {
                 ExchangeKind::Direct => {
@@ -439,6 +452,11 @@ impl Exchange {
         self.bindings.read().all.to_vec()
     }
 
+    /// A number that changes whenever a binding is added or removed.
+    pub fn binding_generation(&self) -> u64 {
+        self.bindings.read().generation
+    }
+
     /// How many bindings the exchange has (for totals, without copying them).
     pub fn binding_count(&self) -> usize {
         self.bindings.read().all.len()
@@ -460,6 +478,16 @@ impl Exchange {
                 }
             }
             ExchangeKind::Fanout => b.all.iter().for_each(|x| f(&x.destination)),
+            ExchangeKind::FederationUpstream => {
+                let hops = match headers.and_then(|h| h.get("x-received-from")) {
+                    Some(super::FieldValue::Array(list)) => list.len() as i64,
+                    _ => 0,
+                };
+                let max = self.arguments.get("x-max-hops").and_then(|v| v.as_i64()).unwrap_or(1);
+                if hops < max {
+                    b.all.iter().for_each(|x| f(&x.destination));
+                }
+            }
             ExchangeKind::Topic => b.topic.matches(routing_key, f),
             ExchangeKind::Headers => {
                 for x in b.all.iter() {

@@ -68,7 +68,7 @@ impl ApplyTo {
 }
 
 /// Keys a policy definition may hold, and whether their value is a number.
-const POLICY_KEYS: [(&str, bool); 12] = [
+const POLICY_KEYS: [(&str, bool); 14] = [
     ("max-length", true),
     ("max-length-bytes", true),
     ("message-ttl", true),
@@ -81,6 +81,8 @@ const POLICY_KEYS: [(&str, bool); 12] = [
     ("alternate-exchange", false),
     ("max-age", false),
     ("delayed-message", false),
+    ("federation-upstream", false),
+    ("federation-upstream-set", false),
 ];
 
 /// RabbitMQ's policy keys that mean nothing here (mirroring, lazy queues,

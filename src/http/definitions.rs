@@ -925,6 +925,7 @@ pub async fn upload(State(s): State<Arc<HttpState>>, user: Authed, body: Bytes) 
     user.require_admin()?;
     import(&s.broker, &parse(&body)?, None)?;
     s.shovels.changed();
+    s.federation.changed();
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -939,6 +940,7 @@ pub async fn upload_vhost(
     let v = s.broker.vhost(&v).ok_or_else(ApiError::not_found)?;
     import(&s.broker, &parse(&body)?, Some(&v))?;
     s.shovels.changed();
+    s.federation.changed();
     Ok(StatusCode::NO_CONTENT)
 }
 

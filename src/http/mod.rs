@@ -13,6 +13,7 @@ pub mod definitions_offline;
 pub mod docs;
 pub mod error;
 pub mod exchanges;
+pub mod federation_links;
 pub mod https;
 pub mod listing;
 pub mod livelog;
@@ -60,6 +61,9 @@ pub struct HttpState {
     /// The broker's shovels, for `/api/shovels` and to hear of changed
     /// `shovel` parameters.
     pub shovels: Arc<crate::shovel::Shovels>,
+    /// The broker's federation links, for `/api/federation-links` and to
+    /// hear of changed upstreams and policies.
+    pub federation: Arc<crate::federation::Federation>,
 }
 
 impl HttpState {
@@ -263,6 +267,8 @@ fn routes(state: Arc<HttpState>) -> Router {
             "/api/parameters/{component}/{vhost}/{name}",
             get(parameters::show).put(parameters::set).delete(parameters::delete),
         )
+        .route("/api/federation-links", get(federation_links::list))
+        .route("/api/federation-links/{vhost}", get(federation_links::list_vhost))
         .route("/api/shovels", get(shovels::list))
         .route("/api/shovels/{vhost}", get(shovels::list_vhost))
         .route("/api/shovels/{vhost}/{name}", get(shovels::show))

@@ -13,13 +13,14 @@ use crate::core::permissions::Access;
 use crate::core::stats_sampler::{Totals, accumulate};
 
 /// The exchange types the broker declares.
-const EXCHANGE_TYPES: [&str; 6] = [
+const EXCHANGE_TYPES: [&str; 7] = [
     "direct",
     "fanout",
     "topic",
     "headers",
     "x-consistent-hash",
     "x-delayed-message",
+    "x-federation-upstream",
 ];
 
 /// Connections, channels and queues created and closed, with rates.

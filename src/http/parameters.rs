@@ -120,9 +120,23 @@ pub async fn set(
         crate::shovel::config::ShovelConfig::from_json(&value)
             .map_err(|e| ApiError::bad_request(format!("shovel '{name}': {e}")))?;
     }
+    check_federation_value(&component, &name, &value)?;
     let existed = v.set_parameter(&component, &name, value, Some(&user.0.name))?;
     s.shovels.changed();
+    s.federation.changed();
     Ok(super::created_or_updated(existed))
+}
+
+/// Refuses a `federation-upstream` or `federation-upstream-set` value a
+/// link could not use (a set may name upstreams not created yet).
+pub fn check_federation_value(component: &str, name: &str, value: &serde_json::Value) -> ApiResult<()> {
+    use crate::federation::{UPSTREAM, UPSTREAM_SET, config};
+    let checked = match component {
+        UPSTREAM => config::Upstream::from_json(name, value).map(drop),
+        UPSTREAM_SET => config::read_set(value, &|_| None).map(drop),
+        _ => Ok(()),
+    };
+    checked.map_err(|e| ApiError::bad_request(format!("{component} '{name}': {e}")))
 }
 
 /// Deletes a vhost parameter (204, or 404 when there is none).
@@ -134,6 +148,7 @@ pub async fn delete(
     let v = vhost_param_target(&s, &user, &vhost)?;
     v.delete_parameter(&component, &name)?;
     s.shovels.changed();
+    s.federation.changed();
     Ok(StatusCode::NO_CONTENT)
 }
 

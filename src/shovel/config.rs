@@ -15,10 +15,10 @@ use crate::wire::FieldTable;
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum ConfigError {
     /// The value is not a JSON object.
-    #[error("a shovel's value must be a JSON object")]
+    #[error("the value must be a JSON object")]
     NotAnObject,
     /// A key no shovel understands (a misspelling would otherwise go unnoticed).
-    #[error("unknown shovel parameter key '{0}'")]
+    #[error("unknown parameter key '{0}'")]
     UnknownKey(String),
     /// A required key is absent.
     #[error("'{0}' is required")]
@@ -247,17 +247,7 @@ impl ShovelConfig {
                 key: string(fields, "dest-exchange-key")?,
             }
         };
-        let prefetch = match first(fields, &["src-prefetch-count", "prefetch-count"]) {
-            None => DEFAULT_PREFETCH,
-            Some(v) => v
-                .as_u64()
-                .and_then(|n| u16::try_from(n).ok())
-                .filter(|n| *n > 0)
-                .ok_or(ConfigError::Invalid {
-                    key: "src-prefetch-count",
-                    expected: "must be a number from 1 to 65535",
-                })?,
-        };
+        let prefetch = prefetch(fields, &["src-prefetch-count", "prefetch-count"])?;
         let consumer_args = match fields.get("src-consumer-args") {
             None => FieldTable::new(),
             Some(v) if v.is_object() => json_to_table(v),
@@ -283,28 +273,8 @@ impl ShovelConfig {
                 expected: "can be \"queue-length\" only with 'src-queue'",
             });
         }
-        let ack_mode = match fields.get("ack-mode").map(|v| v.as_str()) {
-            None | Some(Some("on-confirm")) => AckMode::OnConfirm,
-            Some(Some("on-publish")) => AckMode::OnPublish,
-            Some(Some("no-ack")) => AckMode::NoAck,
-            Some(_) => {
-                return Err(ConfigError::Invalid {
-                    key: "ack-mode",
-                    expected: "must be \"on-confirm\", \"on-publish\" or \"no-ack\"",
-                });
-            }
-        };
-        let reconnect_delay = match fields.get("reconnect-delay") {
-            None => DEFAULT_RECONNECT_DELAY,
-            Some(v) => v
-                .as_f64()
-                .filter(|s| s.is_finite() && *s >= 0.0 && *s <= 86_400.0)
-                .map(Duration::from_secs_f64)
-                .ok_or(ConfigError::Invalid {
-                    key: "reconnect-delay",
-                    expected: "must be a number of seconds",
-                })?,
-        };
+        let ack_mode = ack_mode(fields)?;
+        let reconnect_delay = reconnect_delay(fields)?;
         Ok(ShovelConfig {
             src_uris,
             source,
@@ -318,6 +288,49 @@ impl ShovelConfig {
             ack_mode,
             reconnect_delay,
         })
+    }
+}
+
+/// The prefetch count under the first of `keys` that is set (1000 when none is).
+pub(crate) fn prefetch(fields: &Map<String, Value>, keys: &[&'static str]) -> Result<u16, ConfigError> {
+    match first(fields, keys) {
+        None => Ok(DEFAULT_PREFETCH),
+        Some(v) => v
+            .as_u64()
+            .and_then(|n| u16::try_from(n).ok())
+            .filter(|n| *n > 0)
+            .ok_or(ConfigError::Invalid {
+                key: keys[0],
+                expected: "must be a number from 1 to 65535",
+            }),
+    }
+}
+
+/// `ack-mode`: `on-confirm` when absent.
+pub(crate) fn ack_mode(fields: &Map<String, Value>) -> Result<AckMode, ConfigError> {
+    match fields.get("ack-mode").map(|v| v.as_str()) {
+        None | Some(Some("on-confirm")) => Ok(AckMode::OnConfirm),
+        Some(Some("on-publish")) => Ok(AckMode::OnPublish),
+        Some(Some("no-ack")) => Ok(AckMode::NoAck),
+        Some(_) => Err(ConfigError::Invalid {
+            key: "ack-mode",
+            expected: "must be \"on-confirm\", \"on-publish\" or \"no-ack\"",
+        }),
+    }
+}
+
+/// `reconnect-delay` in seconds: 1 s when absent.
+pub(crate) fn reconnect_delay(fields: &Map<String, Value>) -> Result<Duration, ConfigError> {
+    match fields.get("reconnect-delay") {
+        None => Ok(DEFAULT_RECONNECT_DELAY),
+        Some(v) => v
+            .as_f64()
+            .filter(|s| s.is_finite() && *s >= 0.0 && *s <= 86_400.0)
+            .map(Duration::from_secs_f64)
+            .ok_or(ConfigError::Invalid {
+                key: "reconnect-delay",
+                expected: "must be a number of seconds",
+            }),
     }
 }
 
@@ -348,12 +361,12 @@ pub fn parse_amqp_uri(key: &'static str, input: &str) -> Result<AmqpUri, ConfigE
     uri::parse(input).map_err(|reason| ConfigError::BadUri { key, reason })
 }
 
-fn check_amqp_uri(key: &'static str, input: &str) -> Result<(), ConfigError> {
+pub(crate) fn check_amqp_uri(key: &'static str, input: &str) -> Result<(), ConfigError> {
     parse_amqp_uri(key, input).map(drop)
 }
 
 /// A URI key: one string or a non-empty list of them.
-fn uris(fields: &Map<String, Value>, key: &'static str) -> Result<Vec<String>, ConfigError> {
+pub(crate) fn uris(fields: &Map<String, Value>, key: &'static str) -> Result<Vec<String>, ConfigError> {
     let invalid = ConfigError::Invalid {
         key,
         expected: "must be a URI or a list of URIs",
@@ -370,7 +383,7 @@ fn uris(fields: &Map<String, Value>, key: &'static str) -> Result<Vec<String>, C
 }
 
 /// An optional string key; empty counts as absent, as in RabbitMQ's UI.
-fn string(fields: &Map<String, Value>, key: &'static str) -> Result<Option<String>, ConfigError> {
+pub(crate) fn string(fields: &Map<String, Value>, key: &'static str) -> Result<Option<String>, ConfigError> {
     match fields.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) if s.is_empty() => Ok(None),
@@ -446,7 +459,7 @@ mod tests {
             o[k] = v;
             read(o).unwrap_err().to_string()
         };
-        assert!(with("srcqueue", json!("x")).contains("unknown shovel parameter key 'srcqueue'"));
+        assert!(with("srcqueue", json!("x")).contains("unknown parameter key 'srcqueue'"));
         assert!(with("src-uri", json!("http://x")).contains("src-uri"));
         assert!(with("dest-uri", json!("amqp://h:notaport")).contains("dest-uri"));
         assert!(with("ack-mode", json!("later")).contains("ack-mode"));

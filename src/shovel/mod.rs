@@ -10,6 +10,7 @@
 pub mod config;
 pub mod link;
 pub mod status;
+pub mod transfer;
 pub mod webhook;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -24,8 +25,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::amqp::context::AmqpContext;
 use config::{Destination, ShovelConfig, Source};
-use link::{Link, Outcome};
+use link::Link;
 use status::{State, Status};
+use transfer::Outcome;
 
 /// The runtime parameter component shovels are defined under.
 pub const COMPONENT: &str = "shovel";
@@ -344,8 +346,8 @@ fn paused_path(ctx: &AmqpContext) -> PathBuf {
 fn endpoints(c: &ShovelConfig) -> Value {
     let mut j = json!({
         "src_protocol": "amqp091",
-        "src_uri": link::redact(&c.src_uris[0]),
-        "dest_uri": link::redact(&c.dest_uris[0]),
+        "src_uri": transfer::redact(&c.src_uris[0]),
+        "dest_uri": transfer::redact(&c.dest_uris[0]),
         "dest_protocol": if c.destination == Destination::Http { "http" } else { "amqp091" },
         "ack_mode": match c.ack_mode {
             config::AckMode::OnConfirm => "on-confirm",

@@ -280,7 +280,7 @@ async fn bad_shovel_parameters_are_refused_with_a_reason() {
     let api = Api::new(&broker);
     let base = json!({"src-uri": "amqp://", "src-queue": "a", "dest-uri": "amqp://", "dest-queue": "b"});
     let cases = [
-        ("srcqueue", json!("a"), "unknown shovel parameter key"),
+        ("srcqueue", json!("a"), "unknown parameter key"),
         ("src-uri", json!("amqp://host:port"), "src-uri"),
         ("dest-uri", json!("ftp://x"), "dest-uri"),
         ("ack-mode", json!("sometimes"), "ack-mode"),

@@ -245,6 +245,18 @@ pub enum Command {
         /// Shovel name
         name: String,
     },
+    /// Lists federation upstreams of the vhost (-p)
+    ListFederations(Columns),
+    /// Creates or replaces a federation upstream in the vhost (-p)
+    AddFederation(AddFederation),
+    /// Deletes a federation upstream
+    DeleteFederation {
+        /// Upstream name
+        name: String,
+    },
+    /// Lists federation links of the vhost (-p) with their state
+    #[command(name = "federation_status", alias = "list_federation_links")]
+    FederationStatus(Columns),
     /// Lists client connections (of the vhost with -p, else all)
     ListConnections(Columns),
     /// Closes a connection by name
@@ -360,6 +372,46 @@ pub struct CreateExchange {
     /// Milliseconds to keep messages in the exchange (x-persist-ms)
     #[arg(long, value_name = "MS")]
     pub persist_ms: Option<i64>,
+}
+
+/// `add_federation <name> --uri=<uri>` and the upstream's other settings,
+/// as LavinMQ's lavinmqctl takes them.
+#[derive(Debug, Args)]
+pub struct AddFederation {
+    /// Upstream name
+    pub name: String,
+    /// The upstream broker's AMQP URI. `--uri=amqp://...` after the command
+    /// name (LavinMQ's spelling) means this too: an amqp(s):// value is not an
+    /// HTTP API address.
+    #[arg(long)]
+    pub upstream_uri: Option<String>,
+    /// Expiry of the upstream queue, in seconds
+    #[arg(long)]
+    pub expires: Option<u64>,
+    /// Message TTL on the upstream queue, in milliseconds
+    #[arg(long)]
+    pub message_ttl: Option<u64>,
+    /// How many links a message may cross
+    #[arg(long)]
+    pub max_hops: Option<u64>,
+    /// Prefetch count on the upstream
+    #[arg(long)]
+    pub prefetch_count: Option<u64>,
+    /// Seconds to wait before reconnecting
+    #[arg(long)]
+    pub reconnect_delay: Option<u64>,
+    /// on-confirm, on-publish or no-ack
+    #[arg(long)]
+    pub ack_mode: Option<String>,
+    /// Consumer tag on the upstream
+    #[arg(long)]
+    pub consumer_tag: Option<String>,
+    /// The upstream exchange, when not named as the federated one
+    #[arg(long)]
+    pub exchange: Option<String>,
+    /// The upstream queue, when not named as the federated one
+    #[arg(long)]
+    pub queue: Option<String>,
 }
 
 /// `set_policy <name> <pattern> <definition>` and its flags.

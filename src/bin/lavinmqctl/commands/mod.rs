@@ -4,6 +4,7 @@
 mod connections;
 mod definitions;
 mod exchanges;
+mod federation;
 mod policies;
 mod queues;
 mod server;
@@ -83,6 +84,10 @@ pub async fn run(ctx: &Ctx, command: Command) -> CtlResult<()> {
         Command::SetPolicy(args) => policies::set(ctx, &args).await,
         Command::ClearPolicy { name } => policies::clear(ctx, &name).await,
         Command::ListShovels(cols) => shovels::list(ctx, cols).await,
+        Command::ListFederations(cols) => federation::list(ctx, cols).await,
+        Command::AddFederation(a) => federation::add(ctx, &a).await,
+        Command::DeleteFederation { name } => federation::delete(ctx, &name).await,
+        Command::FederationStatus(cols) => federation::status(ctx, cols).await,
         Command::AddShovel { name, definition } => shovels::add(ctx, &name, &definition).await,
         Command::DeleteShovel { name } => shovels::delete(ctx, &name).await,
         Command::RestartShovel { name } => shovels::restart(ctx, &name).await,
