@@ -585,6 +585,39 @@ impl Connection {
         }
     }
 
+    /// exchange.declare.
+    pub async fn exchange_declare(&mut self, channel: u16, exchange: ExchangeDeclare<'_>) -> Result<(), Error> {
+        let m = Method::ExchangeDeclare {
+            exchange: ShortStr::from(exchange.name),
+            kind: ShortStr::from(exchange.kind),
+            passive: exchange.passive,
+            durable: exchange.durable,
+            auto_delete: exchange.auto_delete,
+            internal: exchange.internal,
+            nowait: false,
+            arguments: exchange.arguments.clone(),
+        };
+        self.call(channel, &m, "exchange.declare-ok", |m| {
+            matches!(m, Method::ExchangeDeclareOk)
+        })
+        .await
+        .map(drop)
+    }
+
+    /// exchange.delete.
+    pub async fn exchange_delete(&mut self, channel: u16, exchange: &str) -> Result<(), Error> {
+        let m = Method::ExchangeDelete {
+            exchange: ShortStr::from(exchange),
+            if_unused: false,
+            nowait: false,
+        };
+        self.call(channel, &m, "exchange.delete-ok", |m| {
+            matches!(m, Method::ExchangeDeleteOk)
+        })
+        .await
+        .map(drop)
+    }
+
     /// queue.delete; returns the number of messages deleted with it.
     pub async fn queue_delete(&mut self, channel: u16, queue: &str) -> Result<u32, Error> {
         let m = Method::QueueDelete {
@@ -753,6 +786,18 @@ pub struct QueueDeclare<'a> {
     pub durable: bool,
     pub exclusive: bool,
     pub auto_delete: bool,
+    pub arguments: &'a FieldTable,
+}
+
+/// Arguments of [`Connection::exchange_declare`].
+#[derive(Clone)]
+pub struct ExchangeDeclare<'a> {
+    pub name: &'a str,
+    pub kind: &'a str,
+    pub passive: bool,
+    pub durable: bool,
+    pub auto_delete: bool,
+    pub internal: bool,
     pub arguments: &'a FieldTable,
 }
 

@@ -67,6 +67,15 @@ impl ExchangeKind {
     }
 }
 
+/// How many federation links a message crossed: the entries of its
+/// `x-received-from` header.
+pub fn received_from_hops(headers: Option<&FieldTable>) -> i64 {
+    match headers.and_then(|h| h.get("x-received-from")) {
+        Some(super::FieldValue::Array(list)) => list.len() as i64,
+        _ => 0,
+    }
+}
+
 /// Where a binding leads.
 #[derive(Clone)]
 pub enum Destination {
@@ -479,10 +488,7 @@ impl Exchange {
             }
             ExchangeKind::Fanout => b.all.iter().for_each(|x| f(&x.destination)),
             ExchangeKind::FederationUpstream => {
-                let hops = match headers.and_then(|h| h.get("x-received-from")) {
-                    Some(super::FieldValue::Array(list)) => list.len() as i64,
-                    _ => 0,
-                };
+                let hops = received_from_hops(headers);
                 let max = self.arguments.get("x-max-hops").and_then(|v| v.as_i64()).unwrap_or(1);
                 if hops < max {
                     b.all.iter().for_each(|x| f(&x.destination));

@@ -22,8 +22,8 @@ use tokio_util::sync::CancellationToken;
 use super::config::Upstream;
 use crate::amqp::codec::{BasicProperties, FieldTable, FieldValue, Method, ShortStr, write_method};
 use crate::amqp::context::AmqpContext;
-use crate::client::connection::{self as client, Connection, QueueDeclare};
-use crate::core::exchange::Exchange;
+use crate::client::connection::{self as client, ClientInfo, Connection, ExchangeDeclare, QueueDeclare};
+use crate::core::exchange::{Exchange, ExchangeKind, received_from_hops};
 use crate::core::queue::Queue;
 use crate::core::vhost::VHost;
 use crate::shovel::config::AckMode;
@@ -88,8 +88,12 @@ impl Link<'_> {
     pub async fn run(&self, stop: &CancellationToken) -> Result<Outcome, LinkError> {
         let conn_name = format!("Federation link: {}/{}", self.upstream.name, self.resource);
         let mut src = transfer::connect(self.local, self.user, self.uri(), "uri", &conn_name, "upstream").await?;
-        let local_uri = format!("amqp:///{}", percent_encode(&self.vhost.name));
-        let mut dst = transfer::connect(self.local, self.user, &local_uri, "uri", &conn_name, "downstream").await?;
+        let info = ClientInfo {
+            product: "lavinmq",
+            name: &conn_name,
+            heartbeat: 0,
+        };
+        let mut dst = transfer::connect_local(self.local, self.user, &self.vhost.name, info, "downstream").await?;
         src.open_channel(CHANNEL).await.map_err(at("source"))?;
         dst.open_channel(CHANNEL).await.map_err(at("destination"))?;
         if self.upstream.ack_mode == AckMode::OnConfirm {
@@ -114,7 +118,7 @@ impl Link<'_> {
                 let exchange = self
                     .vhost
                     .get_exchange(self.resource)
-                    .map_err(|e| gone(e.to_string()))?;
+                    .map_err(|e| LinkError::Gone(e.to_string()))?;
                 let queue = self.setup_exchange_link(&mut src, &exchange).await?;
                 let mut sync = BindingSync {
                     vhost: self.vhost.clone(),
@@ -135,7 +139,10 @@ impl Link<'_> {
                 Box::new(sync)
             }
             Kind::Queue => {
-                let queue = self.vhost.get_queue(self.resource).map_err(|e| gone(e.to_string()))?;
+                let queue = self
+                    .vhost
+                    .get_queue(self.resource)
+                    .map_err(|e| LinkError::Gone(e.to_string()))?;
                 transfer::ensure_queue(&mut src, self.upstream_resource(), "source").await?;
                 if !no_ack {
                     src.qos(CHANNEL, self.upstream.prefetch).await.map_err(at("source"))?;
@@ -173,7 +180,7 @@ impl Link<'_> {
         format!(
             "federation: {} -> {}:{}:{}",
             self.upstream_resource(),
-            hostname(),
+            crate::http::node_stats::hostname(),
             self.vhost.name,
             self.resource
         )
@@ -183,35 +190,29 @@ impl Link<'_> {
     /// missing), the link's queue and its `x-federation-upstream` exchange;
     /// returns the queue's name.
     async fn setup_exchange_link(&self, src: &mut Connection, exchange: &Exchange) -> Result<String, LinkError> {
-        let up = self.upstream_resource();
+        let no_args = FieldTable::new();
         let passive = ExchangeDeclare {
-            name: up,
+            name: self.upstream_resource(),
             kind: exchange.kind.name(),
             passive: true,
             durable: true,
             auto_delete: false,
             internal: false,
-            arguments: FieldTable::new(),
+            arguments: &no_args,
         };
-        if let Err(e) = passive.send(src).await {
-            if !matches!(
-                e,
-                LinkError::Peer {
-                    error: client::Error::ChannelClosed { code: 404, .. },
-                    ..
-                }
-            ) {
-                return Err(e);
+        match src.exchange_declare(CHANNEL, passive.clone()).await {
+            Ok(()) => {}
+            Err(client::Error::ChannelClosed { code: 404, .. }) => {
+                src.open_channel(CHANNEL).await.map_err(at("source"))?;
+                let declare = ExchangeDeclare {
+                    passive: false,
+                    durable: exchange.durable,
+                    arguments: &exchange.arguments,
+                    ..passive
+                };
+                src.exchange_declare(CHANNEL, declare).await.map_err(at("source"))?;
             }
-            src.open_channel(CHANNEL).await.map_err(at("source"))?;
-            ExchangeDeclare {
-                passive: false,
-                durable: exchange.durable,
-                arguments: exchange.arguments.clone(),
-                ..passive
-            }
-            .send(src)
-            .await?;
+            Err(e) => return Err(at("source")(e)),
         }
         let name = self.upstream_queue_name();
         let mut q_args = FieldTable::new();
@@ -232,21 +233,25 @@ impl Link<'_> {
         };
         src.queue_declare(CHANNEL, q).await.map_err(at("source"))?;
         let mut x_args = FieldTable::new();
-        x_args.insert("x-downstream-name", FieldValue::from(hostname().as_str()));
+        x_args.insert(
+            "x-downstream-name",
+            FieldValue::from(crate::http::node_stats::hostname().as_str()),
+        );
         x_args.insert("x-downstream-vhost", FieldValue::from(self.vhost.name.as_str()));
         x_args.insert("x-internal-purpose", FieldValue::from("federation"));
         x_args.insert("x-max-hops", FieldValue::I64(i64::from(self.upstream.max_hops)));
-        ExchangeDeclare {
+        let federation_exchange = ExchangeDeclare {
             name: &name,
-            kind: crate::core::exchange::ExchangeKind::FederationUpstream.name(),
+            kind: ExchangeKind::FederationUpstream.name(),
             passive: false,
             durable: true,
             auto_delete: true,
             internal: true,
-            arguments: x_args,
-        }
-        .send(src)
-        .await?;
+            arguments: &x_args,
+        };
+        src.exchange_declare(CHANNEL, federation_exchange)
+            .await
+            .map_err(at("source"))?;
         src.queue_bind(CHANNEL, &name, &name, "").await.map_err(at("source"))?;
         Ok(name)
     }
@@ -275,50 +280,6 @@ fn consume_method(queue: &str, tag: &str, no_ack: bool) -> Method {
     }
 }
 
-fn gone(reason: String) -> LinkError {
-    LinkError::Gone(reason)
-}
-
-/// An `exchange.declare` on the upstream.
-struct ExchangeDeclare<'a> {
-    name: &'a str,
-    kind: &'a str,
-    passive: bool,
-    durable: bool,
-    auto_delete: bool,
-    internal: bool,
-    arguments: FieldTable,
-}
-
-impl ExchangeDeclare<'_> {
-    async fn send(&self, conn: &mut Connection) -> Result<(), LinkError> {
-        let m = Method::ExchangeDeclare {
-            exchange: ShortStr::from(self.name),
-            kind: ShortStr::from(self.kind),
-            passive: self.passive,
-            durable: self.durable,
-            auto_delete: self.auto_delete,
-            internal: self.internal,
-            nowait: false,
-            arguments: self.arguments.clone(),
-        };
-        conn.call(CHANNEL, &m, "exchange.declare-ok", |m| {
-            matches!(m, Method::ExchangeDeclareOk)
-        })
-        .await
-        .map(drop)
-        .map_err(at("source"))
-    }
-}
-
-/// How many links a message crossed, by its `x-received-from` header.
-pub fn hops(properties: &BasicProperties) -> usize {
-    match properties.headers.as_ref().and_then(|h| h.get("x-received-from")) {
-        Some(FieldValue::Array(list)) => list.len(),
-        _ => 0,
-    }
-}
-
 /// Where a link sends each message, and the `x-received-from` entry it adds.
 struct Stamp<'a> {
     link: &'a Link<'a>,
@@ -330,7 +291,11 @@ struct Stamp<'a> {
 impl Forward for Stamp<'_> {
     fn route<'a>(&'a self, m: &Delivered<'a>, properties: &BasicProperties) -> Option<(&'a str, &'a str)> {
         match self.link.kind {
-            Kind::Exchange if hops(properties) >= self.link.upstream.max_hops as usize => None,
+            Kind::Exchange
+                if received_from_hops(properties.headers.as_ref()) >= i64::from(self.link.upstream.max_hops) =>
+            {
+                None
+            }
             Kind::Exchange => Some((self.link.resource, m.routing_key)),
             Kind::Queue => Some(("", self.link.resource)),
         }
@@ -433,7 +398,10 @@ impl Upkeep for BindingSync {
     fn tick(&mut self, to_src: &mut BytesMut) -> Result<(), LinkError> {
         let current = self.vhost.exchange(&self.exchange.name);
         if !current.is_some_and(|x| Arc::ptr_eq(&x, &self.exchange)) {
-            return Err(gone(format!("exchange '{}' was deleted", self.exchange.name)));
+            return Err(LinkError::Gone(format!(
+                "exchange '{}' was deleted",
+                self.exchange.name
+            )));
         }
         let generation = self.exchange.binding_generation();
         if self.seen == Some(generation) {
@@ -479,7 +447,7 @@ impl Upkeep for ConsumerGate {
     fn tick(&mut self, to_src: &mut BytesMut) -> Result<(), LinkError> {
         let current = self.vhost.queue(&self.queue.name);
         if !current.is_some_and(|q| Arc::ptr_eq(&q, &self.queue)) {
-            return Err(gone(format!("queue '{}' was deleted", self.queue.name)));
+            return Err(LinkError::Gone(format!("queue '{}' was deleted", self.queue.name)));
         }
         let (ready, consumers) = self.queue.counts();
         let codec = |e| at("source")(client::Error::Codec(e));
@@ -499,28 +467,6 @@ impl Upkeep for ConsumerGate {
     }
 }
 
-/// This host's name, as links name their upstream queues with it.
-pub fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_owned())
-        .ok()
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "localhost".to_owned())
-}
-
-/// Escapes a vhost name for a URI path.
-fn percent_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
 /// Removes what an exchange link created on its upstream (its queue and
 /// `x-federation-upstream` exchange), when the link is deleted for good.
 pub async fn clean_up(link: &Link<'_>) -> Result<(), LinkError> {
@@ -529,16 +475,7 @@ pub async fn clean_up(link: &Link<'_>) -> Result<(), LinkError> {
     src.open_channel(CHANNEL).await.map_err(at("source"))?;
     let name = link.upstream_queue_name();
     src.queue_delete(CHANNEL, &name).await.map_err(at("source"))?;
-    let m = Method::ExchangeDelete {
-        exchange: ShortStr::from(name.as_str()),
-        if_unused: false,
-        nowait: false,
-    };
-    src.call(CHANNEL, &m, "exchange.delete-ok", |m| {
-        matches!(m, Method::ExchangeDeleteOk)
-    })
-    .await
-    .map_err(at("source"))?;
+    src.exchange_delete(CHANNEL, &name).await.map_err(at("source"))?;
     drop(src.close().await);
     Ok(())
 }

@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 use crate::amqp::context::AmqpContext;
 use crate::core::vhost::VHost;
 use crate::shovel::status::{State, Status};
-use crate::shovel::transfer::{LinkError, Outcome, redact};
+use crate::shovel::transfer::{self, LinkError, redact};
 use config::Upstream;
 use link::{Kind, Link};
 
@@ -38,8 +38,6 @@ pub const UPSTREAM_SET: &str = "federation-upstream-set";
 /// even without a change notification (declared and deleted exchanges and
 /// queues, policies applied to them).
 const RECONCILE_EVERY: Duration = Duration::from_secs(1);
-/// How long a stopped link may take to close its connections.
-const STOP_GRACE: Duration = Duration::from_secs(5);
 
 /// A link: vhost, kind, federated exchange or queue, upstream.
 type Key = (String, Kind, String, String);
@@ -170,81 +168,64 @@ impl Federation {
     /// Runs one link until it is stopped.
     async fn drive(
         self: Arc<Self>,
-        (vhost, kind, resource, _): Key,
+        key: Key,
         upstream: Upstream,
         owner: Option<String>,
         status: Arc<Status>,
         stop: CancellationToken,
     ) {
-        let Some(vh) = self.ctx.broker.vhost(&vhost) else {
-            return;
+        let (vhost, kind, resource, _) = &key;
+        let Some(vh) = self.ctx.broker.vhost(vhost) else { return };
+        let failed = |e: &LinkError| {
+            tracing::warn!(
+                vhost = %vhost,
+                upstream = %upstream.name,
+                "federation link for {} '{resource}' failed: {e}; retrying in {:?}",
+                kind.as_str(),
+                upstream.reconnect_delay
+            );
+            if matches!(e, LinkError::Gone(_)) {
+                self.changed();
+            }
         };
-        let user = owner.as_deref().unwrap_or(&self.default_user);
-        for attempt in 0.. {
-            if stop.is_cancelled() {
-                return;
-            }
-            status.set(State::Starting, None);
-            let link = Link {
-                vhost: &vh,
-                kind,
-                resource: &resource,
-                upstream: &upstream,
-                local: &self.ctx,
-                user,
-                status: &status,
-                attempt,
-            };
-            let stopped = async {
-                stop.cancelled().await;
-                tokio::time::sleep(STOP_GRACE).await;
-            };
-            let result = tokio::select! {
-                result = link.run(&stop) => result,
-                _ = stopped => Ok(Outcome::Stopped),
-            };
-            match result {
-                Ok(_) => return,
-                Err(_) if stop.is_cancelled() => return,
-                Err(e) => {
-                    tracing::warn!(
-                        vhost = %vhost,
-                        upstream = %upstream.name,
-                        "federation link for {} '{resource}' failed: {e}; retrying in {:?}",
-                        kind.as_str(),
-                        upstream.reconnect_delay
-                    );
-                    status.set(State::Terminated, Some(e.to_string()));
-                    if matches!(e, LinkError::Gone(_)) {
-                        self.changed();
-                    }
-                }
-            }
-            tokio::select! {
-                _ = stop.cancelled() => return,
-                _ = tokio::time::sleep(upstream.reconnect_delay) => {}
-            }
+        let session = |attempt| {
+            let link = self.link(&vh, &key, &upstream, &owner, &status, attempt);
+            let stop = &stop;
+            async move { link.run(stop).await }
+        };
+        transfer::retrying(&stop, &status, upstream.reconnect_delay, failed, session).await;
+    }
+
+    /// Session `attempt` of the link `key`.
+    fn link<'a>(
+        &'a self,
+        vhost: &'a Arc<VHost>,
+        (_, kind, resource, _): &'a Key,
+        upstream: &'a Upstream,
+        owner: &'a Option<String>,
+        status: &'a Status,
+        attempt: usize,
+    ) -> Link<'a> {
+        Link {
+            vhost,
+            kind: *kind,
+            resource,
+            upstream,
+            local: &self.ctx,
+            user: owner.as_deref().unwrap_or(&self.default_user),
+            status,
+            attempt,
         }
     }
 
     /// Removes what a deleted exchange link created on its upstream.
-    async fn clean_up(self: Arc<Self>, (vhost, kind, resource, _): Key, upstream: Upstream, owner: Option<String>) {
-        let Some(vh) = self.ctx.broker.vhost(&vhost) else {
+    async fn clean_up(self: Arc<Self>, key: Key, upstream: Upstream, owner: Option<String>) {
+        let Some(vh) = self.ctx.broker.vhost(&key.0) else {
             return;
         };
         let status = Status::default();
-        let link = Link {
-            vhost: &vh,
-            kind,
-            resource: &resource,
-            upstream: &upstream,
-            local: &self.ctx,
-            user: owner.as_deref().unwrap_or(&self.default_user),
-            status: &status,
-            attempt: 0,
-        };
-        if let Err(e) = link::clean_up(&link).await {
-            tracing::warn!(vhost = %vhost, upstream = %upstream.name, "federation link cleanup failed: {e}");
+        if let Err(e) = link::clean_up(&self.link(&vh, &key, &upstream, &owner, &status, 0)).await {
+            tracing::warn!(vhost = %key.0, upstream = %upstream.name, "federation link cleanup failed: {e}");
         }
     }
 

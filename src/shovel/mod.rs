@@ -27,15 +27,13 @@ use crate::amqp::context::AmqpContext;
 use config::{Destination, ShovelConfig, Source};
 use link::Link;
 use status::{State, Status};
-use transfer::Outcome;
+use transfer::{LinkError, Outcome};
 
 /// The runtime parameter component shovels are defined under.
 pub const COMPONENT: &str = "shovel";
 /// How often the parameters are compared with the running shovels even
 /// without a change notification (catches vhost deletion and replays).
 const RECONCILE_EVERY: Duration = Duration::from_secs(2);
-/// How long a stopped shovel may take to close its connections.
-const STOP_GRACE: Duration = Duration::from_secs(5);
 /// The file (in the data dir) listing paused shovels.
 const PAUSED_FILE: &str = "shovels_paused.json";
 
@@ -199,11 +197,10 @@ impl Shovels {
             }
         };
         let user = owner.as_deref().unwrap_or(&self.default_user);
-        for attempt in 0.. {
-            if stop.is_cancelled() {
-                return;
-            }
-            status.set(State::Starting, None);
+        let failed = |e: &LinkError| {
+            tracing::warn!(shovel = %name, vhost = %vhost, "shovel failed: {e}; retrying in {:?}", config.reconnect_delay);
+        };
+        let session = |attempt| {
             let link = Link {
                 name: &name,
                 vhost: &vhost,
@@ -213,39 +210,19 @@ impl Shovels {
                 status: &status,
                 attempt,
             };
-            // A stopped session closes both ends itself; one stuck connecting
-            // is dropped after a grace period.
-            let stopped = async {
-                stop.cancelled().await;
-                tokio::time::sleep(STOP_GRACE).await;
-            };
-            let result = tokio::select! {
-                result = link.run(&stop) => result,
-                _ = stopped => Ok(Outcome::Stopped),
-            };
-            match result {
-                Ok(Outcome::Stopped) => return,
-                Ok(Outcome::Finished) => {
-                    tracing::info!(shovel = %name, vhost = %vhost, "shovel finished; deleting it");
-                    status.set(State::Terminated, Some("finished".into()));
-                    if let Some(v) = self.ctx.broker.vhost(&vhost)
-                        && v.parameter(COMPONENT, &name).as_ref() == Some(&value)
-                    {
-                        let _ = v.delete_parameter(COMPONENT, &name);
-                    }
-                    self.changed();
-                    return;
-                }
-                Err(_) if stop.is_cancelled() => return,
-                Err(e) => {
-                    tracing::warn!(shovel = %name, vhost = %vhost, "shovel failed: {e}; retrying in {:?}", config.reconnect_delay);
-                    status.set(State::Terminated, Some(e.to_string()));
-                }
+            let stop = &stop;
+            async move { link.run(stop).await }
+        };
+        let outcome = transfer::retrying(&stop, &status, config.reconnect_delay, failed, session).await;
+        if outcome == Outcome::Finished {
+            tracing::info!(shovel = %name, vhost = %vhost, "shovel finished; deleting it");
+            status.set(State::Terminated, Some("finished".into()));
+            if let Some(v) = self.ctx.broker.vhost(&vhost)
+                && v.parameter(COMPONENT, &name).as_ref() == Some(&value)
+            {
+                let _ = v.delete_parameter(COMPONENT, &name);
             }
-            tokio::select! {
-                _ = stop.cancelled() => return,
-                _ = tokio::time::sleep(config.reconnect_delay) => {}
-            }
+            self.changed();
         }
     }
 

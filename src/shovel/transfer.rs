@@ -27,7 +27,7 @@ use bytes::{Bytes, BytesMut};
 use tokio_util::sync::CancellationToken;
 
 use super::config::{self, AckMode};
-use super::status::Status;
+use super::status::{State, Status};
 use super::webhook::{Webhook, WebhookError};
 use crate::amqp::codec::{
     BasicProperties, FieldTable, Frame, Method, ShortStr, parse_frame, write_basic_ack, write_basic_nack, write_body,
@@ -44,6 +44,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 const HEARTBEAT: u16 = 30;
 /// The channel used on both connections.
 pub const CHANNEL: u16 = 1;
+/// How long a stopped link may take to close its connections.
+const STOP_GRACE: Duration = Duration::from_secs(5);
 /// Size of the in-process pipe to this broker.
 const PIPE_SIZE: usize = 256 * 1024;
 /// How often a link's [`Upkeep`] runs.
@@ -113,23 +115,78 @@ pub async fn connect(
         name: conn_name,
         heartbeat: uri.heartbeat.unwrap_or(HEARTBEAT),
     };
-    let connecting = async {
-        if config::is_local(uri_text) {
-            let (ours, theirs) = tokio::io::duplex(PIPE_SIZE);
-            let peer = Peer::in_process(user);
-            local
-                .tasks
-                .spawn(crate::amqp::connection::serve(local.clone(), theirs, peer));
-            let (rd, wr) = crate::client::stream::in_process(ours);
-            Connection::open(rd, wr, Login::External, &uri.vhost, info).await
-        } else {
-            Connection::connect_as(&uri, info).await
-        }
-    };
-    match tokio::time::timeout(CONNECT_TIMEOUT, connecting).await {
+    if config::is_local(uri_text) {
+        return connect_local(local, user, &uri.vhost, info, role).await;
+    }
+    match tokio::time::timeout(CONNECT_TIMEOUT, Connection::connect_as(&uri, info)).await {
         Ok(result) => result.map_err(at(role)),
         Err(_) => Err(LinkError::Timeout(role)),
     }
+}
+
+/// Connects to `vhost` of this broker, in process and acting as `user`.
+pub async fn connect_local(
+    local: &Arc<AmqpContext>,
+    user: &str,
+    vhost: &str,
+    info: ClientInfo<'_>,
+    role: &'static str,
+) -> Result<Connection, LinkError> {
+    let (ours, theirs) = tokio::io::duplex(PIPE_SIZE);
+    let peer = Peer::in_process(user);
+    local
+        .tasks
+        .spawn(crate::amqp::connection::serve(local.clone(), theirs, peer));
+    let (rd, wr) = crate::client::stream::in_process(ours);
+    match tokio::time::timeout(CONNECT_TIMEOUT, Connection::open(rd, wr, Login::External, vhost, info)).await {
+        Ok(result) => result.map_err(at(role)),
+        Err(_) => Err(LinkError::Timeout(role)),
+    }
+}
+
+/// Runs a link's sessions (`session(attempt)`) until one ends without an
+/// error or the link is stopped: after a failure, `failed` hears of it, the
+/// status shows it, and the next session starts after `reconnect_delay`. A
+/// stopped session closes both ends itself; one stuck connecting is dropped
+/// after a grace period.
+pub async fn retrying<F, Fut>(
+    stop: &CancellationToken,
+    status: &Status,
+    reconnect_delay: Duration,
+    mut failed: impl FnMut(&LinkError),
+    mut session: F,
+) -> Outcome
+where
+    F: FnMut(usize) -> Fut,
+    Fut: std::future::Future<Output = Result<Outcome, LinkError>>,
+{
+    for attempt in 0.. {
+        if stop.is_cancelled() {
+            break;
+        }
+        status.set(State::Starting, None);
+        let stopped = async {
+            stop.cancelled().await;
+            tokio::time::sleep(STOP_GRACE).await;
+        };
+        let result = tokio::select! {
+            result = session(attempt) => result,
+            _ = stopped => Ok(Outcome::Stopped),
+        };
+        match result {
+            Ok(outcome) => return outcome,
+            Err(_) if stop.is_cancelled() => break,
+            Err(e) => {
+                failed(&e);
+                status.set(State::Terminated, Some(e.to_string()));
+            }
+        }
+        tokio::select! {
+            _ = stop.cancelled() => break,
+            _ = tokio::time::sleep(reconnect_delay) => {}
+        }
+    }
+    Outcome::Stopped
 }
 
 /// Declares `queue` if it is missing (durable, as RabbitMQ's shovel
