@@ -180,10 +180,16 @@ where
             // The CONNACK's strings are a client id and fit.
             let _ = write_connack(out, &connack, version);
         });
-        let writer = outbox.spawn_writer(wr, None, registration.entry.clone());
         let span = tracing::info_span!("session", vhost = %admitted.vhost.name, client_id);
         let mut conn = Connection::new(&ctx, registration, session, claim, outbox.clone(), &admitted, &connect);
-        let end = conn.run(&mut rd, buf).instrument(span.clone()).await;
+        // The session is whole again before the client reads its CONNACK: a
+        // message published right after it reaches the shared subscriptions.
+        let resumed = span.in_scope(|| conn.resume());
+        let writer = outbox.spawn_writer(wr, None, conn.registration.entry.clone());
+        let end = match resumed {
+            Ok(()) => conn.run(&mut rd, buf).instrument(span.clone()).await,
+            Err(end) => end,
+        };
         span.in_scope(|| conn.finish(end));
         outbox.close();
         let _ = writer.await;
@@ -343,23 +349,28 @@ impl Connection {
         }
     }
 
-    async fn run<R: AsyncRead + Unpin>(&mut self, rd: &mut R, mut buf: BytesMut) -> End {
-        // A session resumed mid-QoS-2 completes what the client acknowledged.
+    /// Picks the session up where it was left: releases of QoS 2 messages the
+    /// client acknowledged, the session queue's consumer, and the groups of its
+    /// shared subscriptions. Runs before the writer sends CONNACK.
+    fn resume(&mut self) -> Result<(), End> {
         let released: Vec<u16> = self.claim.state.released.lock().iter().copied().collect();
         for packet_id in released {
             self.send(&Packet::Pubrel(Ack::ok(packet_id)));
         }
         if let Err(e) = self.session.queue.add_consumer(self.consumer.clone(), false) {
             tracing::error!("cannot consume from the session queue: {e}");
-            return End::Abnormal(Some(ReasonCode::UNSPECIFIED_ERROR));
+            return Err(End::Abnormal(Some(ReasonCode::UNSPECIFIED_ERROR)));
         }
         self.consumer.spawn();
-        // A resumed session rejoins the groups of its shared subscriptions.
         for (full_filter, sub) in self.session.stored_shared() {
             if let Err(e) = self.join_shared(&full_filter, sub) {
                 tracing::warn!(filter = %full_filter, "cannot rejoin the shared subscription: {e}");
             }
         }
+        Ok(())
+    }
+
+    async fn run<R: AsyncRead + Unpin>(&mut self, rd: &mut R, mut buf: BytesMut) -> End {
         self.outbox.flush();
         // The keep alive: the connection is dropped after 1.5 times the interval
         // without a packet [MQTT-3.1.2-24].
