@@ -13,7 +13,7 @@ use reqwest::redirect::Policy;
 use reqwest::{Client, StatusCode, header};
 
 /// Every page of the UI, as its clean URL (entity pages with an identity).
-const PAGES: [&str; 21] = [
+const PAGES: [&str; 23] = [
     "/",
     "/login",
     "/queues",
@@ -32,6 +32,8 @@ const PAGES: [&str; 21] = [
     "/user?name=guest",
     "/policies",
     "/operator-policies",
+    "/shovels",
+    "/federation",
     "/definitions",
     "/nodes",
     "/logs",

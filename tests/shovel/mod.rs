@@ -14,6 +14,8 @@ use serde_json::{Value, json};
 use crate::common::api::*;
 use crate::common::*;
 
+mod rabbitmq;
+
 /// Creates shovel `name` in vhost `/` of `api`'s broker.
 async fn add_shovel(api: &Api, name: &str, value: Value) {
     let status = api

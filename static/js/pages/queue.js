@@ -1,5 +1,6 @@
 // One queue (?vhost=&name=): details, live charts, consumers, bindings (add and
-// remove), publish, get messages, purge, delete, pause and resume.
+// remove), publish, get messages, purge, delete, pause and resume, and move
+// the messages elsewhere.
 
 import { apiPath, del, get, post, put } from "../api.js";
 import { LiveChart, poll } from "../chart.js";
@@ -197,3 +198,27 @@ onClick($("queue-resume"), async () => {
   await put(`${path}/resume`);
   showQueue(await get(path));
 }, "Queue resumed");
+
+/** A host-less URI for this broker's vhost `v`. */
+const localUri = (v) => `amqp:///${encodeURIComponent(v)}`;
+
+// "Move messages": a one-off shovel that moves the queue's current length and
+// then deletes itself; plain "amqp://" means this broker and this vhost.
+onSubmit(
+  $("move-form"),
+  async (v) => {
+    const dest = v.uri.trim() === "amqp://" ? localUri(vhost) : v.uri.trim();
+    await put(apiPath("parameters", "shovel", vhost, `Move from ${name}`), {
+      value: {
+        "src-uri": localUri(vhost),
+        "src-queue": name,
+        "src-delete-after": "queue-length",
+        "dest-uri": dest,
+        "dest-queue": v.queue,
+        "ack-mode": "on-confirm",
+      },
+    });
+    return v.queue;
+  },
+  { success: (q) => `Moving the messages to ${q}` },
+);

@@ -577,6 +577,79 @@ describe('management UI', () => {
     assert.deepEqual(errors, []);
   });
 
+  uiTest('shovels and federation upstreams from their pages; "Move messages" on the queue page', async () => {
+    const id = suffix();
+    const vhost = `ui-e2e-shovel-${id}`;
+    const V = enc(vhost);
+    const local = `amqp:///${V}`;
+    const messages = async (q) => (await apiOk('GET', `/api/queues/${V}/${q}`)).messages;
+    const publish = async (q, n) => {
+      for (let i = 0; i < n; i++) {
+        await apiOk('POST', `/api/exchanges/${V}/amq.default/publish`, { routing_key: q, payload: `m${i}`, payload_encoding: 'string', properties: { delivery_mode: 2 } });
+      }
+    };
+    try {
+      await apiOk('PUT', `/api/vhosts/${V}`, {});
+      await apiOk('PUT', `/api/permissions/${V}/${enc(USER)}`, { configure: '.*', write: '.*', read: '.*' });
+      for (const q of ['src', 'dst', 'moved']) await apiOk('PUT', `/api/queues/${V}/${q}`, { durable: true });
+      await publish('src', 3);
+      const { page, errors } = await open({ vhost });
+
+      // A shovel added with the form runs, moves the messages, pauses and is deleted.
+      await page.goto('/shovels');
+      await selectWhenFilled(page, 'shovel-vhost', vhost);
+      await byTestId(page, 'shovel-name').fill('ui-shovel');
+      await byTestId(page, 'shovel-src-uri').fill(local);
+      await byTestId(page, 'shovel-src').fill('src');
+      await byTestId(page, 'shovel-dest-uri').fill(local);
+      await byTestId(page, 'shovel-dest').fill('dst');
+      await byTestId(page, 'shovel-submit').click();
+      await expectToast(page, 'Shovel ui-shovel added');
+      const state = (s) => page.locator('[data-testid="shovel-state"][data-name="ui-shovel"]', { hasText: s });
+      await state('running').waitFor({ timeout: LONG_WAIT_MS });
+      await eventually(async () => (await messages('dst')) === 3, 'the shovel moved the messages', LONG_WAIT_MS);
+      await page.locator('[data-testid="pause-shovel"][data-name="ui-shovel"]').click();
+      await expectToast(page, 'Shovel ui-shovel paused');
+      await state('paused').waitFor();
+      await page.locator('[data-testid="delete-shovel"][data-name="ui-shovel"]').click();
+      await confirm(page);
+      await expectToast(page, 'Shovel ui-shovel deleted');
+      await eventually(async () => (await api('GET', `/api/shovels/${V}/ui-shovel`)).status === 404, 'the shovel gone');
+
+      // An upstream saved with the form; a policy makes a link of it.
+      await page.goto('/federation');
+      await selectWhenFilled(page, 'upstream-vhost', vhost);
+      await byTestId(page, 'upstream-name').fill('ui-upstream');
+      await byTestId(page, 'upstream-uri').fill('amqp://127.0.0.1:1');
+      await byTestId(page, 'upstream-max-hops').fill('2');
+      await byTestId(page, 'upstream-submit').click();
+      await expectToast(page, 'Upstream ui-upstream saved');
+      await tableLoaded(page, 'upstreams-table', 'ui-upstream');
+      const saved = await apiOk('GET', `/api/parameters/federation-upstream/${V}/ui-upstream`);
+      assert.deepEqual(saved.value, { uri: 'amqp://127.0.0.1:1', 'ack-mode': 'on-confirm', 'max-hops': 2 });
+      await apiOk('PUT', `/api/exchanges/${V}/fed-x`, { type: 'topic', durable: true });
+      await apiOk('PUT', `/api/policies/${V}/fed`, { pattern: '^fed-x$', 'apply-to': 'exchanges', definition: { 'federation-upstream-set': 'all' } });
+      await page.locator('#links-table tbody').getByText('fed-x', { exact: true }).waitFor({ timeout: LONG_WAIT_MS });
+      await page.locator('[data-testid="delete-upstream"][data-name="ui-upstream"]').click();
+      await confirm(page);
+      await expectToast(page, 'Upstream ui-upstream deleted');
+
+      // "Move messages": a one-off shovel that empties the queue and goes away.
+      await publish('src', 2);
+      await page.goto(`/queue?vhost=${V}&name=src`);
+      await openPanel(page, 'move-panel');
+      await byTestId(page, 'move-queue').fill('moved');
+      await byTestId(page, 'move-submit').click();
+      await expectToast(page, 'Moving the messages to moved');
+      await eventually(async () => (await messages('moved')) === 2, 'the messages moved', LONG_WAIT_MS);
+      await eventually(async () => (await messages('src')) === 0, 'the source queue emptied', LONG_WAIT_MS);
+      await eventually(async () => (await api('GET', `/api/shovels/${V}/${enc('Move from src')}`)).status === 404, 'the move shovel deleted itself', LONG_WAIT_MS);
+      assert.deepEqual(uncaught(errors), []);
+    } finally {
+      await apiDelete(`/api/vhosts/${V}`);
+    }
+  });
+
   uiTest('every page renders without errors (screenshots in target/ui-screenshots)', async () => {
     const id = suffix();
     const vhost = `ui-e2e-shots-${id}`;
@@ -644,6 +717,8 @@ describe('management UI', () => {
         ['user', `/user?name=${enc(user)}`, '[data-testid="user-details-list"]', null, '#user-permissions-table'],
         ['policies', '/policies', '#policies-table[data-loaded="true"]', null, '#policies-table tbody >> text=ui-e2e-shots-policy'],
         ['operator-policies', '/operator-policies', '#policies-table[data-loaded="true"]', null, '#policies-table tbody >> text=ui-e2e-shots-op-policy'],
+        ['shovels', '/shovels', '#shovels-table[data-loaded="true"]'],
+        ['federation', '/federation', '#upstreams-table[data-loaded="true"]', null, '#links-table[data-loaded="true"]'],
         ['definitions', '/definitions', `#export-definitions-vhost option[value="${vhost}"]`],
         ['nodes', '/nodes', '#nodes-table', null, '[data-testid="node-memory-chart"]:not([data-points="0"])'],
         ['logs', '/logs', '[data-testid="log-line"] >> nth=0'],
