@@ -1,9 +1,14 @@
 //! MQTT 3.1.1: connecting and logging in, QoS 0/1/2 in both directions,
 //! interoperation with AMQP through `amq.topic`, persistent sessions,
-//! redelivery, retained messages, wills, takeover and keep alive; MQTT 5
-//! sessions across restarts (`mqtt/v5.rs`).
+//! redelivery, retained messages, wills, takeover and keep alive; the codec
+//! and protocol rules on raw packets (`mqtt/protocol.rs`), other clients
+//! (`mqtt/interop.rs`), and MQTT 5 sessions across restarts (`mqtt/v5.rs`).
 
 mod common;
+#[path = "mqtt/interop.rs"]
+mod interop;
+#[path = "mqtt/protocol.rs"]
+mod protocol;
 #[path = "mqtt/v5.rs"]
 mod v5;
 

@@ -4,13 +4,11 @@
 //! subscriptions, keep alive, redelivery on reconnect, subscribe failure,
 //! `$` topics and unsubscribe.
 
-mod common;
-
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
-use common::mqtt_raw::{MqttRaw, RawWill, connect_packet};
-use common::*;
+use crate::common::mqtt_raw::{MqttRaw, RawWill, connect_packet};
+use crate::common::*;
 use lavinmq::core::user::{Permissions, SHA256, User, hash_password};
 use rumqttc::{
     AsyncClient, ConnAck, ConnectReturnCode, ConnectionError, Event, EventLoop, Incoming, LastWill, MqttOptions,

@@ -1,10 +1,8 @@
 //! LavinMQ's queue operations in the management API: pause and resume
 //! deliveries (kept across a restart) and the list of unacknowledged deliveries.
 
-mod common;
-
-use common::api::*;
-use common::*;
+use crate::common::api::*;
+use crate::common::*;
 use reqwest::StatusCode;
 use serde_json::json;
 

@@ -4,12 +4,10 @@
 //! client connected meanwhile keeps working and a message waiting in a
 //! persistent session is still delivered.
 
-mod common;
-
 use std::net::SocketAddr;
 
-use common::mqtt_raw::*;
-use common::*;
+use crate::common::mqtt_raw::*;
+use crate::common::*;
 
 fn mqtt(broker: &TestBroker) -> SocketAddr {
     broker.server().mqtt_addr()

@@ -1,10 +1,8 @@
 //! The binding and definitions endpoints of the management API, driven with
 //! reqwest (and lapin, to check that bindings route) against the in-process server.
 
-mod common;
-
-use common::api::*;
-use common::*;
+use crate::common::api::*;
+use crate::common::*;
 use lapin::ExchangeKind;
 use lapin::options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
 use lapin::types::FieldTable;

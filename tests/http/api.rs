@@ -1,9 +1,7 @@
 //! The management HTTP API, driven with reqwest against the in-process server.
 
-mod common;
-
-use common::api::*;
-use common::*;
+use crate::common::api::*;
+use crate::common::*;
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 

@@ -1,10 +1,8 @@
 //! Message statistics and rates in the management API, and the channels and
 //! consumers of open connections (listed, shown, a consumer cancelled).
 
-mod common;
-
-use common::api::*;
-use common::*;
+use crate::common::api::*;
+use crate::common::*;
 use lapin::options::{BasicAckOptions, BasicQosOptions};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};

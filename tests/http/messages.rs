@@ -2,10 +2,8 @@
 //! from a queue with every ackmode and encoding, with RabbitMQ's JSON shapes
 //! and status codes.
 
-mod common;
-
-use common::api::*;
-use common::*;
+use crate::common::api::*;
+use crate::common::*;
 use lapin::types::AMQPValue;
 use lapin::{BasicProperties, Channel};
 use reqwest::{Method, StatusCode};

@@ -3,12 +3,10 @@
 //! password hash is shown to anyone but an administrator, and login
 //! throttling across AMQP, MQTT and the API.
 
-mod common;
-
+use crate::common::api::*;
+use crate::common::*;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
-use common::api::*;
-use common::*;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use sha2::Digest;
@@ -416,8 +414,8 @@ async fn repeated_failed_logins_block_their_address_only() {
         panic!("the right password was checked while the address is blocked");
     };
     assert_eq!(reply_code(&refused), Some(403), "{refused:?}");
-    let mut mqtt = common::mqtt_raw::MqttRaw::tcp(b.server().mqtt_addr()).await;
-    mqtt.send(&common::mqtt_raw::connect_packet("throttled", true, 0, None))
+    let mut mqtt = crate::common::mqtt_raw::MqttRaw::tcp(b.server().mqtt_addr()).await;
+    mqtt.send(&crate::common::mqtt_raw::connect_packet("throttled", true, 0, None))
         .await;
     assert_eq!(mqtt.expect_connack().await.1, 5, "MQTT CONNACK: not authorized");
     let (status, body) = Api::new(&b).get("/api/overview").await;

@@ -4,14 +4,13 @@
 //! clients. Shovels and federation upstreams, defined as parameters, are in
 //! [`shovel`] and [`federation`].
 
-mod common;
-#[path = "federation/mod.rs"]
+#[path = "../federation/mod.rs"]
 mod federation;
-#[path = "shovel/mod.rs"]
+#[path = "../shovel/mod.rs"]
 mod shovel;
 
-use common::api::*;
-use common::*;
+use crate::common::api::*;
+use crate::common::*;
 use lapin::ErrorKind;
 use lapin::options::QueueDeclareOptions;
 use lapin::types::FieldTable;
@@ -675,7 +674,7 @@ async fn user_limits_are_shown_enforced_and_exported() {
         "NOT_ALLOWED - connection refused for user 'capped': user connection limit (2) is reached"
     );
     // MQTT connections count too: CONNACK 3 (MQTT 5's 0x97 Quota exceeded).
-    use common::mqtt_raw::{MqttRaw, connect_raw, mqtt_str};
+    use crate::common::mqtt_raw::{MqttRaw, connect_raw, mqtt_str};
     let mut mqtt = MqttRaw::tcp(b.server().mqtt_addr()).await;
     let mut payload = mqtt_str(b"capped-client");
     payload.extend(mqtt_str(b"capped"));

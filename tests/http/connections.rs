@@ -1,10 +1,8 @@
 //! Connections in the management API: listed, shown, closed with a reason, and
 //! closed when their vhost is deleted.
 
-mod common;
-
-use common::api::enc;
-use common::*;
+use crate::common::api::enc;
+use crate::common::*;
 use reqwest::{Client, StatusCode};
 use serde_json::Value;
 
