@@ -31,7 +31,8 @@ function edit(p) {
     const input = f.elements[field];
     const v = p.value[key];
     if (input.type === "checkbox") input.checked = v === true;
-    else input.value = Array.isArray(v) ? v[0] : (v ?? (input.tagName === "SELECT" ? input.options[0].value : ""));
+    else if (Array.isArray(v)) input.value = v.join(" ");
+    else input.value = v ?? (input.tagName === "SELECT" ? input.options[0].value : "");
   }
   f.elements.name.focus();
 }
@@ -104,6 +105,10 @@ function upstreamValue(v) {
     if (x === undefined || x === "" || x === false) continue;
     value[key] = x;
   }
+  // Several URIs, separated by spaces, are tried in turn.
+  const uris = String(v.uri ?? "").trim().split(/\s+/).filter(Boolean);
+  if (uris.length > 1) value.uri = uris;
+  else if (uris.length === 1) value.uri = uris[0];
   return value;
 }
 

@@ -620,13 +620,18 @@ describe('management UI', () => {
       await page.goto('/federation');
       await selectWhenFilled(page, 'upstream-vhost', vhost);
       await byTestId(page, 'upstream-name').fill('ui-upstream');
-      await byTestId(page, 'upstream-uri').fill('amqp://127.0.0.1:1');
+      const uris = 'amqp://127.0.0.1:1 amqp://127.0.0.1:2';
+      await byTestId(page, 'upstream-uri').fill(uris);
       await byTestId(page, 'upstream-max-hops').fill('2');
       await byTestId(page, 'upstream-submit').click();
       await expectToast(page, 'Upstream ui-upstream saved');
       await tableLoaded(page, 'upstreams-table', 'ui-upstream');
       const saved = await apiOk('GET', `/api/parameters/federation-upstream/${V}/ui-upstream`);
-      assert.deepEqual(saved.value, { uri: 'amqp://127.0.0.1:1', 'ack-mode': 'on-confirm', 'max-hops': 2 });
+      assert.deepEqual(saved.value, { uri: uris.split(' '), 'ack-mode': 'on-confirm', 'max-hops': 2 });
+      // Edit fills the form with what is stored, every URI included.
+      await page.locator('[data-testid="edit-upstream"][data-name="ui-upstream"]').click();
+      assert.equal(await byTestId(page, 'upstream-uri').inputValue(), uris);
+      assert.equal(await byTestId(page, 'upstream-max-hops').inputValue(), '2');
       await apiOk('PUT', `/api/exchanges/${V}/fed-x`, { type: 'topic', durable: true });
       await apiOk('PUT', `/api/policies/${V}/fed`, { pattern: '^fed-x$', 'apply-to': 'exchanges', definition: { 'federation-upstream-set': 'all' } });
       await page.locator('#links-table tbody').getByText('fed-x', { exact: true }).waitFor({ timeout: LONG_WAIT_MS });
