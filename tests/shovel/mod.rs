@@ -48,7 +48,15 @@ async fn fill(ch: &lapin::Channel, queue: &str, from: usize, n: usize) {
 
 /// Waits for `n` messages on `queue` of `broker`, and returns their bodies.
 async fn receive(broker: &TestBroker, queue: &str, n: usize) -> Vec<String> {
-    let (_conn, ch) = broker.channel().await;
+    receive_at(&broker.url(), queue, n).await
+}
+
+/// Waits for `n` messages on `queue` at `url` (once the queue exists) and
+/// returns their bodies, acknowledged.
+async fn receive_at(url: &str, queue: &str, n: usize) -> Vec<String> {
+    let conn = try_connect(url).await.expect("connect");
+    eventually(&format!("{queue} declared"), || queue_exists(&conn, queue)).await;
+    let ch = conn.create_channel().await.expect("channel");
     let mut consumer = consume(&ch, queue).await;
     let mut out = Vec::new();
     for d in deliveries(&mut consumer, n).await {

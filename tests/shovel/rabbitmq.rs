@@ -7,11 +7,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use lapin::options::{BasicAckOptions, QueueDeclareOptions};
+use lapin::options::QueueDeclareOptions;
 use lapin::types::FieldTable;
 use serde_json::json;
 
-use super::{add_shovel, fill, shovel_in_state};
+use super::{add_shovel, fill, receive_at, shovel_in_state};
 use crate::common::api::*;
 use crate::common::*;
 
@@ -92,21 +92,6 @@ impl Drop for Rabbit {
 fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     l.local_addr().expect("local addr").port()
-}
-
-/// Waits for `n` messages on `queue` at `url` (once the queue exists) and
-/// returns their bodies, acknowledged.
-async fn receive_at(url: &str, queue: &str, n: usize) -> Vec<String> {
-    let conn = try_connect(url).await.expect("connect");
-    eventually(&format!("{queue} declared"), || queue_exists(&conn, queue)).await;
-    let ch = conn.create_channel().await.expect("channel");
-    let mut consumer = consume(&ch, queue).await;
-    let mut out = Vec::new();
-    for d in deliveries(&mut consumer, n).await {
-        out.push(String::from_utf8_lossy(&d.data).into_owned());
-        d.ack(BasicAckOptions::default()).await.expect("ack");
-    }
-    out
 }
 
 #[tokio::test]
