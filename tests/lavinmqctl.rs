@@ -155,6 +155,45 @@ async fn users_are_added_listed_tagged_given_permissions_and_deleted() {
     assert_eq!(perm["read"], ".*");
     b.connect_url(&b.url_for(&user, "s3cret", "%2f")).await;
 
+    // Topic permissions: set on two exchanges, listed per vhost and per
+    // user, cleared on one exchange, then all.
+    ctl(&b, &["set_topic_permissions", &user, "amq.topic", "^a\\.", "^b\\."])
+        .await
+        .ok();
+    ctl(&b, &["set_topic_permissions", &user, "logs", ".*", "^$"])
+        .await
+        .ok();
+    let listed = ctl(&b, &["list_topic_permissions"]).await.ok();
+    assert_eq!(listed.cells()[1], ["user", "exchange", "write", "read"]);
+    assert!(
+        listed
+            .cells()
+            .iter()
+            .any(|r| *r == [user.as_str(), "amq.topic", "^a\\.", "^b\\."]),
+        "{listed:?}"
+    );
+    let of_user = ctl(&b, &["-f", "json", "list_user_topic_permissions", &user])
+        .await
+        .ok()
+        .json();
+    assert_eq!(
+        of_user,
+        json!([
+            {"vhost": "/", "exchange": "amq.topic", "write": "^a\\.", "read": "^b\\."},
+            {"vhost": "/", "exchange": "logs", "write": ".*", "read": "^$"},
+        ])
+    );
+    ctl(&b, &["clear_topic_permissions", &user, "logs"]).await.ok();
+    let left = api
+        .get_ok(&format!("/api/users/{}/topic-permissions", enc(&user)))
+        .await;
+    assert_eq!(left.as_array().map(Vec::len), Some(1), "{left}");
+    ctl(&b, &["clear_topic_permissions", &user]).await.ok();
+    let left = api
+        .get_ok(&format!("/api/users/{}/topic-permissions", enc(&user)))
+        .await;
+    assert_eq!(left, json!([]));
+
     ctl(&b, &["change_password", &user, "n3w"]).await.ok();
     assert!(try_connect(&b.url_for(&user, "s3cret", "%2f")).await.is_err());
     b.connect_url(&b.url_for(&user, "n3w", "%2f")).await;

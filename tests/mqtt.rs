@@ -34,6 +34,7 @@ fn session_queue(client_id: &str) -> String {
 fn add_user(b: &TestBroker, user: &str, vhost: &str) {
     let user = User {
         limits: Default::default(),
+        topic_permissions: Default::default(),
         name: user.into(),
         password_hash: hash_password("pw"),
         hashing_algorithm: SHA256.into(),

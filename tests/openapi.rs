@@ -585,6 +585,10 @@ async fn documented_gets_answer_as_documented() {
         ),
         ("/api/users/{user}", "/api/users/guest".into()),
         ("/api/permissions/{vhost}/{user}", "/api/permissions/%2F/guest".into()),
+        (
+            "/api/topic-permissions/{vhost}/{user}",
+            "/api/topic-permissions/%2F/guest".into(),
+        ),
         ("/api/policies/{vhost}/{name}", "/api/policies/%2F/openapi-p".into()),
         (
             "/api/parameters/{component}/{vhost}/{name}",

@@ -1,9 +1,12 @@
 //! Permissions enforced on AMQP operations as RabbitMQ does: configure to
 //! declare and delete, write to publish and bind into, read to consume, get,
 //! purge and bind from; 403 ACCESS_REFUSED naming the resource; changes apply to
-//! open connections.
+//! open connections. Topic permissions, which narrow write and read on topic
+//! exchanges by routing key, are in `permissions/topic.rs`.
 
 mod common;
+#[path = "permissions/topic.rs"]
+mod topic;
 
 use common::*;
 use lapin::options::{
@@ -16,6 +19,7 @@ fn add_user(b: &TestBroker, name: &str, configure: &str, write: &str, read: &str
     let users = &b.server().broker.users;
     let user = User {
         limits: Default::default(),
+        topic_permissions: Default::default(),
         name: name.into(),
         password_hash: hash_password("pw"),
         hashing_algorithm: SHA256.into(),

@@ -20,6 +20,7 @@ use super::unacked::{Unacked, UnackedList};
 use crate::core::permissions::Access;
 use crate::core::queue::Queue;
 use crate::core::stats::{ChannelCounters, Rates};
+use crate::core::topic_permissions::TopicAccess;
 use crate::core::vhost::{ExchangeOptions, QueueOptions};
 use crate::core::{FieldTable, ShortStr};
 use crate::store::SyncWaiter;
@@ -161,6 +162,9 @@ pub struct Channel {
     /// The exchange (by address) and permission generation a publish was last
     /// allowed for, to skip the check while neither changes.
     pub(super) write_allowed: Option<(usize, u64)>,
+    /// Whether the user's topic permissions restrict that exchange: then each
+    /// routing key published to it is checked.
+    pub(super) topic_restricted: bool,
     pub(super) scratch: BytesMut,
 }
 
@@ -208,6 +212,7 @@ impl Channel {
             last_exchange: None,
             last_exchange_name: smallvec::SmallVec::new(),
             write_allowed: None,
+            topic_restricted: false,
             scratch: BytesMut::new(),
         }
     }
@@ -322,6 +327,7 @@ impl Channel {
             } => {
                 info.check(Access::Write, "exchange", &destination)?;
                 info.check(Access::Read, "exchange", &source)?;
+                info.check_topic(TopicAccess::Read, &source, &routing_key)?;
                 vhost.bind_exchange(&destination, &source, &routing_key, arguments)?;
                 self.reply_replicated(info, nowait, Method::ExchangeBindOk);
             }
@@ -334,6 +340,7 @@ impl Channel {
             } => {
                 info.check(Access::Write, "exchange", &destination)?;
                 info.check(Access::Read, "exchange", &source)?;
+                info.check_topic(TopicAccess::Read, &source, &routing_key)?;
                 vhost.unbind_exchange(&destination, &source, &routing_key, &arguments)?;
                 self.reply_replicated(info, nowait, Method::ExchangeUnbindOk);
             }
@@ -408,6 +415,7 @@ impl Channel {
                 let q = self.queue_name(&queue)?;
                 info.check(Access::Write, "queue", q)?;
                 info.check(Access::Read, "exchange", &exchange)?;
+                info.check_topic(TopicAccess::Read, &exchange, &routing_key)?;
                 vhost.bind_queue(q, &exchange, &routing_key, arguments, Some(info.id))?;
                 self.reply_replicated(info, nowait, Method::QueueBindOk);
             }
@@ -420,6 +428,7 @@ impl Channel {
                 let q = self.queue_name(&queue)?;
                 info.check(Access::Write, "queue", q)?;
                 info.check(Access::Read, "exchange", &exchange)?;
+                info.check_topic(TopicAccess::Read, &exchange, &routing_key)?;
                 vhost.unbind_queue(q, &exchange, &routing_key, &arguments, info.id)?;
                 self.reply_replicated(info, false, Method::QueueUnbindOk);
             }

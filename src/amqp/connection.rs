@@ -16,6 +16,7 @@ use super::context::AmqpContext;
 use super::error::{AmqpError, AmqpResult, Scope, code};
 use super::handshake::handshake;
 use crate::core::message::Message;
+use crate::core::topic_permissions::TopicAccess;
 use crate::core::vhost::VHost;
 use crate::transport::BUSY_READ;
 use crate::transport::outbox::Outbox;
@@ -74,15 +75,47 @@ impl ConnInfo {
         kind: &str,
         name: &str,
     ) -> Result<(), crate::core::Error> {
+        self.with_perms(|p| p.check(access, kind, name, &self.vhost.name, &self.user))
+    }
+
+    /// True when `exchange` is a topic exchange on which the user has topic
+    /// permissions, so that each routing key published to it is checked.
+    pub fn restricts_topics(&self, exchange: &crate::core::exchange::Exchange) -> bool {
+        exchange.kind == crate::core::exchange::ExchangeKind::Topic
+            && self.with_perms(|p| p.restricts_topics(&exchange.name))
+    }
+
+    /// Checks a routing key (publish) or binding key (bind, unbind) against
+    /// the user's topic permissions on the exchange named `exchange`; only
+    /// topic exchanges are restricted, as in RabbitMQ.
+    pub fn check_topic(&self, access: TopicAccess, exchange: &str, key: &str) -> Result<(), crate::core::Error> {
+        self.with_perms(|p| {
+            if !p.restricts_topics(exchange) {
+                return Ok(());
+            }
+            let is_topic = self
+                .vhost
+                .exchange(exchange)
+                .is_some_and(|e| e.kind == crate::core::exchange::ExchangeKind::Topic);
+            if !is_topic {
+                return Ok(());
+            }
+            p.check_topic(access, exchange, key, &self.vhost.name, &self.user)
+        })
+    }
+
+    /// Runs `f` on the permissions in force now, recompiling them first if
+    /// any user or permission changed since they were read.
+    fn with_perms<R>(&self, f: impl FnOnce(&crate::core::permissions::Compiled) -> R) -> R {
         let generation = self.permission_generation();
         let mut p = self.perms.borrow_mut();
         if p.0 != generation {
             *p = (
                 generation,
-                self.ctx.broker.users.permissions(&self.user, &self.vhost.name),
+                self.ctx.broker.users.permissions(&self.user, &self.vhost.name, None),
             );
         }
-        p.1.check(access, kind, name, &self.vhost.name, &self.user)
+        f(&p.1)
     }
 
     /// Remembers to wake `queue`'s consumers at the end of the read batch.

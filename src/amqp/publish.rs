@@ -15,6 +15,7 @@ use super::codec::{
 use super::connection::ConnInfo;
 use super::error::{AmqpError, AmqpResult, code};
 use crate::core::message::Message;
+use crate::core::topic_permissions::TopicAccess;
 use crate::store::SyncWaiter;
 
 /// Prefix of routing keys that address a direct reply-to consumer.
@@ -258,6 +259,10 @@ impl Channel {
         if self.write_allowed != Some(key) {
             info.check(crate::core::permissions::Access::Write, "exchange", &exchange.name)?;
             self.write_allowed = Some(key);
+            self.topic_restricted = info.restricts_topics(&exchange);
+        }
+        if self.topic_restricted {
+            info.check_topic(TopicAccess::Write, &exchange.name, &msg.routing_key)?;
         }
         if exchange.internal {
             let text = format!(

@@ -258,9 +258,10 @@ impl Broker {
         v.delete_all();
         self.save_vhosts()?;
         for u in self.users.list() {
-            if u.permissions.contains_key(name) {
+            if u.permissions.contains_key(name) || u.topic_permissions.contains_key(name) {
                 self.users.update(&u.name, |u| {
                     u.permissions.remove(name);
+                    u.topic_permissions.remove(name);
                 })?;
             }
         }

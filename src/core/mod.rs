@@ -30,6 +30,7 @@ pub mod stream;
 pub mod stream_filter;
 pub mod table_json;
 pub mod topic;
+pub mod topic_permissions;
 pub mod user;
 pub mod vhost;
 

@@ -9,6 +9,7 @@
 use regex::Regex;
 
 use super::Error;
+use super::topic_permissions::{TopicAccess, TopicRules};
 use super::user::Permissions;
 
 /// What an operation needs on a resource.
@@ -25,7 +26,7 @@ pub enum Access {
 /// One regular expression, with the two common patterns answered without
 /// running it.
 #[derive(Debug, Clone)]
-enum Rule {
+pub(super) enum Rule {
     /// `.*`: everything.
     All,
     /// `` or `^$`: nothing (RabbitMQ treats the empty string as `^$`).
@@ -35,7 +36,8 @@ enum Rule {
 }
 
 impl Rule {
-    fn new(pattern: &str) -> Self {
+    /// Compiles `pattern`; one that does not compile grants nothing.
+    pub(super) fn new(pattern: &str) -> Self {
         match pattern {
             ".*" | "^.*$" | "^.*" => Rule::All,
             "" | "^$" => Rule::Nothing,
@@ -47,7 +49,8 @@ impl Rule {
         }
     }
 
-    fn allows(&self, name: &str) -> bool {
+    /// True when `name` matches.
+    pub(super) fn allows(&self, name: &str) -> bool {
         match self {
             Rule::All => true,
             Rule::Nothing => false,
@@ -56,21 +59,23 @@ impl Rule {
     }
 }
 
-/// A user's compiled permissions in one vhost.
+/// A user's compiled permissions in one vhost, topic permissions included.
 #[derive(Debug, Clone)]
 pub struct Compiled {
     configure: Rule,
     write: Rule,
     read: Rule,
+    topics: TopicRules,
 }
 
 impl Compiled {
-    /// Compiles a permission set.
-    pub fn new(p: &Permissions) -> Self {
+    /// Compiles a permission set and the topic permissions that narrow it.
+    pub fn new(p: &Permissions, topics: TopicRules) -> Self {
         Compiled {
             configure: Rule::new(&p.configure),
             write: Rule::new(&p.write),
             read: Rule::new(&p.read),
+            topics,
         }
     }
 
@@ -80,7 +85,38 @@ impl Compiled {
             configure: Rule::Nothing,
             write: Rule::Nothing,
             read: Rule::Nothing,
+            topics: TopicRules::default(),
         }
+    }
+
+    /// These permissions with `topics` as the topic permissions.
+    pub fn with_topics(self, topics: TopicRules) -> Self {
+        Compiled { topics, ..self }
+    }
+
+    /// True when the user has topic permissions on the exchange `exchange`,
+    /// so that its routing keys must be checked (if it is a topic exchange).
+    pub fn restricts_topics(&self, exchange: &str) -> bool {
+        self.topics.restricts(exchange)
+    }
+
+    /// Checks a routing key (`Write`, publishing) or binding key (`Read`,
+    /// binding from the exchange) against the user's topic permissions on
+    /// the topic exchange `exchange`, failing with RabbitMQ's text.
+    pub fn check_topic(
+        &self,
+        access: TopicAccess,
+        exchange: &str,
+        key: &str,
+        vhost: &str,
+        user: &str,
+    ) -> Result<(), Error> {
+        if self.topics.allows(access, exchange, key) {
+            return Ok(());
+        }
+        Err(Error::AccessRefused(format!(
+            "access to topic '{key}' in exchange '{exchange}' in vhost '{vhost}' refused for user '{user}'"
+        )))
     }
 
     /// True when `access` to resource `name` is allowed.
@@ -114,11 +150,14 @@ mod tests {
     use super::*;
 
     fn perms(c: &str, w: &str, r: &str) -> Compiled {
-        Compiled::new(&Permissions {
-            configure: c.into(),
-            write: w.into(),
-            read: r.into(),
-        })
+        Compiled::new(
+            &Permissions {
+                configure: c.into(),
+                write: w.into(),
+                read: r.into(),
+            },
+            TopicRules::default(),
+        )
     }
 
     #[test]

@@ -10,6 +10,7 @@ use sha2::Digest;
 
 use super::limits::NamedLimits;
 use super::password::{self, Algorithm, PasswordError};
+use super::topic_permissions::{TopicPermissions, TopicRules, Variables};
 use super::{Error, Result};
 use crate::store::definitions;
 
@@ -59,6 +60,9 @@ pub struct User {
     /// Permissions per vhost.
     #[serde(default)]
     pub permissions: HashMap<String, Permissions>,
+    /// Topic permissions per vhost, by exchange.
+    #[serde(default, skip_serializing_if = "HashMap::is_empty")]
+    pub topic_permissions: HashMap<String, TopicPermissions>,
     /// Limits on what the user may hold open (`/api/user-limits`).
     #[serde(default, skip_serializing_if = "UserLimits::is_empty")]
     pub limits: UserLimits,
@@ -166,6 +170,7 @@ impl UserStore {
                 hashing_algorithm,
                 tags: vec!["administrator".into()],
                 permissions: HashMap::from([("/".to_string(), Permissions::all())]),
+                topic_permissions: HashMap::new(),
                 limits: UserLimits::default(),
             };
             store.users.write().insert(user.name.clone(), user);
@@ -179,11 +184,28 @@ impl UserStore {
         self.generation.load(std::sync::atomic::Ordering::Acquire)
     }
 
-    /// The compiled permissions of `user` in `vhost` (none if it has none there).
-    pub fn permissions(&self, user: &str, vhost: &str) -> super::permissions::Compiled {
-        match self.users.read().get(user).and_then(|u| u.permissions.get(vhost)) {
-            Some(p) => super::permissions::Compiled::new(p),
-            None => super::permissions::Compiled::none(),
+    /// The compiled permissions of `user` in `vhost` (none if it has none
+    /// there), with its topic permissions' variables taken from the user, the
+    /// vhost and `client_id` (an MQTT client's identifier).
+    pub fn permissions(&self, user: &str, vhost: &str, client_id: Option<&str>) -> super::permissions::Compiled {
+        let users = self.users.read();
+        let Some(u) = users.get(user) else {
+            return super::permissions::Compiled::none();
+        };
+        let topics = match u.topic_permissions.get(vhost) {
+            Some(t) => {
+                let vars = Variables {
+                    username: user,
+                    vhost,
+                    client_id,
+                };
+                TopicRules::compile(t, vars)
+            }
+            None => TopicRules::default(),
+        };
+        match u.permissions.get(vhost) {
+            Some(p) => super::permissions::Compiled::new(p, topics),
+            None => super::permissions::Compiled::none().with_topics(topics),
         }
     }
 

@@ -80,8 +80,35 @@ impl Authed {
         }
         s.broker
             .users
-            .permissions(&self.0.name, vhost)
+            .permissions(&self.0.name, vhost, None)
             .check(access, kind, name, vhost, &self.0.name)
+            .map_err(ApiError::from)
+    }
+
+    /// Fails with 403 when the user's topic permissions on the topic exchange
+    /// `exchange` of `vhost` do not let `key` be published (`Write`) or bound
+    /// (`Read`), as the same operation over AMQP.
+    pub fn check_topic(
+        &self,
+        s: &HttpState,
+        vhost: &crate::core::vhost::VHost,
+        access: crate::core::topic_permissions::TopicAccess,
+        exchange: &str,
+        key: &str,
+    ) -> Result<(), ApiError> {
+        if self.1 == Trust::ControlSocket {
+            return Ok(());
+        }
+        let is_topic = vhost
+            .exchange(exchange)
+            .is_some_and(|e| e.kind == crate::core::exchange::ExchangeKind::Topic);
+        if !is_topic {
+            return Ok(());
+        }
+        s.broker
+            .users
+            .permissions(&self.0.name, &vhost.name, None)
+            .check_topic(access, exchange, key, &vhost.name, &self.0.name)
             .map_err(ApiError::from)
     }
 

@@ -32,6 +32,7 @@ use super::path::encode_segment;
 use crate::core::exchange::Destination;
 use crate::core::permissions::Access;
 use crate::core::table_json::{json_to_table, table_to_json};
+use crate::core::topic_permissions::TopicAccess;
 use crate::core::vhost::VHost;
 
 /// The connection id the API acts as: no AMQP connection has it, so exclusive
@@ -403,6 +404,7 @@ fn create(
     let ends = Ends::resolve(s, user, &v, &source, &destination, to_queue)?;
     ends.authorize(s, user)?;
     let (routing_key, arguments) = parse_body(body)?;
+    user.check_topic(s, &ends.vhost, TopicAccess::Read, &ends.source, &routing_key)?;
     let table = json_to_table(&arguments);
     if to_queue {
         ends.vhost.bind_queue(
@@ -442,6 +444,7 @@ fn delete(
     let ends = Ends::resolve(s, user, &v, &source, &destination, to_queue)?;
     ends.authorize(s, user)?;
     let b = ends.find(&props)?;
+    user.check_topic(s, &ends.vhost, TopicAccess::Read, &ends.source, &b.routing_key)?;
     let table = json_to_table(&b.arguments);
     let removed = ends.vhost.remove_binding(
         &b.source,

@@ -63,6 +63,7 @@ fn synthetic_admin(name: &str) -> User {
         hashing_algorithm: String::new(),
         tags: vec!["administrator".into()],
         permissions: Default::default(),
+        topic_permissions: Default::default(),
         limits: Default::default(),
     }
 }

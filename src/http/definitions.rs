@@ -15,8 +15,8 @@
 //!
 //! Import creates what is missing and leaves existing queues and exchanges as they
 //! are, so importing the same file twice changes nothing. Users are created or
-//! updated (password hash and tags), permissions and policies set. Topic
-//! permissions are accepted and ignored.
+//! updated (password hash and tags), permissions, topic permissions and
+//! policies set.
 //!
 //! Vhosts carry their metadata and limits as RabbitMQ exports them
 //! (`{"name", "description", "tags", "default_queue_type", "limits",
@@ -47,6 +47,7 @@ use crate::core::broker::Broker;
 use crate::core::limits::NamedLimits;
 use crate::core::policy::Policy;
 use crate::core::table_json::{json_to_table, table_to_json};
+use crate::core::topic_permissions::TopicPermission;
 use crate::core::user::{self, Permissions, User, UserLimits};
 use crate::core::vhost::{Parameter, QueueOptions, VHost, VHostLimits, VHostMeta};
 
@@ -173,7 +174,11 @@ pub(super) fn render_all(users: &[User], vhosts: Vec<VhostPart>, global_paramete
         );
     }
     out.insert("permissions".into(), Value::Array(permissions));
-    out.insert("topic_permissions".into(), json!([]));
+    let topic_permissions: Vec<Value> = users
+        .iter()
+        .flat_map(|u| super::topic_permissions::user_topic_permissions_json(u, None))
+        .collect();
+    out.insert("topic_permissions".into(), Value::Array(topic_permissions));
     out.insert("global_parameters".into(), global_parameters);
     let parameters = vhosts
         .iter()
@@ -263,6 +268,7 @@ struct Definitions {
     users: Vec<UserDef>,
     vhosts: Vec<VHostDef>,
     permissions: Vec<PermissionDef>,
+    topic_permissions: Vec<TopicPermissionDef>,
     policies: Vec<Value>,
     operator_policies: Vec<Value>,
     queues: Vec<QueueDef>,
@@ -318,6 +324,31 @@ struct PermissionDef {
     configure: String,
     write: String,
     read: String,
+}
+
+#[derive(Deserialize)]
+struct TopicPermissionDef {
+    user: String,
+    vhost: String,
+    exchange: String,
+    write: String,
+    read: String,
+}
+
+impl TopicPermissionDef {
+    fn permission(&self) -> TopicPermission {
+        TopicPermission {
+            write: self.write.clone(),
+            read: self.read.clone(),
+        }
+    }
+
+    fn what(&self) -> String {
+        format!(
+            "topic permissions of user '{}' in vhost '{}' on exchange '{}'",
+            self.user, self.vhost, self.exchange
+        )
+    }
 }
 
 fn yes() -> bool {
@@ -412,6 +443,7 @@ fn import_user(broker: &Broker, u: &UserDef) -> ApiResult<()> {
         hashing_algorithm: algorithm,
         tags,
         permissions: Default::default(),
+        topic_permissions: Default::default(),
         limits: u.limits.unwrap_or_default(),
     };
     broker.users.put(new).map_err(failed(what()))
@@ -728,6 +760,16 @@ impl<'a> Plan<'a> {
                     out.push(format!("{}: {e}", what()));
                 }
             }
+            for p in &defs.topic_permissions {
+                let what = || p.what();
+                vhost_missing(&p.vhost, &what, &mut out);
+                if !self.user_exists(&p.user) {
+                    out.push(format!("{}: no such user", what()));
+                }
+                if let Err(e) = p.permission().validate() {
+                    out.push(format!("{}: {e}", what()));
+                }
+            }
             for p in &defs.global_parameters {
                 if p.name != "internal_cluster_id" && (p.name.is_empty() || p.value.is_null()) {
                     out.push("global parameter: name and value are required".into());
@@ -854,6 +896,16 @@ fn apply(broker: &Broker, defs: &Definitions, only: Option<&Arc<VHost>>) -> ApiR
         }
         for p in &defs.permissions {
             import_permission(broker, p)?;
+        }
+        for p in &defs.topic_permissions {
+            super::topic_permissions::set_topic_permission(
+                broker,
+                &p.user,
+                &p.vhost,
+                p.exchange.clone(),
+                p.permission(),
+            )
+            .map_err(|e| ApiError::bad_request(format!("{}: {}", p.what(), e.reason)))?;
         }
     }
     let target = |vhost: Option<&str>| -> ApiResult<Arc<VHost>> {

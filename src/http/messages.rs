@@ -25,6 +25,7 @@ use super::error::{ApiError, ApiResult};
 use crate::core::message::Message;
 use crate::core::permissions::Access;
 use crate::core::table_json::{json_to_table, table_to_json};
+use crate::core::topic_permissions::TopicAccess;
 use crate::core::{BasicProperties, Error, FieldValue, ShortStr};
 
 /// Longest AMQP short string (routing keys and most properties).
@@ -231,6 +232,7 @@ pub async fn publish(
             "routing_key is longer than {SHORTSTR_MAX} bytes"
         )));
     }
+    user.check_topic(&s, &v, TopicAccess::Write, &name, &body.routing_key)?;
     let payload = decode_payload(body.payload, body.payload_encoding.as_deref())?;
     let mut props = properties_from_json(&body.properties)?;
     if let Some(uid) = &props.user_id

@@ -31,6 +31,7 @@ pub mod replicated;
 pub mod shovels;
 pub mod stats_json;
 pub mod stream_read;
+pub mod topic_permissions;
 pub mod ui;
 pub mod user_limits;
 pub mod users;
@@ -159,6 +160,10 @@ fn routes(state: Arc<HttpState>) -> Router {
         .route("/api/channels/{name}", get(channels::show).put(channels::update))
         .route("/api/vhosts/{vhost}/channels", get(channels::list_vhost))
         .route("/api/vhosts/{vhost}/permissions", get(users::vhost_permissions))
+        .route(
+            "/api/vhosts/{vhost}/topic-permissions",
+            get(topic_permissions::of_vhost),
+        )
         .route("/api/consumers", get(channels::consumers))
         .route("/api/consumers/{vhost}", get(channels::consumers_vhost))
         .route(
@@ -174,6 +179,7 @@ fn routes(state: Arc<HttpState>) -> Router {
         .route("/api/users/without-permissions", get(users::without_permissions))
         .route("/api/users/bulk-delete", axum::routing::post(users::bulk_delete))
         .route("/api/users/{user}/permissions", get(users::user_permissions))
+        .route("/api/users/{user}/topic-permissions", get(topic_permissions::of_user))
         .route("/api/auth/hash_password", put(users::hash_password))
         .route(
             "/api/users/{user}",
@@ -185,6 +191,13 @@ fn routes(state: Arc<HttpState>) -> Router {
             get(users::show_permission)
                 .put(users::set_permission)
                 .delete(users::clear_permission),
+        )
+        .route("/api/topic-permissions", get(topic_permissions::list))
+        .route(
+            "/api/topic-permissions/{vhost}/{user}",
+            get(topic_permissions::show)
+                .put(topic_permissions::set)
+                .delete(topic_permissions::clear),
         )
         .route("/api/queues", get(queues::list))
         .route("/api/queues/{vhost}", get(queues::list_vhost))

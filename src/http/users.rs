@@ -101,6 +101,10 @@ pub async fn create(
         hashing_algorithm: algorithm,
         tags: parse_tags(body.tags.as_ref().unwrap_or(&Value::Null)),
         limits: existing.as_ref().map(|u| u.limits).unwrap_or_default(),
+        topic_permissions: existing
+            .as_ref()
+            .map(|u| u.topic_permissions.clone())
+            .unwrap_or_default(),
         permissions: existing.map(|u| u.permissions).unwrap_or_default(),
     };
     s.broker.users.put(u)?;

@@ -29,10 +29,12 @@ use super::session::{Session, SessionExpiry, TOPIC_EXCHANGE, subscription};
 use super::session_registry::{Claim, SessionState};
 use super::shared_subscription;
 use super::topic_alias::{TOPIC_ALIAS_MAXIMUM, TopicAliases};
+use super::topic_map::topic_to_routing_key;
 use crate::core::connections::{ConnectionInfo, ConnectionLimits, Registration};
 use crate::core::login_throttle::Admission;
 use crate::core::message::Message;
 use crate::core::permissions::{Access, Compiled};
+use crate::core::topic_permissions::TopicAccess;
 use crate::core::{FieldTable, FieldValue};
 use crate::transport::BUSY_READ;
 use crate::transport::outbox::Outbox;
@@ -288,7 +290,7 @@ struct Connection {
     expiry: SessionExpiry,
     aliases: TopicAliases,
     /// Permissions, when `permission_check_enabled`; recompiled when users change.
-    perms: Option<(u64, Compiled)>,
+    perms: (u64, Compiled),
     publisher: Publisher,
     scratch: BytesMut,
 }
@@ -343,7 +345,7 @@ impl Connection {
             will: connect.will.clone(),
             expiry: session_expiry(connect),
             aliases: TopicAliases::default(),
-            perms: None,
+            perms: (0, Compiled::none()),
             publisher: Publisher::default(),
             scratch: BytesMut::new(),
         }
@@ -569,14 +571,36 @@ impl Connection {
         if !self.ctx.settings().permission_check {
             return Ok(());
         }
+        self.refresh_perms();
+        let vhost = &self.session.vhost.name;
+        self.perms.1.check(access, kind, name, vhost, &self.user)
+    }
+
+    /// Checks an MQTT topic (`Write`, publishing) or filter (`Read`,
+    /// subscribing) against the user's topic permissions on `amq.topic`, in
+    /// its AMQP form (`a/b` is `a.b`), as RabbitMQ's MQTT plugin does. Unlike
+    /// the vhost permissions this does not wait for `permission_check_enabled`:
+    /// a user has topic permissions only when an operator gave them, to be
+    /// enforced.
+    fn topic_permitted(&mut self, access: TopicAccess, topic: &str) -> Result<(), crate::core::Error> {
+        self.refresh_perms();
+        let (vhost, perms) = (&self.session.vhost.name, &self.perms.1);
+        if !perms.restricts_topics(TOPIC_EXCHANGE) {
+            return Ok(());
+        }
+        let key = topic_to_routing_key(topic);
+        perms.check_topic(access, TOPIC_EXCHANGE, &key, vhost, &self.user)
+    }
+
+    /// Reads the user's permissions again if a user or permission changed
+    /// since they were last read.
+    fn refresh_perms(&mut self) {
         let users = &self.ctx.broker.users;
         let generation = users.generation();
-        let vhost = &self.session.vhost.name;
-        let perms = match &self.perms {
-            Some((g, p)) if *g == generation => p,
-            _ => &self.perms.insert((generation, users.permissions(&self.user, vhost))).1,
-        };
-        perms.check(access, kind, name, vhost, &self.user)
+        if self.perms.0 != generation {
+            let p = users.permissions(&self.user, &self.session.vhost.name, Some(&self.client_id));
+            self.perms = (generation, p);
+        }
     }
 
     fn on_publish(&mut self, mut p: Publish) -> Result<(), Violation> {
@@ -610,6 +634,8 @@ impl Connection {
                 }
             }
         }
+        self.topic_permitted(TopicAccess::Write, &topic)
+            .map_err(|e| Violation::Refused(ReasonCode::NOT_AUTHORIZED, format!("publish refused: {e}")))?;
         if p.qos == QoS::ExactlyOnce && !self.claim.state.received.lock().insert(p.packet_id) {
             // A retransmission of a QoS 2 publish already routed: only answer.
             self.acknowledge(p.qos, p.packet_id, ReasonCode::SUCCESS, false);
@@ -689,9 +715,11 @@ impl Connection {
                 ));
             }
             let queue_name = self.session.queue.name.clone();
+            let own_filter = shared.as_ref().map_or(filter, |s| s.filter);
             let allowed = self
                 .permitted(Access::Read, "exchange", TOPIC_EXCHANGE)
-                .and_then(|_| self.permitted(Access::Write, "queue", &queue_name));
+                .and_then(|_| self.permitted(Access::Write, "queue", &queue_name))
+                .and_then(|_| self.topic_permitted(TopicAccess::Read, own_filter));
             if let Err(e) = allowed {
                 tracing::warn!(filter, "subscription refused: {e}");
                 codes.push(ReasonCode::NOT_AUTHORIZED);
@@ -850,7 +878,10 @@ impl Connection {
     /// Publishes the will message [MQTT-3.1.2-8], as the client could have;
     /// an MQTT 5 will delay (capped by the session's expiry) postpones it.
     fn publish_will(&mut self, will: Will) {
-        if let Err(e) = self.permitted(Access::Write, "exchange", TOPIC_EXCHANGE) {
+        let allowed = self
+            .permitted(Access::Write, "exchange", TOPIC_EXCHANGE)
+            .and_then(|_| self.topic_permitted(TopicAccess::Write, &will.topic));
+        if let Err(e) = allowed {
             tracing::warn!("will not published: {e}");
             return;
         }

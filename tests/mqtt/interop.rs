@@ -530,6 +530,7 @@ async fn subscribe_failure() {
     let broker = start_with(|c| c.mqtt.permission_check_enabled = true).await;
     let user = User {
         limits: Default::default(),
+        topic_permissions: Default::default(),
         name: "no-reader".into(),
         password_hash: hash_password("pw"),
         hashing_algorithm: SHA256.into(),

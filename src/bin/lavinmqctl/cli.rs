@@ -144,6 +144,34 @@ pub enum Command {
         /// Regex of the resources the user may read from
         read: String,
     },
+    /// Sets a user's topic permissions on a topic exchange of the vhost (-p)
+    SetTopicPermissions {
+        /// User name
+        username: String,
+        /// Topic exchange name
+        exchange: String,
+        /// Regex of the routing keys the user may publish with
+        write: String,
+        /// Regex of the binding keys the user may bind or subscribe with
+        read: String,
+    },
+    /// Clears a user's topic permissions in the vhost (-p): on one exchange, or all
+    ClearTopicPermissions {
+        /// User name
+        username: String,
+        /// Topic exchange name (all of the user's in the vhost when left out)
+        exchange: Option<String>,
+    },
+    /// Lists the topic permissions of every user in the vhost (-p)
+    ListTopicPermissions(Columns),
+    /// Lists a user's topic permissions in every vhost
+    ListUserTopicPermissions {
+        /// User name
+        username: String,
+        /// Fields to show
+        #[arg(value_name = "COLUMN")]
+        columns: Vec<String>,
+    },
     /// Sets limits of a user from JSON, e.g. '{"max-connections":10,"max-channels":50}'
     SetUserLimits {
         /// User name

@@ -1,4 +1,5 @@
-// One user (?name=): details, tags and password, permissions (set, clear), delete.
+// One user (?name=): details, tags and password, permissions and topic
+// permissions (set, clear), delete.
 
 import { apiPath, currentUser, del, get, put, setCredentials } from "../api.js";
 import { $, dl, el, fill, link, param, simpleTable } from "../dom.js";
@@ -29,6 +30,29 @@ async function loadUser() {
   );
 }
 
+// A "Clear" button that asks, deletes `target` and reloads with `reload`.
+function clearButton(testid, question, target, reload) {
+  return el(
+    "button",
+    {
+      type: "button",
+      class: "small danger",
+      "data-testid": testid,
+      onclick: async () => {
+        if (!(await confirmDialog(question, "Clear"))) return;
+        try {
+          await del(target);
+          toast("Permission cleared");
+          await reload();
+        } catch (e) {
+          showError(e);
+        }
+      },
+    },
+    "Clear",
+  );
+}
+
 async function loadPermissions() {
   const perms = await get(`${path}/permissions`);
   fill(
@@ -41,24 +65,11 @@ async function loadPermissions() {
         p.configure,
         p.write,
         p.read,
-        el(
-          "button",
-          {
-            type: "button",
-            class: "small danger",
-            "data-testid": "clear-permission",
-            onclick: async () => {
-              if (!(await confirmDialog(`Clear the permissions of ${name} in ${p.vhost}?`, "Clear"))) return;
-              try {
-                await del(apiPath("permissions", p.vhost, name));
-                toast("Permission cleared");
-                await loadPermissions();
-              } catch (e) {
-                showError(e);
-              }
-            },
-          },
-          "Clear",
+        clearButton(
+          "clear-permission",
+          `Clear the permissions of ${name} in ${p.vhost}?`,
+          apiPath("permissions", p.vhost, name),
+          loadPermissions,
         ),
       ]),
       "No permissions",
@@ -66,7 +77,37 @@ async function loadPermissions() {
   );
 }
 
-Promise.all([loadUser(), loadPermissions(), fillVhostSelect($("set-permission-vhost"))]).catch(showError);
+async function loadTopicPermissions() {
+  const perms = await get(`${path}/topic-permissions`);
+  fill(
+    "user-topic-permissions",
+    simpleTable(
+      "user-topic-permissions-table",
+      ["Virtual host", "Exchange", "Write", "Read", ""],
+      perms.map((p) => [
+        link("vhost", { name: p.vhost }, p.vhost),
+        link("exchange", { vhost: p.vhost, name: p.exchange }, p.exchange),
+        p.write,
+        p.read,
+        clearButton(
+          "clear-topic-permission",
+          `Clear the topic permissions of ${name} on ${p.exchange} in ${p.vhost}?`,
+          `${apiPath("topic-permissions", p.vhost, name)}?exchange=${encodeURIComponent(p.exchange)}`,
+          loadTopicPermissions,
+        ),
+      ]),
+      "No topic permissions",
+    ),
+  );
+}
+
+Promise.all([
+  loadUser(),
+  loadPermissions(),
+  loadTopicPermissions(),
+  fillVhostSelect($("set-permission-vhost")),
+  fillVhostSelect($("set-topic-permission-vhost")),
+]).catch(showError);
 
 onSubmit(
   $("update-user-form"),
@@ -90,6 +131,15 @@ onSubmit(
     await loadPermissions();
   },
   { success: "Permission set", reset: false },
+);
+
+onSubmit(
+  $("set-topic-permission-form"),
+  async (v) => {
+    await put(apiPath("topic-permissions", v.vhost, name), { exchange: v.exchange, write: v.write, read: v.read });
+    await loadTopicPermissions();
+  },
+  { success: "Topic permission set", reset: false },
 );
 
 onConfirmedClick(

@@ -359,6 +359,23 @@ describe('management UI', () => {
       const perm = await apiOk('GET', `/api/permissions/${enc(vhost)}/${enc(user)}`);
       assert.equal(perm.configure, '.*');
 
+      // A topic permission on amq.topic in the vhost, then cleared.
+      await page.locator('#user-topic-permissions-table').waitFor();
+      await selectWhenFilled(page, 'set-topic-permission-vhost', vhost);
+      await byTestId(page, 'set-topic-permission-write').fill('^{username}\\.');
+      await byTestId(page, 'set-topic-permission-submit').click();
+      await expectToast(page, 'Topic permission set');
+      await page.locator('#user-topic-permissions-table tbody').getByText('amq.topic', { exact: true }).waitFor();
+      const topicPerms = await apiOk('GET', `/api/topic-permissions/${enc(vhost)}/${enc(user)}`);
+      assert.deepEqual(
+        topicPerms.map((p) => [p.exchange, p.write, p.read]),
+        [['amq.topic', '^{username}\\.', '.*']],
+      );
+      await byTestId(page, 'clear-topic-permission').click();
+      await confirm(page);
+      await expectToast(page, 'Permission cleared');
+      await page.locator('#user-topic-permissions-table tbody').getByText('No topic permissions').waitFor();
+
       // Queue in the vhost.
       await page.goto('/queues');
       await tableLoaded(page, 'queues-table');

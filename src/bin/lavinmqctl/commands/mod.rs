@@ -63,6 +63,19 @@ pub async fn run(ctx: &Ctx, command: Command) -> CtlResult<()> {
             write,
             read,
         } => users::set_permissions(ctx, &username, &configure, &write, &read).await,
+        Command::SetTopicPermissions {
+            username,
+            exchange,
+            write,
+            read,
+        } => users::set_topic_permissions(ctx, &username, &exchange, &write, &read).await,
+        Command::ClearTopicPermissions { username, exchange } => {
+            users::clear_topic_permissions(ctx, &username, exchange.as_deref()).await
+        }
+        Command::ListTopicPermissions(cols) => users::list_topic_permissions(ctx, cols).await,
+        Command::ListUserTopicPermissions { username, columns } => {
+            users::list_user_topic_permissions(ctx, &username, Columns { columns }).await
+        }
         Command::SetUserLimits { username, json } => users::set_limits(ctx, &username, &json).await,
         Command::ClearUserLimits { username, limit } => users::clear_limits(ctx, &username, &limit).await,
         Command::HashPassword { password } => users::hash_password(ctx, &password),

@@ -67,6 +67,58 @@ pub async fn set_permissions(ctx: &Ctx, username: &str, configure: &str, write: 
     Ok(())
 }
 
+/// `set_topic_permissions <username> <exchange> <write> <read>` in the vhost.
+pub async fn set_topic_permissions(
+    ctx: &Ctx,
+    username: &str,
+    exchange: &str,
+    write: &str,
+    read: &str,
+) -> CtlResult<()> {
+    let body = json!({"exchange": exchange, "write": write, "read": read});
+    ctx.api
+        .call(
+            Method::PUT,
+            &path(["topic-permissions", ctx.vhost(), username]),
+            Some(&body),
+            &[201, 204],
+        )
+        .await?;
+    Ok(())
+}
+
+/// `clear_topic_permissions <username> [exchange]` in the vhost.
+pub async fn clear_topic_permissions(ctx: &Ctx, username: &str, exchange: Option<&str>) -> CtlResult<()> {
+    let mut target = path(["topic-permissions", ctx.vhost(), username]);
+    if let Some(e) = exchange {
+        target = format!("{target}?exchange={}", crate::percent::encode_segment(e));
+    }
+    ctx.api.call(Method::DELETE, &target, None, &[204]).await?;
+    Ok(())
+}
+
+/// `list_topic_permissions [column ...]`: every user's in the vhost.
+pub async fn list_topic_permissions(ctx: &Ctx, cols: Columns) -> CtlResult<()> {
+    let vhost = ctx.vhost();
+    ctx.out
+        .info(&format!("Listing topic permissions for vhost \"{vhost}\" ..."))?;
+    let rows = ctx.api.get_list(&path(["vhosts", vhost, "topic-permissions"])).await?;
+    ctx.out
+        .table(&columns(cols, &["user", "exchange", "write", "read"]), &rows)
+}
+
+/// `list_user_topic_permissions <username> [column ...]`: in every vhost.
+pub async fn list_user_topic_permissions(ctx: &Ctx, username: &str, cols: Columns) -> CtlResult<()> {
+    ctx.out
+        .info(&format!("Listing topic permissions for user \"{username}\" ..."))?;
+    let rows = ctx
+        .api
+        .get_list(&path(["users", username, "topic-permissions"]))
+        .await?;
+    ctx.out
+        .table(&columns(cols, &["vhost", "exchange", "write", "read"]), &rows)
+}
+
 /// `hash_password <password>`: RabbitMQ's salted SHA-256 hash, computed here
 /// without asking the broker (usable as `password_hash` in definitions).
 pub fn hash_password(ctx: &Ctx, password: &str) -> CtlResult<()> {
