@@ -1,7 +1,13 @@
 //! Connection-level behaviour: handshake, server properties, authentication,
-//! vhosts, channels, tuning, heartbeats and graceful shutdown.
+//! vhosts, channels, tuning, heartbeats and graceful shutdown; malformed input
+//! (`connection/bad_input.rs`) and PROXY headers and Unix sockets
+//! (`connection/network_edge.rs`).
 
+#[path = "connection/bad_input.rs"]
+mod bad_input;
 mod common;
+#[path = "connection/network_edge.rs"]
+mod network_edge;
 
 use std::time::Duration;
 

@@ -1,7 +1,10 @@
 //! Publishing: confirms, returns (mandatory and immediate), transactions, CC/BCC,
-//! property validation and round-trip, direct reply-to and the size limit.
+//! property validation and round-trip, direct reply-to and the size limit; the
+//! free-disk alarm that blocks publishers is in `publish/disk_alarm.rs`.
 
 mod common;
+#[path = "publish/disk_alarm.rs"]
+mod disk_alarm;
 
 use common::*;
 use lapin::message::BasicReturnMessage;

@@ -2,9 +2,14 @@
 //! message TTL, per-message expiration, `x-expires` and `x-max-length-bytes` after a
 //! restart, dead-lettered messages surviving a restart, `x-delivery-limit` on a
 //! classic queue and single-active-consumer failover. (The plain behaviour of each
-//! argument is covered against a live broker by tests/compat/python.)
+//! argument is covered against a live broker by tests/compat/python.) Policies
+//! and the consumer timeout are modules of this binary, in `queue_features/`.
 
 mod common;
+#[path = "queue_features/consumer_timeout.rs"]
+mod consumer_timeout;
+#[path = "queue_features/policies.rs"]
+mod policies;
 
 use std::time::{Duration, Instant};
 

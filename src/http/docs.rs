@@ -1,6 +1,6 @@
 //! `GET /api/openapi.json`: the OpenAPI 3.0 description of the management API,
 //! built into the binary from `static/docs/openapi.json`. It is documentation,
-//! so it is served without authentication. `tests/openapi.rs` checks that it
+//! so it is served without authentication. `tests/http/openapi.rs` checks that it
 //! describes exactly the routes of [`super::router`].
 
 use axum::http::header;

@@ -2,13 +2,11 @@
 //! is an administrator) and `load_definitions` (a definitions file imported at
 //! start-up), against the in-process server.
 
-mod common;
-
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use common::api::*;
-use common::*;
+use crate::common::api::*;
+use crate::common::*;
 use lapin::ExchangeKind;
 use lapin::options::{ExchangeDeclareOptions, QueueDeclareOptions};
 use lapin::types::FieldTable;

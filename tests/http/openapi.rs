@@ -4,19 +4,17 @@
 //! `src/http/mod.rs` serves, and what the broker answers to its GETs matches
 //! the status codes and fields it documents.
 
-mod common;
-
 use std::collections::BTreeSet;
 
-use common::api::*;
-use common::*;
+use crate::common::api::*;
+use crate::common::*;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 /// The document as kept in the source tree.
-const DOC: &str = include_str!("../static/docs/openapi.json");
+const DOC: &str = include_str!("../../static/docs/openapi.json");
 /// The router's source, whose `.route(...)` calls are the served routes.
-const ROUTER_SRC: &str = include_str!("../src/http/mod.rs");
+const ROUTER_SRC: &str = include_str!("../../src/http/mod.rs");
 /// HTTP methods as OpenAPI names them in a path item.
 const METHODS: [&str; 8] = ["get", "put", "post", "delete", "patch", "head", "options", "trace"];
 /// Calls that may be chained on a method router without adding a method.
@@ -107,7 +105,7 @@ fn methods_of(expr: &[char], path: &str) -> Vec<String> {
                     } else if !NOT_METHODS.contains(&ident.as_str()) {
                         panic!(
                             "route {path}: unrecognised method-router call `{ident}(`; \
-                             teach tests/openapi.rs which methods it serves"
+                             teach tests/http/openapi.rs which methods it serves"
                         );
                     }
                 }
@@ -127,7 +125,7 @@ fn served_routes(src: &str) -> BTreeSet<(String, String)> {
     for unsupported in [".nest(", ".nest_service(", ".merge(", ".route_service("] {
         assert!(
             !src.contains(unsupported),
-            "src/http/mod.rs uses `{unsupported}`, which tests/openapi.rs cannot read routes from"
+            "src/http/mod.rs uses `{unsupported}`, which tests/http/openapi.rs cannot read routes from"
         );
     }
     let chars: Vec<char> = src.chars().collect();

@@ -1,9 +1,7 @@
 //! Malformed and out-of-order input on raw sockets: the broker must answer with
 //! the right connection.close (or header) and keep serving everyone else.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use tokio::io::AsyncReadExt;
 
 /// Reads the very next frame and checks that it is connection.close on channel

@@ -1,9 +1,7 @@
 //! Policies and operator policies: applied to existing and new queues and
 //! exchanges at once, merged with queue arguments the RabbitMQ way, persisted.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use lapin::options::{BasicGetOptions, ConfirmSelectOptions, ExchangeDeclareOptions, QueueDeclareOptions};
 use lapin::types::{AMQPValue, FieldTable};
 use lavinmq::core::policy::Policy;

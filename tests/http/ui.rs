@@ -4,11 +4,9 @@
 //! the login cookie as credentials, unknown pages get the 404 page, and every
 //! module a page script imports is in the tree.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
-use common::*;
+use crate::common::*;
 use reqwest::redirect::Policy;
 use reqwest::{Client, StatusCode, header};
 

@@ -2,9 +2,7 @@
 //! connection.blocked and are not read; when space returns they get
 //! connection.unblocked and their held-back messages arrive.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn low_disk_blocks_publishers_and_unblocks_them_when_space_returns() {
@@ -87,7 +85,7 @@ async fn the_built_in_floor_of_three_segments_blocks_publishers_with_no_setting(
     // No free_disk_min: only the floor, 3 × the 8 MiB segment size, applies.
     let broker = start_with(|c| c.main.data_dir = data.clone()).await;
     assert_eq!(broker.server().broker.disk.min_free(), 24 * MIB);
-    let api = common::api::Api::new(&broker);
+    let api = crate::common::api::Api::new(&broker);
     let (conn, ch) = broker.channel().await;
     let q = uniq("q");
     declare_queue(&ch, &q).await;

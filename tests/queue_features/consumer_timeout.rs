@@ -2,9 +2,7 @@
 //! `consumer_timeout` (or the queue's `x-consumer-timeout`) closes its channel with
 //! 406 PRECONDITION_FAILED, and the message goes back to the queue.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use lapin::options::{BasicConsumeOptions, BasicGetOptions, QueueDeclareOptions};
 use lapin::types::{AMQPValue, FieldTable};
 

@@ -8,13 +8,11 @@
 //! writes a PROXY header first, and then copies bytes both ways, which is
 //! what HAProxy does.
 
-mod common;
-
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use common::api::Api;
-use common::{TestBroker, within};
+use crate::common::api::Api;
+use crate::common::{TestBroker, within};
 use lapin::options::QueueDeclareOptions;
 use lapin::types::FieldTable;
 use serde_json::Value;
@@ -88,7 +86,7 @@ fn v2(source: &str, broker: SocketAddr) -> Vec<u8> {
 
 async fn proxied_broker(trusted: &str) -> TestBroker {
     let trusted = trusted.to_owned();
-    common::start_with(move |c| {
+    crate::common::start_with(move |c| {
         c.amqp.tcp_proxy_protocol = true;
         c.amqp.proxy_protocol_trusted_sources = trusted;
         c.main.default_user_only_loopback = false;
@@ -98,7 +96,7 @@ async fn proxied_broker(trusted: &str) -> TestBroker {
 
 /// The peer address the API shows for the only connection.
 async fn peer_in_api(api: &Api) -> (String, u64) {
-    common::eventually("the connection is listed", || async {
+    crate::common::eventually("the connection is listed", || async {
         let conns = api.get_ok("/api/connections").await;
         conns.as_array().is_some_and(|a| a.len() == 1)
     })
@@ -112,7 +110,7 @@ async fn peer_in_api(api: &Api) -> (String, u64) {
 }
 
 async fn connect(addr: SocketAddr) -> lapin::Result<lapin::Connection> {
-    common::try_connect(&format!("amqp://guest:guest@{addr}/%2f")).await
+    crate::common::try_connect(&format!("amqp://guest:guest@{addr}/%2f")).await
 }
 
 #[tokio::test]
@@ -164,7 +162,7 @@ async fn an_untrusted_source_and_a_missing_header_are_refused_and_others_go_on()
 
 #[tokio::test]
 async fn loopback_only_users_are_checked_against_the_proxied_address() {
-    let b = common::start_with(|c| {
+    let b = crate::common::start_with(|c| {
         c.amqp.tcp_proxy_protocol = true;
         c.amqp.proxy_protocol_trusted_sources = "127.0.0.1".into();
         c.main.default_user_only_loopback = true;
@@ -174,7 +172,7 @@ async fn loopback_only_users_are_checked_against_the_proxied_address() {
     let err = connect(remote)
         .await
         .expect_err("guest from a remote client is refused");
-    assert_eq!(common::reply_code(&err), Some(403), "{err:?}");
+    assert_eq!(crate::common::reply_code(&err), Some(403), "{err:?}");
     let local = relay(Upstream::Tcp(b.addr()), v1("127.0.0.1:40002", b.addr())).await;
     connect(local).await.expect("guest from a local client logs in");
 }
@@ -183,7 +181,7 @@ async fn unix_broker() -> (TestBroker, PathBuf, PathBuf, PathBuf) {
     let dir = tempfile::tempdir().expect("socket dir").keep();
     let (amqp, mqtt, http) = (dir.join("amqp.sock"), dir.join("mqtt.sock"), dir.join("http.sock"));
     let (a, m, h) = (amqp.clone(), mqtt.clone(), http.clone());
-    let b = common::start_with(move |c| {
+    let b = crate::common::start_with(move |c| {
         c.amqp.unix_path = Some(a);
         c.mqtt.unix_path = Some(m);
         c.mgmt.unix_path = Some(h);
@@ -207,7 +205,7 @@ async fn amqp_mqtt_and_http_work_over_unix_sockets() {
     )
     .await
     .expect("declare");
-    common::publish(&ch, "", "over-unix", b"hello").await;
+    crate::common::publish(&ch, "", "over-unix", b"hello").await;
 
     // HTTP: the same API, with credentials; the message is there.
     let front = relay(Upstream::Unix(http.clone()), Vec::new()).await;
@@ -221,9 +219,9 @@ async fn amqp_mqtt_and_http_work_over_unix_sockets() {
     let front = relay(Upstream::Unix(mqtt.clone()), Vec::new()).await;
     let mut o = rumqttc::MqttOptions::new("unix-sub", front.ip().to_string(), front.port());
     o.set_keep_alive(std::time::Duration::from_secs(30));
-    let mut sub = common::mqtt::connect(o).await;
+    let mut sub = crate::common::mqtt::connect(o).await;
     sub.subscribe_ok("edge/unix", rumqttc::QoS::AtLeastOnce).await;
-    let mut publisher = common::mqtt::connect(common::mqtt::options(&b, "tcp-pub")).await;
+    let mut publisher = crate::common::mqtt::connect(crate::common::mqtt::options(&b, "tcp-pub")).await;
     publisher
         .publish("edge/unix", rumqttc::QoS::AtLeastOnce, false, b"over unix")
         .await;
