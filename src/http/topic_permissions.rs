@@ -101,8 +101,9 @@ pub struct TopicPermissionBody {
     read: Option<String>,
 }
 
-/// Sets a user's topic permission on one exchange of a vhost (201 new, 204
-/// changed). The exchange need not exist yet, as in RabbitMQ.
+/// Sets a user's topic permission on one exchange of a vhost (201 when the
+/// user had none in the vhost, else 204). The exchange need not exist yet,
+/// as in RabbitMQ.
 pub async fn set(
     State(s): State<Arc<HttpState>>,
     user: Authed,
@@ -121,8 +122,9 @@ pub async fn set(
 }
 
 /// Stores a topic permission after checking the vhost, the user and the
-/// patterns; true when the user had none on that exchange before. Shared
-/// with the definitions import.
+/// patterns; true when the user had none in that vhost before (RabbitMQ's
+/// resource is the user's topic permissions in a vhost, so adding a second
+/// exchange is an update). Shared with the definitions import.
 pub(super) fn set_topic_permission(
     broker: &crate::core::broker::Broker,
     name: &str,
@@ -137,7 +139,8 @@ pub(super) fn set_topic_permission(
     let mut created = false;
     let found = broker.users.update(name, |u| {
         let by_exchange = u.topic_permissions.entry(vhost.to_string()).or_default();
-        created = by_exchange.insert(exchange, p).is_none();
+        created = by_exchange.is_empty();
+        by_exchange.insert(exchange, p);
     })?;
     if !found {
         return Err(ApiError::bad_request(format!("user '{name}' does not exist")));

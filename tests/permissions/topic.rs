@@ -205,8 +205,9 @@ async fn api_crud_validation_and_definitions() {
     let body = json!({"exchange": "amq.topic", "write": "^a", "read": "^b"});
     assert_eq!(api.put(path, body.clone()).await, StatusCode::CREATED);
     assert_eq!(api.put(path, body).await, StatusCode::NO_CONTENT);
+    // A second exchange updates the user's topic permissions in the vhost.
     let body = json!({"exchange": "logs", "write": "^{username}\\.", "read": ".*"});
-    assert_eq!(api.put(path, body).await, StatusCode::CREATED);
+    assert_eq!(api.put(path, body).await, StatusCode::NO_CONTENT);
     let expected = json!([
         {"user": "tp-api", "vhost": "/", "exchange": "amq.topic", "write": "^a", "read": "^b"},
         {"user": "tp-api", "vhost": "/", "exchange": "logs", "write": "^{username}\\.", "read": ".*"},

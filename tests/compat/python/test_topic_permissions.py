@@ -47,6 +47,11 @@ def test_api_shapes(user):
     path = f"/api/topic-permissions/%2F/{enc(name)}"
     assert api("GET", path).status_code == 404
     assert set_topic(name, "amq.topic", "^a", "^b") == 201
+    assert set_topic(name, "amq.topic", "^a\\.", "^b") == 204
+    # Another exchange: the user's topic permissions in the vhost are updated.
+    assert set_topic(name, "logs", ".*", ".*") == 204
+    r = api("DELETE", path)
+    assert r.status_code == 204, r.text
     set_topic(name, "amq.topic", "^a\\.", "^b")
     assert get_json(path) == [
         {"user": name, "vhost": "/", "exchange": "amq.topic", "write": "^a\\.", "read": "^b"},
