@@ -289,7 +289,8 @@ struct Connection {
     will: Option<Will>,
     expiry: SessionExpiry,
     aliases: TopicAliases,
-    /// Permissions, when `permission_check_enabled`; recompiled when users change.
+    /// The user's permissions and topic permissions, with the user-store
+    /// generation they were read at (recompiled when it changes).
     perms: (u64, Compiled),
     publisher: Publisher,
     scratch: BytesMut,
