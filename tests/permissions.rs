@@ -42,6 +42,25 @@ async fn connect_as(b: &TestBroker, user: &str) -> lapin::Connection {
     try_connect(&b.url_for(user, "pw", "/")).await.expect("connect")
 }
 
+/// Publishes on `ch` (in confirm mode) and waits for the confirm, or for the
+/// error that closed the channel.
+async fn publish_and_confirm(
+    ch: &lapin::Channel,
+    exchange: &str,
+    key: &str,
+    body: &[u8],
+) -> lapin::Result<lapin::Confirmation> {
+    ch.basic_publish(
+        exchange.into(),
+        key.into(),
+        Default::default(),
+        body,
+        Default::default(),
+    )
+    .await?
+    .await
+}
+
 async fn refused<T: std::fmt::Debug>(
     conn: &lapin::Connection,
     what: impl std::future::Future<Output = lapin::Result<T>>,
@@ -100,18 +119,7 @@ async fn write_guards_publish_and_read_guards_consume_get_and_bind() {
     );
     // Publishing to the default exchange needs write on amq.default.
     ch.confirm_select(ConfirmSelectOptions::default()).await.unwrap();
-    let text = refused(&conn, async {
-        ch.basic_publish(
-            "".into(),
-            "guarded".into(),
-            Default::default(),
-            b"x",
-            Default::default(),
-        )
-        .await?
-        .await
-    })
-    .await;
+    let text = refused(&conn, publish_and_confirm(&ch, "", "guarded", b"x")).await;
     assert!(text.contains("exchange 'amq.default'"), "{text}");
     add_user(&b, "writer", "", ".*", "");
     let conn = connect_as(&b, "writer").await;
@@ -164,17 +172,6 @@ async fn a_changed_permission_applies_to_an_open_connection() {
             }
         })
         .unwrap();
-    let text = refused(&conn, async {
-        ch.basic_publish(
-            "".into(),
-            "live".into(),
-            Default::default(),
-            b"refused",
-            Default::default(),
-        )
-        .await?
-        .await
-    })
-    .await;
+    let text = refused(&conn, publish_and_confirm(&ch, "", "live", b"refused")).await;
     assert!(text.contains("refused for user 'live-user'"), "{text}");
 }

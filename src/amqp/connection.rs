@@ -15,6 +15,7 @@ use super::codec::{Frame, Method, ShortStr, parse_frame, write_heartbeat, write_
 use super::context::AmqpContext;
 use super::error::{AmqpError, AmqpResult, Scope, code};
 use super::handshake::handshake;
+use crate::core::exchange::{Exchange, ExchangeKind};
 use crate::core::message::Message;
 use crate::core::topic_permissions::TopicAccess;
 use crate::core::vhost::VHost;
@@ -80,28 +81,29 @@ impl ConnInfo {
 
     /// True when `exchange` is a topic exchange on which the user has topic
     /// permissions, so that each routing key published to it is checked.
-    pub fn restricts_topics(&self, exchange: &crate::core::exchange::Exchange) -> bool {
-        exchange.kind == crate::core::exchange::ExchangeKind::Topic
-            && self.with_perms(|p| p.restricts_topics(&exchange.name))
+    pub fn restricts_topics(&self, exchange: &Exchange) -> bool {
+        exchange.kind == ExchangeKind::Topic && self.with_perms(|p| p.restricts_topics(&exchange.name))
     }
 
-    /// Checks a routing key (publish) or binding key (bind, unbind) against
-    /// the user's topic permissions on the exchange named `exchange`; only
-    /// topic exchanges are restricted, as in RabbitMQ.
+    /// Checks `key` against the user's topic permissions on `exchange`, known
+    /// to be a topic exchange (see [`ConnInfo::restricts_topics`]).
+    pub fn check_topic_key(
+        &self,
+        access: TopicAccess,
+        exchange: &Exchange,
+        key: &str,
+    ) -> Result<(), crate::core::Error> {
+        self.with_perms(|p| p.check_topic(access, &exchange.name, key, &self.vhost.name, &self.user))
+    }
+
+    /// Checks a binding key (bind, unbind) against the user's topic
+    /// permissions on the exchange named `exchange`; only topic exchanges are
+    /// restricted, as in RabbitMQ.
     pub fn check_topic(&self, access: TopicAccess, exchange: &str, key: &str) -> Result<(), crate::core::Error> {
-        self.with_perms(|p| {
-            if !p.restricts_topics(exchange) {
-                return Ok(());
-            }
-            let is_topic = self
-                .vhost
-                .exchange(exchange)
-                .is_some_and(|e| e.kind == crate::core::exchange::ExchangeKind::Topic);
-            if !is_topic {
-                return Ok(());
-            }
-            p.check_topic(access, exchange, key, &self.vhost.name, &self.user)
-        })
+        match self.vhost.exchange(exchange) {
+            Some(e) if self.restricts_topics(&e) => self.check_topic_key(access, &e, key),
+            _ => Ok(()),
+        }
     }
 
     /// Runs `f` on the permissions in force now, recompiling them first if

@@ -262,7 +262,7 @@ impl Channel {
             self.topic_restricted = info.restricts_topics(&exchange);
         }
         if self.topic_restricted {
-            info.check_topic(TopicAccess::Write, &exchange.name, &msg.routing_key)?;
+            info.check_topic_key(TopicAccess::Write, &exchange, &msg.routing_key)?;
         }
         if exchange.internal {
             let text = format!(

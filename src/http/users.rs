@@ -95,17 +95,18 @@ pub async fn create(
         },
     };
     let created = existing.is_none();
+    // What the API sets elsewhere is kept: limits and both kinds of permissions.
+    let (limits, permissions, topic_permissions) = existing
+        .map(|u| (u.limits, u.permissions, u.topic_permissions))
+        .unwrap_or_default();
     let u = User {
         name: name.clone(),
         password_hash: hash,
         hashing_algorithm: algorithm,
         tags: parse_tags(body.tags.as_ref().unwrap_or(&Value::Null)),
-        limits: existing.as_ref().map(|u| u.limits).unwrap_or_default(),
-        topic_permissions: existing
-            .as_ref()
-            .map(|u| u.topic_permissions.clone())
-            .unwrap_or_default(),
-        permissions: existing.map(|u| u.permissions).unwrap_or_default(),
+        limits,
+        permissions,
+        topic_permissions,
     };
     s.broker.users.put(u)?;
     Ok(super::created_or_updated(!created))

@@ -9,7 +9,7 @@ use reqwest::{Method, StatusCode};
 use rumqttc::{QoS, SubscribeReasonCode};
 use serde_json::json;
 
-use super::{add_user, connect_as, refused};
+use super::{add_user, connect_as, publish_and_confirm, refused};
 use crate::common::api::Api;
 use crate::common::mqtt;
 use crate::common::*;
@@ -29,19 +29,7 @@ async fn try_publish(conn: &lapin::Connection, exchange: &str, key: &str) -> Opt
         .await
         .expect("confirms");
     let mut ev = events(conn);
-    let confirmed = async {
-        ch.basic_publish(
-            exchange.into(),
-            key.into(),
-            Default::default(),
-            b"m",
-            Default::default(),
-        )
-        .await?
-        .await
-    }
-    .await;
-    match confirmed {
+    match publish_and_confirm(&ch, exchange, key, b"m").await {
         Ok(_) => None,
         Err(_) => Some(expect_error(&mut ev, 403).await),
     }
@@ -126,18 +114,7 @@ async fn a_changed_topic_permission_applies_to_an_open_channel() {
         .expect("confirms");
     publish_confirmed(&ch, "amq.topic", "a.b", b"before").await;
     set_topic(&api, "tp-live", "amq.topic", "^x\\.", ".*").await;
-    let text = refused(&conn, async {
-        ch.basic_publish(
-            "amq.topic".into(),
-            "a.b".into(),
-            Default::default(),
-            b"after",
-            Default::default(),
-        )
-        .await?
-        .await
-    })
-    .await;
+    let text = refused(&conn, publish_and_confirm(&ch, "amq.topic", "a.b", b"after")).await;
     assert!(text.contains("access to topic 'a.b'"), "{text}");
     // Cleared: allowed again on a new channel of the same connection.
     assert_eq!(

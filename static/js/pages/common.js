@@ -63,29 +63,47 @@ export function publishResult(r) {
 }
 
 /**
- * A button cancelling consumer `c` (as listed with its channel_details), then
- * running `after` (a reload of the table it sits in).
+ * A small danger button labelled `label` that asks `question` (confirmed with
+ * `confirmLabel`), runs `action`, shows `done` and runs `after` (a reload of
+ * the table it sits in); `attrs` are extra attributes.
  */
-export function cancelButton(c, after) {
+export function confirmedButton({ testid, label, question, confirmLabel, action, done, after, attrs = {} }) {
   return el(
     "button",
     {
       type: "button",
       class: "small danger",
-      "data-testid": "cancel-consumer",
-      "data-consumer-tag": c.consumer_tag,
+      "data-testid": testid,
+      ...attrs,
       onclick: async () => {
-        if (!(await confirmDialog(`Cancel consumer ${c.consumer_tag}?`, "Cancel consumer"))) return;
+        if (!(await confirmDialog(question, confirmLabel))) return;
         try {
-          const ch = c.channel_details;
-          await del(apiPath("consumers", c.queue.vhost, ch.connection_name, String(ch.number), c.consumer_tag));
-          toast("Consumer cancelled");
+          await action();
+          toast(done);
           await after();
         } catch (e) {
           showError(e);
         }
       },
     },
-    "Cancel",
+    label,
   );
+}
+
+/**
+ * A button cancelling consumer `c` (as listed with its channel_details), then
+ * running `after` (a reload of the table it sits in).
+ */
+export function cancelButton(c, after) {
+  const ch = c.channel_details;
+  return confirmedButton({
+    testid: "cancel-consumer",
+    label: "Cancel",
+    question: `Cancel consumer ${c.consumer_tag}?`,
+    confirmLabel: "Cancel consumer",
+    action: () => del(apiPath("consumers", c.queue.vhost, ch.connection_name, String(ch.number), c.consumer_tag)),
+    done: "Consumer cancelled",
+    after,
+    attrs: { "data-consumer-tag": c.consumer_tag },
+  });
 }

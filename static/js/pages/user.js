@@ -2,10 +2,10 @@
 // permissions (set, clear), delete.
 
 import { apiPath, currentUser, del, get, put, setCredentials } from "../api.js";
-import { $, dl, el, fill, link, param, simpleTable } from "../dom.js";
+import { $, dl, fill, link, param, simpleTable } from "../dom.js";
 import { onConfirmedClick, onSubmit } from "../forms.js";
-import { confirmDialog, showError, toast } from "../ui.js";
-import { fillVhostSelect } from "./common.js";
+import { showError } from "../ui.js";
+import { confirmedButton, fillVhostSelect } from "./common.js";
 
 const name = param("name");
 const path = apiPath("users", name);
@@ -32,25 +32,15 @@ async function loadUser() {
 
 // A "Clear" button that asks, deletes `target` and reloads with `reload`.
 function clearButton(testid, question, target, reload) {
-  return el(
-    "button",
-    {
-      type: "button",
-      class: "small danger",
-      "data-testid": testid,
-      onclick: async () => {
-        if (!(await confirmDialog(question, "Clear"))) return;
-        try {
-          await del(target);
-          toast("Permission cleared");
-          await reload();
-        } catch (e) {
-          showError(e);
-        }
-      },
-    },
-    "Clear",
-  );
+  return confirmedButton({
+    testid,
+    label: "Clear",
+    question,
+    confirmLabel: "Clear",
+    action: () => del(target),
+    done: "Permission cleared",
+    after: reload,
+  });
 }
 
 async function loadPermissions() {

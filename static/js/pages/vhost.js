@@ -5,33 +5,16 @@ import { apiPath, del, get, put } from "../api.js";
 import { $, dl, el, fill, link, param, simpleTable } from "../dom.js";
 import { num, rate, rateOf } from "../format.js";
 import { onConfirmedClick, onSubmit } from "../forms.js";
-import { confirmDialog, showError, toast } from "../ui.js";
+import { showError } from "../ui.js";
+import { confirmedButton } from "./common.js";
 
 const name = param("name");
 $("vhost-name").textContent = name;
 document.title = `Virtual host ${name} · LavinMQ`;
 
-/** A small button that asks, runs `action`, then `after`. */
+/** A "Clear" button that asks, runs `action`, then `after`. */
 function removeButton(testid, question, action, after) {
-  return el(
-    "button",
-    {
-      type: "button",
-      class: "small danger",
-      "data-testid": testid,
-      onclick: async () => {
-        if (!(await confirmDialog(question, "Remove"))) return;
-        try {
-          await action();
-          toast("Removed");
-          await after();
-        } catch (e) {
-          showError(e);
-        }
-      },
-    },
-    "Clear",
-  );
+  return confirmedButton({ testid, label: "Clear", question, confirmLabel: "Remove", action, done: "Removed", after });
 }
 
 async function loadDetails() {
