@@ -148,6 +148,7 @@ impl Server {
             &main.default_password_hash,
         )?;
         broker.logins.configure(throttle_settings(main)?);
+        broker.auth.configure(&main.auth_backends, &config.oauth);
         if let Some(path) = &main.load_definitions {
             load_definitions(&broker, path)?;
         }

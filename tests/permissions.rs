@@ -2,9 +2,13 @@
 //! declare and delete, write to publish and bind into, read to consume, get,
 //! purge and bind from; 403 ACCESS_REFUSED naming the resource; changes apply to
 //! open connections. Topic permissions, which narrow write and read on topic
-//! exchanges by routing key, are in `permissions/topic.rs`.
+//! exchanges by routing key, are in `permissions/topic.rs`; logins with
+//! OAuth 2 access tokens, whose scopes are the permissions, in
+//! `permissions/oauth.rs`.
 
 mod common;
+#[path = "permissions/oauth.rs"]
+mod oauth;
 #[path = "permissions/topic.rs"]
 mod topic;
 

@@ -40,6 +40,13 @@ pub struct ConnInfo {
     pub id: u64,
     /// Authenticated user name.
     pub user: String,
+    /// Who the client logged in as; replaced when a token user sends a
+    /// fresh token (`connection.update-secret`).
+    pub identity: std::cell::RefCell<crate::auth::Identity>,
+    /// How many times the client replaced its secret: part of
+    /// [`ConnInfo::permission_generation`], so that a fresh token's scopes
+    /// replace the cached permission checks.
+    pub secret_updates: std::cell::Cell<u64>,
     /// The vhost opened.
     pub vhost: Arc<VHost>,
     /// Negotiated frame_max.
@@ -63,9 +70,17 @@ pub struct ConnInfo {
 }
 
 impl ConnInfo {
-    /// The user-store generation now (changes with any user or permission).
+    /// Changes whenever the permissions in force may have: with any user or
+    /// permission in the store, and when the client replaces its token.
     pub fn permission_generation(&self) -> u64 {
-        self.ctx.broker.users.generation()
+        self.ctx.broker.users.generation() + self.secret_updates.get()
+    }
+
+    /// When the client's token expires, if it logged in with one.
+    fn expiry(&self) -> Option<tokio::time::Instant> {
+        let at = self.identity.borrow().expires_at()?;
+        let left = at.duration_since(std::time::SystemTime::now()).unwrap_or_default();
+        Some(tokio::time::Instant::now() + left)
     }
 
     /// Checks that the user may have `access` to the queue or exchange (`kind`)
@@ -112,9 +127,10 @@ impl ConnInfo {
         let generation = self.permission_generation();
         let mut p = self.perms.borrow_mut();
         if p.0 != generation {
+            let users = &self.ctx.broker.users;
             *p = (
                 generation,
-                self.ctx.broker.users.permissions(&self.user, &self.vhost.name, None),
+                self.identity.borrow().permissions(users, &self.vhost.name, None),
             );
         }
         f(&p.1)
@@ -276,6 +292,17 @@ impl Connection {
                         self.held = Some(frame);
                         break;
                     }
+                    Ok(Some(Frame::Method {
+                        channel: 0,
+                        method: Method::ConnectionUpdateSecret { new_secret, .. },
+                    })) => {
+                        if let Err(e) = self.update_secret(&new_secret).await {
+                            self.end_of_batch();
+                            self.fail(e);
+                            self.await_close_ok(rd, &mut buf).await;
+                            return;
+                        }
+                    }
                     Ok(Some(frame)) => match self.handle_frame(frame) {
                         Ok(Next::Continue) => {}
                         Ok(Next::Stop) => {
@@ -318,6 +345,13 @@ impl Connection {
             if buf.capacity() - buf.len() < 4096 {
                 buf.reserve(64 * 1024);
             }
+            let expiry = self.info.expiry();
+            let expired = async {
+                match expiry {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
             let read = async {
                 match idle_limit {
                     Some(limit) => tokio::time::timeout(limit, rd.read_buf(&mut buf)).await.ok(),
@@ -350,6 +384,11 @@ impl Connection {
                 }
                 _ = self.disk.changed() => {}
                 _ = timeout_check.tick() => self.close_timed_out_channels(),
+                _ = expired => {
+                    self.fail(AmqpError::connection(code::CONNECTION_FORCED, "token expired"));
+                    self.await_close_ok(rd, &mut buf).await;
+                    return;
+                }
                 _ = entry.closed() => {
                     let reason = entry.reason();
                     tracing::info!("closing connection on request: {reason}");
@@ -359,6 +398,36 @@ impl Connection {
                 }
             }
         }
+    }
+
+    /// `connection.update-secret`: a token user's fresh token (for the same
+    /// user) replaces the old one, its scopes and expiry applying from now
+    /// on; a local user's password is checked again. A refused secret closes
+    /// the connection (530, as RabbitMQ does).
+    async fn update_secret(&mut self, secret: &[u8]) -> AmqpResult<()> {
+        let user = self.info.user.clone();
+        let refused = |why: String| {
+            AmqpError::connection(
+                code::NOT_ALLOWED,
+                format!("Secret update was refused for user '{user}': {why}"),
+            )
+            .on(10, 70)
+        };
+        let secret = std::str::from_utf8(secret).map_err(|_| refused("the secret is not UTF-8".into()))?;
+        let broker = self.info.ctx.broker.clone();
+        let current = self.info.identity.borrow().clone();
+        let fresh = broker
+            .auth
+            .refresh(&broker.users, &current, secret)
+            .await
+            .map_err(|e| refused(e.to_string()))?;
+        *self.info.identity.borrow_mut() = fresh;
+        self.info.secret_updates.set(self.info.secret_updates.get() + 1);
+        tracing::info!("secret updated");
+        self.outbox.send(|b| {
+            let _ = write_method(b, 0, &Method::ConnectionUpdateSecretOk);
+        });
+        Ok(())
     }
 
     /// Closes (406) every channel holding a delivery unacknowledged for longer
@@ -531,10 +600,6 @@ impl Connection {
             }
             Method::ConnectionCloseOk => Ok(Next::Stop),
             Method::ConnectionBlocked { .. } | Method::ConnectionUnblocked => Ok(Next::Continue),
-            Method::ConnectionUpdateSecret { .. } => Err(AmqpError::connection(
-                code::NOT_IMPLEMENTED,
-                "connection.update-secret requires OAuth 2 authentication",
-            )),
             other => Err(AmqpError::connection(
                 code::COMMAND_INVALID,
                 format!("unexpected method {} on channel 0", other.name()),

@@ -12,9 +12,9 @@ use super::codec::{FieldTable, FieldValue, Frame, Method, ShortStr, parse_frame,
 use super::connection::{CLOSE_TIMEOUT, ConnInfo, HANDSHAKE_TIMEOUT, PROTOCOL_HEADER, PROTOCOL_HEADER_ALT};
 use super::context::AmqpContext;
 use super::error::{AmqpError, code};
+use crate::auth::Identity;
 use crate::core::connections::{ConnectionInfo, ConnectionLimits, Registration};
 use crate::core::login_throttle::Admission;
-use crate::core::user::User;
 use crate::transport::peer::Peer;
 
 /// Why a connection ended before or during the handshake.
@@ -169,10 +169,10 @@ fn mechanisms(peer: &Peer) -> Bytes {
 }
 
 /// Who the client is, by the mechanism it chose: PLAIN and AMQPLAIN check a
-/// password; EXTERNAL takes the user named by the verified client
-/// certificate's CN (the response is ignored), which must exist. The error is
-/// the reason for the log.
-fn authenticate(ctx: &AmqpContext, mechanism: &str, response: &Bytes, peer: &Peer) -> Result<(String, User), String> {
+/// password or an access token with the login backends; EXTERNAL takes the
+/// user named by the verified client certificate's CN (the response is
+/// ignored), which must exist. The error is the reason for the log.
+async fn authenticate(ctx: &AmqpContext, mechanism: &str, response: &Bytes, peer: &Peer) -> Result<Identity, String> {
     if mechanism == "EXTERNAL" {
         let Some(cn) = peer.external_identity() else {
             return Err("EXTERNAL needs a verified TLS client certificate".to_owned());
@@ -182,15 +182,17 @@ fn authenticate(ctx: &AmqpContext, mechanism: &str, response: &Bytes, peer: &Pee
             .users
             .get(cn)
             .ok_or_else(|| format!("no user '{cn}' for the client certificate's common name"))?;
-        return Ok((cn.to_owned(), user));
+        return Ok(Identity::Local(Box::new(user)));
     }
     let Some((username, password)) = credentials(mechanism, response) else {
         return Err(format!("unsupported mechanism or malformed response ({mechanism})"));
     };
-    match ctx.broker.users.authenticate(&username, &password) {
-        Some(user) => Ok((username, user)),
-        None => Err(format!("wrong credentials for user '{username}'")),
-    }
+    let broker = &ctx.broker;
+    broker
+        .auth
+        .login(&broker.users, &username, &password)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 /// Runs the whole opening of a connection; on a protocol error the client gets
@@ -285,7 +287,7 @@ where
         let text = Admission::refusal_text(left);
         return Err(refused_with(text.clone(), text));
     }
-    let (username, user) = match authenticate(ctx, &mechanism, &response, peer) {
+    let identity = match authenticate(ctx, &mechanism, &response, peer).await {
         Ok(found) => {
             ctx.broker.logins.succeeded(source);
             found
@@ -295,6 +297,7 @@ where
             return Err(refused(why));
         }
     };
+    let username = identity.name().to_owned();
     if username == settings.default_user
         && settings.default_user_only_loopback
         && !peer.addr.ip().to_canonical().is_loopback()
@@ -346,7 +349,7 @@ where
             AmqpError::connection(code::NOT_ALLOWED, format!("vhost {vhost_name} not found")).on(10, 40),
         ));
     };
-    if !user.permissions.contains_key(vhost_name) {
+    if !identity.may_use_vhost(vhost_name) {
         return Err(HandshakeError::Closed(
             AmqpError::connection(
                 code::NOT_ALLOWED,
@@ -372,7 +375,7 @@ where
     };
     let limits = ConnectionLimits {
         vhost: vhost.max_connections(),
-        user: crate::core::limits::in_force(user.limits.max_connections),
+        user: crate::core::limits::in_force(identity.limits().max_connections),
     };
     let now = crate::core::message::Message::now_ms();
     let registration = ctx
@@ -389,6 +392,8 @@ where
         ctx: ctx.clone(),
         id,
         user: username,
+        identity: std::cell::RefCell::new(identity),
+        secret_updates: std::cell::Cell::new(0),
         vhost,
         frame_max,
         cancel_notify,

@@ -6,6 +6,7 @@
 //! loops can work on frames in place.
 
 pub mod connection;
+pub mod http;
 pub mod stream;
 pub mod tls;
 pub mod uri;

@@ -57,6 +57,7 @@ fn apply_section(
         "mqtt" => apply_mqtt,
         "mgmt" => apply_mgmt,
         "clustering" => apply_clustering,
+        "oauth" => apply_oauth,
         "http" => {
             warnings.push("section [http] is deprecated, use [mgmt] instead".to_owned());
             apply_mgmt
@@ -90,7 +91,6 @@ fn apply_section(
 /// rejects the section as unknown.
 fn raw_section<'c>(config: &'c mut Config, name: &str) -> Result<&'c mut RawSection, ConfigError> {
     match name {
-        "oauth" => Ok(&mut config.oauth),
         "experimental" => Ok(&mut config.experimental),
         "replication" => Err(ConfigError::UnknownSection {
             section: name.to_owned(),
@@ -106,7 +106,6 @@ fn raw_section<'c>(config: &'c mut Config, name: &str) -> Result<&'c mut RawSect
 /// Why the keys of a section kept raw do nothing yet.
 fn raw_section_no_effect(name: &str) -> Option<&'static str> {
     match name {
-        "oauth" => Some("OAuth 2.0 authentication is not supported yet"),
         // LavinMQ's scheduler tuning: tokio schedules fairly by itself.
         "experimental" => Some("the runtime's scheduler already yields between clients"),
         _ => None,
@@ -289,10 +288,11 @@ fn apply_main(config: &mut Config, e: &Entry<'_>, warnings: &mut Vec<String>) ->
             }
         }
         "auth_backends" => {
-            let backends: Vec<&str> = e.value.split(',').map(str::trim).filter(|b| !b.is_empty()).collect();
-            if backends.iter().any(|b| *b != "local") {
-                warnings.push(e.no_effect("only the local user database authenticates"));
+            let backends = super::oauth::list(e.value);
+            if backends.iter().any(|b| !matches!(b.as_str(), "local" | "oauth")) {
+                return Err(e.invalid("a list of local and oauth"));
             }
+            m.auth_backends = backends;
         }
         "default_consistent_hash_algorithm" => {
             m.default_consistent_hash_algorithm =
@@ -381,6 +381,25 @@ fn apply_mgmt(config: &mut Config, e: &Entry<'_>, warnings: &mut Vec<String>) ->
         "unix_path" => m.unix_path = e.opt_path(),
         // LavinMQ declares it but never uses it either.
         "http_systemd_socket_name" => warnings.push(e.no_effect("socket activation is not supported")),
+        _ => warnings.push(e.unknown()),
+    }
+    Ok(())
+}
+
+fn apply_oauth(config: &mut Config, e: &Entry<'_>, warnings: &mut Vec<String>) -> Result<(), ConfigError> {
+    let o = &mut config.oauth;
+    match e.key {
+        "issuer" => o.issuer = e.opt_string(),
+        "resource_server_id" => o.resource_server_id = e.opt_string(),
+        "preferred_username_claims" => o.preferred_username_claims = super::oauth::list(e.value),
+        "additional_scopes_keys" => o.additional_scopes_keys = super::oauth::list(e.value),
+        "scope_prefix" => o.scope_prefix = e.opt_string(),
+        "verify_aud" => o.verify_aud = e.bool()?,
+        "audience" => o.audience = e.opt_string(),
+        "jwks_cache_ttl" => o.jwks_cache_ttl = e.seconds()?,
+        "client_id" => o.client_id = e.opt_string(),
+        "mgmt_base_url" => o.mgmt_base_url = e.opt_string(),
+        "mgmt_scopes" => o.mgmt_scopes = e.string(),
         _ => warnings.push(e.unknown()),
     }
     Ok(())

@@ -11,6 +11,7 @@ mod clustering;
 mod env;
 mod error;
 mod ini_file;
+mod oauth;
 mod reload;
 mod tcp_keepalive;
 mod tls;
@@ -25,6 +26,7 @@ use std::path::{Path, PathBuf};
 
 pub use clustering::ClusteringConfig;
 pub use error::ConfigError;
+pub use oauth::OAuthConfig;
 pub use tcp_keepalive::TcpKeepalive;
 pub use tls::{SniConfig, TlsKeys, TlsProtocol};
 
@@ -62,8 +64,9 @@ pub struct Config {
     /// Settings from `[clustering]`: etcd-coordinated leader election and
     /// replication to followers.
     pub clustering: ClusteringConfig,
-    /// `[oauth]` keys, kept raw until OAuth is implemented.
-    pub oauth: RawSection,
+    /// Settings from `[oauth]`: logins with access tokens from an identity
+    /// provider.
+    pub oauth: OAuthConfig,
     /// `[experimental]` keys, kept raw until they are implemented.
     pub experimental: RawSection,
     /// `[sni:HOSTNAME]` sections keyed by lower-cased hostname (which may be
@@ -181,6 +184,10 @@ pub struct MainConfig {
     /// Addresses and CIDR ranges, separated by commas or spaces, never
     /// throttled (`login_throttle_trusted_networks`; loopback by default).
     pub login_throttle_trusted_networks: String,
+    /// Where logins are checked, in order: `local` (the user store) and
+    /// `oauth` (access tokens, see [`OAuthConfig`]) (`auth_backends`;
+    /// `local` by default, and when set empty).
+    pub auth_backends: Vec<String>,
     /// Take a file lock in the data directory so two brokers cannot share it
     /// (`data_dir_lock`, `--no-data-dir-lock`).
     pub data_dir_lock: bool,
@@ -329,6 +336,7 @@ impl Default for MainConfig {
             login_throttle_max_failures: 20,
             login_throttle_block_time: 60,
             login_throttle_trusted_networks: crate::core::login_throttle::DEFAULT_TRUSTED.to_string(),
+            auth_backends: vec!["local".into()],
             data_dir_lock: true,
             default_consistent_hash_algorithm: "ring".to_owned(),
             metrics_http_bind: "127.0.0.1".to_owned(),

@@ -453,14 +453,49 @@ fn unknown_key_is_a_warning() {
 #[test]
 fn raw_sections_are_kept_with_a_warning_per_key() {
     let (c, warnings) = ini("\
-[oauth]
-issuer = https://id.example
 [experimental]
 yield_each_received_bytes = 1
 ");
-    assert_eq!(warnings.len(), 2, "{warnings:?}");
-    assert_eq!(c.oauth.get("issuer").map(String::as_str), Some("https://id.example"));
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert_eq!(c.experimental.len(), 1);
+}
+
+#[test]
+fn oauth_section_and_auth_backends() {
+    let (c, warnings) = ini("\
+[main]
+auth_backends = local, oauth
+[oauth]
+issuer = https://id.example/realms/x
+resource_server_id = lavinmq
+preferred_username_claims = preferred_username,sub
+additional_scopes_keys = roles groups
+scope_prefix = mq.
+verify_aud = false
+audience = api
+jwks_cache_ttl = 60
+client_id = ui
+mgmt_base_url = https://mq.example
+mgmt_scopes = openid
+");
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(c.main.auth_backends, ["local", "oauth"]);
+    let o = &c.oauth;
+    assert_eq!(o.issuer.as_deref(), Some("https://id.example/realms/x"));
+    assert_eq!(o.resource_server_id.as_deref(), Some("lavinmq"));
+    assert_eq!(o.preferred_username_claims, ["preferred_username", "sub"]);
+    assert_eq!(o.additional_scopes_keys, ["roles", "groups"]);
+    assert_eq!(o.scope_prefix.as_deref(), Some("mq."));
+    assert!(!o.verify_aud);
+    assert_eq!(o.audience.as_deref(), Some("api"));
+    assert_eq!(o.jwks_cache_ttl, std::time::Duration::from_secs(60));
+    assert_eq!(o.client_id.as_deref(), Some("ui"));
+    assert_eq!(o.mgmt_base_url.as_deref(), Some("https://mq.example"));
+    assert_eq!(o.mgmt_scopes, "openid");
+    let defaults = crate::config::OAuthConfig::default();
+    assert_eq!(defaults.preferred_username_claims, ["sub", "client_id"]);
+    assert!(defaults.verify_aud);
+    assert!(Config::from_ini_str("[main]\nauth_backends = local,ldap\n").is_err());
 }
 
 #[test]
@@ -1428,20 +1463,17 @@ fn every_lavinmq_2_9_flag_is_accepted() {
 #[test]
 fn lavinmq_keys_without_effect_here_are_named_in_warnings() {
     let (_, warnings) = Config::from_ini_str(
-        "[main]\ntls_ktls = true\nauth_backends = local,oauth\n\
+        "[main]\ntls_ktls = true\n\
          [amqp]\namqp_systemd_socket_name = x.socket\n\
          [mgmt]\nhttp_systemd_socket_name = y.socket\n\
-         [experimental]\nyield_each_received_bytes = 1\n\
-         [oauth]\nissuer = https://id.example\n",
+         [experimental]\nyield_each_received_bytes = 1\n",
     )
     .expect("accepted");
     for key in [
         "tls_ktls",
-        "auth_backends",
         "amqp_systemd_socket_name",
         "http_systemd_socket_name",
         "yield_each_received_bytes",
-        "issuer",
     ] {
         assert!(
             warnings.iter().any(|w| w.contains(key) && w.contains("no effect")),

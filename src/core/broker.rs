@@ -26,6 +26,8 @@ pub struct Broker {
     pub users: UserStore,
     /// Failed logins by source address, for every protocol.
     pub logins: super::login_throttle::LoginThrottle,
+    /// The login backends (`auth_backends`): the user store, access tokens.
+    pub auth: crate::auth::Authenticator,
     /// Group commit of the data directory.
     pub sync: GroupSync,
     /// The free-disk-space alarm.
@@ -92,6 +94,7 @@ impl Broker {
             vhosts: RwLock::default(),
             users,
             logins: Default::default(),
+            auth: Default::default(),
             sync,
             disk,
             connections: Arc::default(),

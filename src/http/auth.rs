@@ -13,9 +13,9 @@ use base64::Engine;
 
 use super::HttpState;
 use super::error::ApiError;
+use crate::auth::Identity;
 use crate::core::login_throttle::Admission;
 use crate::core::permissions::Access;
-use crate::core::user::User;
 
 /// How a request's user was established.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,14 +28,19 @@ pub enum Trust {
 }
 
 /// The authenticated user of a request.
-pub struct Authed(pub User, pub Trust);
+pub struct Authed(pub Identity, pub Trust);
 
 const MANAGEMENT_TAGS: [&str; 4] = ["administrator", "monitoring", "policymaker", "management"];
 
 impl Authed {
     /// True when the user has `tag`.
     pub fn has_tag(&self, tag: &str) -> bool {
-        self.0.tags.iter().any(|t| t == tag)
+        self.0.has_tag(tag)
+    }
+
+    /// The user's name.
+    pub fn name(&self) -> &str {
+        self.0.name()
     }
 
     /// Fails with 403 unless the user is an administrator.
@@ -69,7 +74,7 @@ impl Authed {
 
     /// True when the user may see or use vhost `vhost`.
     pub fn can_access(&self, vhost: &str) -> bool {
-        self.sees_all() || self.0.permissions.contains_key(vhost)
+        self.sees_all() || self.0.may_use_vhost(vhost)
     }
 
     /// Fails with 403 unless the user's permissions in `vhost` grant `access` to
@@ -78,10 +83,9 @@ impl Authed {
         if self.1 == Trust::ControlSocket {
             return Ok(());
         }
-        s.broker
-            .users
-            .permissions(&self.0.name, vhost, None)
-            .check(access, kind, name, vhost, &self.0.name)
+        self.0
+            .permissions(&s.broker.users, vhost, None)
+            .check(access, kind, name, vhost, self.name())
             .map_err(ApiError::from)
     }
 
@@ -105,10 +109,9 @@ impl Authed {
         if !is_topic {
             return Ok(());
         }
-        s.broker
-            .users
-            .permissions(&self.0.name, &vhost.name, None)
-            .check_topic(access, exchange, key, &vhost.name, &self.0.name)
+        self.0
+            .permissions(&s.broker.users, &vhost.name, None)
+            .check_topic(access, exchange, key, &vhost.name, self.name())
             .map_err(ApiError::from)
     }
 
@@ -143,6 +146,13 @@ pub fn basic_credentials(value: &HeaderValue) -> Option<(String, String)> {
         .split_once(':')
         .map(|(u, p)| (u.to_string(), p.to_string()))?;
     Some((user, password))
+}
+
+/// The token of an `Authorization: Bearer` header, or `None` when the
+/// header is not one.
+pub fn bearer_token(value: &HeaderValue) -> Option<String> {
+    let token = value.to_str().ok()?.strip_prefix("Bearer ")?.trim();
+    (!token.is_empty()).then(|| token.to_owned())
 }
 
 /// The user name and password of the management UI's login cookie `m`, or
@@ -191,10 +201,13 @@ impl FromRequestParts<Arc<HttpState>> for Authed {
         if let Some(ctl) = parts.extensions.get::<super::control_socket::ControlSocket>() {
             return ctl.authed(&parts.headers, state);
         }
-        // The Authorization header, else the UI's login cookie (so that a plain
-        // link, such as a download, is authenticated too).
+        // The Authorization header (basic, or a bearer token, which names its
+        // own user), else the UI's login cookie (so that a plain link, such
+        // as a download, is authenticated too).
         let (name, password) = match parts.headers.get(header::AUTHORIZATION) {
-            Some(value) => basic_credentials(value),
+            Some(value) => bearer_token(value)
+                .map(|token| (String::new(), token))
+                .or_else(|| basic_credentials(value)),
             None => cookie_credentials(&parts.headers),
         }
         .ok_or_else(|| ApiError::unauthorized("Login failed"))?;
@@ -205,25 +218,26 @@ impl FromRequestParts<Arc<HttpState>> for Authed {
         {
             return Err(ApiError::too_many_requests(Admission::refusal_text(left)));
         }
-        let user = match state.broker.users.authenticate(&name, &password) {
-            Some(user) => {
+        let broker = &state.broker;
+        let user = match broker.auth.login(&broker.users, &name, &password).await {
+            Ok(user) => {
                 if let Some(p) = peer {
                     logins.succeeded(p.ip());
                 }
                 user
             }
-            None => {
+            Err(e) => {
                 if let Some(p) = peer {
-                    tracing::warn!(user = %name, peer = %p, "HTTP API login failed");
+                    tracing::warn!(peer = %p, "HTTP API login failed: {e}");
                     tokio::time::sleep(logins.failed(p.ip())).await;
                 }
                 return Err(ApiError::unauthorized("Login failed"));
             }
         };
-        if loopback_refused(state.loopback_only_user.as_deref(), &user.name, peer) {
+        if loopback_refused(state.loopback_only_user.as_deref(), user.name(), peer) {
             return Err(ApiError::unauthorized("User can only log in via localhost"));
         }
-        if !user.tags.iter().any(|t| MANAGEMENT_TAGS.contains(&t.as_str())) {
+        if !user.tags().iter().any(|t| MANAGEMENT_TAGS.contains(&t.as_str())) {
             return Err(ApiError::unauthorized("Not management user"));
         }
         Ok(Authed(user, Trust::Credentials))

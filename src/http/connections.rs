@@ -49,13 +49,13 @@ fn connection_json(c: &ConnectionEntry) -> Value {
 /// True when `user` may see connection `c`: its own, or all for administrators
 /// and monitoring users.
 pub fn visible(user: &Authed, c: &ConnectionEntry) -> bool {
-    user.sees_all() || c.info.user == user.0.name
+    user.sees_all() || c.info.user == user.name()
 }
 
 /// Refuses (403) a change to connection `c` (closing it, cancelling a
 /// consumer, changing a prefetch) unless `user` owns it or is an administrator.
 pub fn require_owner_or_admin(user: &Authed, c: &ConnectionEntry) -> ApiResult<()> {
-    if user.has_tag("administrator") || c.info.user == user.0.name {
+    if user.has_tag("administrator") || c.info.user == user.name() {
         Ok(())
     } else {
         Err(ApiError::forbidden("Not administrator user"))
@@ -120,7 +120,7 @@ pub async fn list_username(
     user: Authed,
     Path(username): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    if !(user.sees_all() || username == user.0.name) {
+    if !(user.sees_all() || username == user.name()) {
         return Err(ApiError::forbidden("Not administrator user"));
     }
     let all = s.broker.connections.list();
@@ -139,7 +139,7 @@ pub async fn close_username(
     Path(username): Path<String>,
     headers: HeaderMap,
 ) -> ApiResult<StatusCode> {
-    if !(user.has_tag("administrator") || username == user.0.name) {
+    if !(user.has_tag("administrator") || username == user.name()) {
         return Err(ApiError::forbidden("Not administrator user"));
     }
     for c in s.broker.connections.list().iter().filter(|c| c.info.user == username) {

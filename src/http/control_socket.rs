@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use super::HttpState;
 use super::auth::{Authed, Trust};
 use super::error::ApiError;
+use crate::auth::Identity;
 use crate::core::user::User;
 use crate::transport::unix_socket::{self, BoundSocket, UnixSocketError};
 
@@ -37,7 +38,10 @@ impl ControlSocket {
     /// credentials that are wrong.
     pub fn authed(&self, headers: &HeaderMap, state: &HttpState) -> Result<Authed, ApiError> {
         let Some(value) = headers.get(header::AUTHORIZATION) else {
-            return Ok(Authed(synthetic_admin(&self.default_user), Trust::ControlSocket));
+            return Ok(Authed(
+                Identity::Local(Box::new(synthetic_admin(&self.default_user))),
+                Trust::ControlSocket,
+            ));
         };
         let login_failed = || ApiError::unauthorized("Login failed");
         let (name, password) = super::auth::basic_credentials(value).ok_or_else(login_failed)?;
@@ -49,7 +53,7 @@ impl ControlSocket {
         if !user.tags.iter().any(|t| t == "administrator") {
             user.tags.push("administrator".into());
         }
-        Ok(Authed(user, Trust::ControlSocket))
+        Ok(Authed(Identity::Local(Box::new(user)), Trust::ControlSocket))
     }
 }
 

@@ -236,11 +236,11 @@ pub async fn publish(
     let payload = decode_payload(body.payload, body.payload_encoding.as_deref())?;
     let mut props = properties_from_json(&body.properties)?;
     if let Some(uid) = &props.user_id
-        && uid.as_str() != user.0.name
+        && uid.as_str() != user.name()
     {
         return Err(ApiError::bad_request(format!(
             "user_id property set to '{uid}' but authenticated user was '{}'",
-            user.0.name
+            user.name()
         )));
     }
     if let Some(exp) = &props.expiration

@@ -76,7 +76,7 @@ pub async fn overview(State(s): State<Arc<HttpState>>, user: Authed) -> Json<Val
         .connections
         .list()
         .iter()
-        .filter(|c| user.sees_all() || c.info.user == user.0.name)
+        .filter(|c| user.sees_all() || c.info.user == user.name())
         .fold((0, 0), |(n, ch), c| (n + 1, ch + c.channel_count()));
     let stat = |name: &str| rates.iter().find(|(n, _)| *n == name).map_or(0.0, |&(_, r)| r);
     let mut message_stats = serde_json::Map::new();
@@ -123,7 +123,7 @@ pub async fn overview(State(s): State<Arc<HttpState>>, user: Authed) -> Json<Val
 
 /// The authenticated user and its tags.
 pub async fn whoami(user: Authed) -> Json<Value> {
-    Json(json!({"name": user.0.name, "tags": user.0.tags}))
+    Json(json!({"name": user.name(), "tags": user.0.tags()}))
 }
 
 /// Declares a queue, publishes to it and gets the message back, as RabbitMQ does.

@@ -121,7 +121,7 @@ pub async fn set(
             .map_err(|e| ApiError::bad_request(format!("shovel '{name}': {e}")))?;
     }
     check_federation_value(&component, &name, &value)?;
-    let existed = v.set_parameter(&component, &name, value, Some(&user.0.name))?;
+    let existed = v.set_parameter(&component, &name, value, Some(user.name()))?;
     s.shovels.changed();
     s.federation.changed();
     Ok(super::created_or_updated(existed))

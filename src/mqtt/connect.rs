@@ -12,6 +12,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use super::codec::{Connect, DecodeError, Packet, ProtocolVersion, ReasonCode, parse_packet};
 use super::context::{ClientIdValidation, MqttContext};
 use super::session::client_id_fits;
+use crate::auth::Identity;
 use crate::core::vhost::VHost;
 use crate::transport::peer::Peer;
 
@@ -62,8 +63,10 @@ pub async fn read_connect<R: AsyncRead + Unpin>(
 
 /// A client that may connect.
 pub struct Admitted {
-    /// The authenticated user.
+    /// The authenticated user's name.
     pub user: String,
+    /// Who the client logged in as.
+    pub identity: Identity,
     /// The vhost it connects to.
     pub vhost: Arc<VHost>,
     /// The client identifier (assigned when the client sent none).
@@ -80,8 +83,9 @@ pub struct Admitted {
 /// A refusal: the CONNACK reason code and the reason for the log.
 pub type Refusal = (ReasonCode, String);
 
-/// Checks the client's identity and client identifier.
-pub fn admit(ctx: &MqttContext, connect: &Connect, peer: &Peer) -> Result<Admitted, Refusal> {
+/// Checks the client's identity (a password or an access token, through the
+/// login backends) and client identifier.
+pub async fn admit(ctx: &MqttContext, connect: &Connect, peer: &Peer) -> Result<Admitted, Refusal> {
     let settings = ctx.settings.load_full();
     if let Some(method) = connect
         .properties
@@ -112,19 +116,23 @@ pub fn admit(ctx: &MqttContext, connect: &Connect, peer: &Peer) -> Result<Admitt
             format!("authentication failed for user '{user}'"),
         )
     };
-    let record = match (&connect.username, &connect.password) {
+    let identity = match (&connect.username, &connect.password) {
         // Anonymous clients are the certificate's user or the default user,
         // as with RabbitMQ's `mqtt.ssl_cert_login` and `mqtt.allow_anonymous`.
-        (None, _) => ctx.broker.users.get(&user).ok_or_else(bad_credentials)?,
+        (None, _) => Identity::Local(Box::new(ctx.broker.users.get(&user).ok_or_else(bad_credentials)?)),
         (Some(_), Some(password)) => {
             let password = std::str::from_utf8(password).map_err(|_| bad_credentials())?;
-            ctx.broker
-                .users
-                .authenticate(&user, password)
-                .ok_or_else(bad_credentials)?
+            let broker = &ctx.broker;
+            broker
+                .auth
+                .login(&broker.users, &user, password)
+                .await
+                .map_err(|e| (ReasonCode::BAD_USER_NAME_OR_PASSWORD, e.to_string()))?
         }
         (Some(_), None) => return Err(bad_credentials()),
     };
+    // A token names its own user.
+    let user = identity.name().to_owned();
     if user == settings.default_user
         && settings.default_user_only_loopback
         && !peer.addr.ip().to_canonical().is_loopback()
@@ -137,7 +145,7 @@ pub fn admit(ctx: &MqttContext, connect: &Connect, peer: &Peer) -> Result<Admitt
     let Some(vhost) = ctx.broker.vhost(&vhost_name) else {
         return Err((ReasonCode::NOT_AUTHORIZED, format!("vhost '{vhost_name}' not found")));
     };
-    if !record.permissions.contains_key(&vhost_name) {
+    if !identity.may_use_vhost(&vhost_name) {
         return Err((
             ReasonCode::NOT_AUTHORIZED,
             format!("access to vhost '{vhost_name}' refused for user '{user}'"),
@@ -146,6 +154,7 @@ pub fn admit(ctx: &MqttContext, connect: &Connect, peer: &Peer) -> Result<Admitt
     let client_id = client_id(connect, &user, settings.client_id_validation)?;
     Ok(Admitted {
         user,
+        identity,
         vhost,
         assigned_client_id: connect.client_id.is_empty(),
         client_id,

@@ -104,7 +104,7 @@ where
         let source = peer.addr.ip();
         let admitted = match logins.admit(source) {
             Admission::Refused(left) => Err((ReasonCode::CONNECTION_RATE_EXCEEDED, Admission::refusal_text(left))),
-            Admission::Check => admit(&ctx, &connect, &peer),
+            Admission::Check => admit(&ctx, &connect, &peer).await,
         };
         let admitted = match admitted {
             Ok(a) => {
@@ -146,7 +146,7 @@ where
         };
         let limits = ConnectionLimits {
             vhost: admitted.vhost.max_connections(),
-            user: crate::core::limits::in_force(ctx.broker.users.limits(&admitted.user).max_connections),
+            user: crate::core::limits::in_force(admitted.identity.limits().max_connections),
         };
         let registration = match ctx.broker.connections.register(info, Message::now_ms(), limits) {
             Ok(r) => r,
@@ -269,6 +269,14 @@ async fn send_and_close<W: AsyncWrite + Unpin>(wr: &mut W, packet: &Packet, vers
     let _ = wr.shutdown().await;
 }
 
+/// Waits until `at`, or forever without it.
+async fn until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// An open connection after CONNACK.
 struct Connection {
     ctx: Arc<MqttContext>,
@@ -284,6 +292,8 @@ struct Connection {
     shared: HashMap<String, Arc<MqttConsumer>>,
     acks: Arc<PublishAcks>,
     user: String,
+    /// Who the client logged in as (its permissions, and a token's expiry).
+    identity: crate::auth::Identity,
     client_id: String,
     keep_alive: u16,
     will: Option<Will>,
@@ -342,6 +352,7 @@ impl Connection {
             consumer,
             shared: HashMap::new(),
             user: admitted.user.clone(),
+            identity: admitted.identity.clone(),
             keep_alive: keep_alive(&ctx.settings(), connect),
             will: connect.will.clone(),
             expiry: session_expiry(connect),
@@ -384,6 +395,12 @@ impl Connection {
         let queue_gone = self.consumer.queue_gone.clone();
         let mut disk = self.ctx.broker.disk.subscribe();
         let mut busy = false;
+        // A token's expiry ends the connection, as LavinMQ does (MQTT has no
+        // way to present a fresh token on an open connection).
+        let expires = self.identity.expires_at().map(|at| {
+            let left = at.duration_since(std::time::SystemTime::now()).unwrap_or_default();
+            tokio::time::Instant::now() + left
+        });
         loop {
             loop {
                 match parse_packet(&mut buf, self.ctx.settings().max_packet_size, self.version) {
@@ -463,6 +480,10 @@ impl Connection {
                     return End::Abnormal(Some(ReasonCode::ADMINISTRATIVE_ACTION));
                 }
                 _ = self.outbox.closed() => return End::Abnormal(None),
+                _ = until(expires) => {
+                    tracing::info!("closing connection: token expired");
+                    return End::Abnormal(Some(ReasonCode::MAXIMUM_CONNECT_TIME));
+                }
             }
         }
     }
@@ -599,7 +620,9 @@ impl Connection {
         let users = &self.ctx.broker.users;
         let generation = users.generation();
         if self.perms.0 != generation {
-            let p = users.permissions(&self.user, &self.session.vhost.name, Some(&self.client_id));
+            let p = self
+                .identity
+                .permissions(users, &self.session.vhost.name, Some(&self.client_id));
             self.perms = (generation, p);
         }
     }

@@ -11,45 +11,15 @@ use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::SendRequest;
 use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HOST, HeaderName, HeaderValue, USER_AGENT};
 use hyper::{Method, Request, Uri};
-use hyper_util::rt::TokioIo;
-use tokio::net::TcpStream;
 
-use crate::client::uri::TlsParams;
+use crate::client::http::HttpError;
 use crate::wire::{BasicProperties, FieldValue};
 
 /// How long connecting and each request may take.
 const TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Why a message could not be posted.
-#[derive(Debug, thiserror::Error)]
-pub enum WebhookError {
-    /// The URL cannot be used.
-    #[error("invalid URL {0:?}")]
-    BadUrl(String),
-    /// Connecting or talking to the server failed.
-    #[error("{0}")]
-    Io(#[from] std::io::Error),
-    /// HTTP-level failure.
-    #[error("{0}")]
-    Http(#[from] hyper::Error),
-    /// The server did not answer in time.
-    #[error("timed out")]
-    Timeout,
-    /// The server answered with something other than 2xx.
-    #[error("the server answered {0}")]
-    Refused(hyper::StatusCode),
-}
-
-/// Starts HTTP/1.1 on `stream`; a task drives the connection until the
-/// sender is dropped.
-async fn handshake<S>(stream: S) -> Result<SendRequest<Full<Bytes>>, WebhookError>
-where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-{
-    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-    tokio::spawn(conn);
-    Ok(sender)
-}
+pub type WebhookError = HttpError;
 
 /// An open connection to a webhook URL.
 pub struct Webhook {
@@ -77,24 +47,7 @@ impl Webhook {
     }
 
     async fn connect(&self) -> Result<SendRequest<Full<Bytes>>, WebhookError> {
-        let host = self
-            .uri
-            .host()
-            .ok_or_else(|| WebhookError::BadUrl(self.uri.to_string()))?;
-        let host = host.trim_start_matches('[').trim_end_matches(']');
-        let tls = self.uri.scheme_str() == Some("https");
-        let port = self.uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
-        let tcp = TcpStream::connect((host, port)).await?;
-        tcp.set_nodelay(true)?;
-        if tls {
-            let params = TlsParams {
-                verify: true,
-                ca_file: None,
-            };
-            handshake(crate::client::tls::connect(tcp, host, &params).await?).await
-        } else {
-            handshake(tcp).await
-        }
+        crate::client::http::connect(&self.uri).await
     }
 
     /// POSTs one message; `Ok` only for a 2xx answer.
@@ -114,7 +67,7 @@ impl Webhook {
             if status.is_success() {
                 Ok(())
             } else {
-                Err(WebhookError::Refused(status))
+                Err(WebhookError::Status(status))
             }
         };
         tokio::time::timeout(TIMEOUT, sending)

@@ -268,6 +268,7 @@ fn document_is_openapi_3_and_well_formed() {
         "info.version of static/docs/openapi.json should be the crate version"
     );
     assert_eq!(doc["components"]["securitySchemes"]["basicAuth"]["scheme"], "basic");
+    assert_eq!(doc["components"]["securitySchemes"]["bearerAuth"]["scheme"], "bearer");
     let error = &doc["components"]["schemas"]["Error"];
     assert_eq!(error["properties"]["error"]["type"], "string");
     assert_eq!(error["properties"]["reason"]["type"], "string");

@@ -79,6 +79,8 @@ impl ReasonCode {
     pub const SHARED_SUBSCRIPTIONS_NOT_SUPPORTED: ReasonCode = ReasonCode(0x9E);
     /// CONNACK: too many failed logins from the client's address.
     pub const CONNECTION_RATE_EXCEEDED: ReasonCode = ReasonCode(0x9F);
+    /// DISCONNECT: the connection's time is up (its access token expired).
+    pub const MAXIMUM_CONNECT_TIME: ReasonCode = ReasonCode(0xA0);
     /// DISCONNECT: the broker is shutting down.
     pub const SERVER_SHUTTING_DOWN: ReasonCode = ReasonCode(0x8B);
 

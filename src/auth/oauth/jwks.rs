@@ -1,0 +1,148 @@
+//! The identity provider's signing keys: found through OpenID discovery
+//! (`<issuer>/.well-known/openid-configuration` names the `jwks_uri`),
+//! fetched, and kept for `jwks_cache_ttl`. A token signed with a key id not
+//! among them makes the broker fetch them again (at most once a second, so
+//! that forged tokens cannot make it flood the provider), which picks up a
+//! rotated key without waiting for the cache to expire.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use jsonwebtoken::DecodingKey;
+use jsonwebtoken::jwk::Jwk;
+use serde_json::Value;
+
+use super::TokenError;
+
+/// How long a request to the provider may take.
+const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Largest discovery document or key set accepted.
+const FETCH_LIMIT: usize = 1 << 20;
+
+/// Least time between two fetches asked for by unknown key ids.
+const MIN_REFETCH: Duration = Duration::from_secs(1);
+
+/// One signing key: the decoding key and the algorithm the provider says
+/// it is for, if it says.
+pub struct SigningKey {
+    /// The public key.
+    pub key: DecodingKey,
+    /// The `alg` of the JWK, when given.
+    pub algorithm: Option<jsonwebtoken::Algorithm>,
+}
+
+/// The keys fetched at one time, by key id (`""` for a key without one).
+struct KeySet {
+    keys: HashMap<String, Arc<SigningKey>>,
+    fetched: Instant,
+}
+
+/// The provider's signing keys, cached.
+pub struct Jwks {
+    issuer: String,
+    ttl: Duration,
+    cached: parking_lot::RwLock<Option<Arc<KeySet>>>,
+    /// Held while fetching, so that concurrent logins wait for one fetch.
+    fetching: tokio::sync::Mutex<()>,
+}
+
+impl Jwks {
+    /// Keys of the provider at `issuer`, kept for `ttl`.
+    pub fn new(issuer: &str, ttl: Duration) -> Self {
+        Jwks {
+            issuer: issuer.trim_end_matches('/').to_owned(),
+            ttl,
+            cached: parking_lot::RwLock::new(None),
+            fetching: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// The key `kid` names (or the only key, for a token without a key
+    /// id), fetching the keys first when none are cached, the cache has
+    /// expired, or `kid` is not among them.
+    pub async fn key(&self, kid: Option<&str>) -> Result<Arc<SigningKey>, TokenError> {
+        let current = self.cached.read().clone();
+        if let Some(set) = &current
+            && set.fetched.elapsed() < self.ttl
+            && let Some(k) = pick(set, kid)
+        {
+            return Ok(k);
+        }
+        let _one_at_a_time = self.fetching.lock().await;
+        // Another login may have fetched while this one waited.
+        let latest = self.cached.read().clone();
+        let fresh_enough = latest.as_ref().is_some_and(|s| s.fetched.elapsed() < MIN_REFETCH);
+        let set = match latest {
+            Some(set) if fresh_enough => set,
+            stale => match self.fetch().await {
+                Ok(set) => {
+                    let set = Arc::new(set);
+                    *self.cached.write() = Some(set.clone());
+                    set
+                }
+                Err(e) => {
+                    // Keys that have merely aged still verify while the
+                    // provider cannot be reached.
+                    tracing::warn!(issuer = %self.issuer, "cannot fetch the signing keys: {e}");
+                    stale.ok_or(e)?
+                }
+            },
+        };
+        pick(&set, kid).ok_or_else(|| TokenError::UnknownKey(kid.unwrap_or_default().to_owned()))
+    }
+
+    /// Discovery, then the key set.
+    async fn fetch(&self) -> Result<KeySet, TokenError> {
+        let discovery_url = format!("{}/.well-known/openid-configuration", self.issuer);
+        let discovery = crate::client::http::get_json(&discovery_url, FETCH_TIMEOUT, FETCH_LIMIT)
+            .await
+            .map_err(|e| TokenError::Provider(format!("{discovery_url}: {e}")))?;
+        let Some(jwks_uri) = discovery.get("jwks_uri").and_then(Value::as_str) else {
+            return Err(TokenError::Provider(format!("{discovery_url} names no jwks_uri")));
+        };
+        let set = crate::client::http::get_json(jwks_uri, FETCH_TIMEOUT, FETCH_LIMIT)
+            .await
+            .map_err(|e| TokenError::Provider(format!("{jwks_uri}: {e}")))?;
+        let keys = parse_keys(&set);
+        tracing::info!(issuer = %self.issuer, keys = keys.len(), "fetched the signing keys");
+        Ok(KeySet {
+            keys,
+            fetched: Instant::now(),
+        })
+    }
+}
+
+/// The key for `kid`; without one, the only key there is.
+fn pick(set: &KeySet, kid: Option<&str>) -> Option<Arc<SigningKey>> {
+    match kid {
+        Some(kid) => set.keys.get(kid).cloned(),
+        None if set.keys.len() == 1 => set.keys.values().next().cloned(),
+        None => None,
+    }
+}
+
+/// The usable signing keys of a JWK set; encryption keys and keys of types
+/// that cannot verify a token are skipped.
+fn parse_keys(set: &Value) -> HashMap<String, Arc<SigningKey>> {
+    let mut out = HashMap::new();
+    for v in set.get("keys").and_then(Value::as_array).into_iter().flatten() {
+        if v.get("use").and_then(Value::as_str).is_some_and(|u| u != "sig") {
+            continue;
+        }
+        let Ok(jwk) = serde_json::from_value::<Jwk>(v.clone()) else {
+            continue;
+        };
+        let Ok(key) = DecodingKey::from_jwk(&jwk) else {
+            continue;
+        };
+        let algorithm = jwk
+            .common
+            .key_algorithm
+            .and_then(|a| a.to_string().parse::<jsonwebtoken::Algorithm>().ok());
+        let kid = jwk.common.key_id.clone().unwrap_or_default();
+        out.insert(kid, Arc::new(SigningKey { key, algorithm }));
+    }
+    out
+}
