@@ -76,13 +76,6 @@ impl ConnInfo {
         self.ctx.broker.users.generation() + self.secret_updates.get()
     }
 
-    /// When the client's token expires, if it logged in with one.
-    fn expiry(&self) -> Option<tokio::time::Instant> {
-        let at = self.identity.borrow().expires_at()?;
-        let left = at.duration_since(std::time::SystemTime::now()).unwrap_or_default();
-        Some(tokio::time::Instant::now() + left)
-    }
-
     /// Checks that the user may have `access` to the queue or exchange (`kind`)
     /// `name`, with the permissions in force now.
     pub fn check(
@@ -345,13 +338,8 @@ impl Connection {
             if buf.capacity() - buf.len() < 4096 {
                 buf.reserve(64 * 1024);
             }
-            let expiry = self.info.expiry();
-            let expired = async {
-                match expiry {
-                    Some(at) => tokio::time::sleep_until(at).await,
-                    None => std::future::pending().await,
-                }
-            };
+            // Read again each round: update-secret may have moved it.
+            let expired = crate::auth::identity::expired(self.info.identity.borrow().deadline());
             let read = async {
                 match idle_limit {
                     Some(limit) => tokio::time::timeout(limit, rd.read_buf(&mut buf)).await.ok(),

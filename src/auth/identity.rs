@@ -125,12 +125,27 @@ impl Identity {
         }
     }
 
+    /// The moment the login expires on the runtime's clock, for connections
+    /// to wait on (see [`expired`]).
+    pub fn deadline(&self) -> Option<tokio::time::Instant> {
+        let left = self.expires_at()?.duration_since(SystemTime::now()).unwrap_or_default();
+        Some(tokio::time::Instant::now() + left)
+    }
+
     /// Limits a local user has set; none for a token's user.
     pub fn limits(&self) -> crate::core::user::UserLimits {
         match self {
             Identity::Local(u) => u.limits,
             Identity::Token(_) => Default::default(),
         }
+    }
+}
+
+/// Completes at `deadline` (see [`Identity::deadline`]), never without one.
+pub async fn expired(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 

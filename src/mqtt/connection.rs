@@ -269,14 +269,6 @@ async fn send_and_close<W: AsyncWrite + Unpin>(wr: &mut W, packet: &Packet, vers
     let _ = wr.shutdown().await;
 }
 
-/// Waits until `at`, or forever without it.
-async fn until(at: Option<tokio::time::Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
-    }
-}
-
 /// An open connection after CONNACK.
 struct Connection {
     ctx: Arc<MqttContext>,
@@ -397,10 +389,7 @@ impl Connection {
         let mut busy = false;
         // A token's expiry ends the connection, as LavinMQ does (MQTT has no
         // way to present a fresh token on an open connection).
-        let expires = self.identity.expires_at().map(|at| {
-            let left = at.duration_since(std::time::SystemTime::now()).unwrap_or_default();
-            tokio::time::Instant::now() + left
-        });
+        let expires = self.identity.deadline();
         loop {
             loop {
                 match parse_packet(&mut buf, self.ctx.settings().max_packet_size, self.version) {
@@ -480,7 +469,7 @@ impl Connection {
                     return End::Abnormal(Some(ReasonCode::ADMINISTRATIVE_ACTION));
                 }
                 _ = self.outbox.closed() => return End::Abnormal(None),
-                _ = until(expires) => {
+                _ = crate::auth::identity::expired(expires) => {
                     tracing::info!("closing connection: token expired");
                     return End::Abnormal(Some(ReasonCode::MAXIMUM_CONNECT_TIME));
                 }

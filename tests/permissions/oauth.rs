@@ -244,6 +244,12 @@ async fn es256_tokens_and_wildcard_vhosts_work_over_mqtt_and_http() {
     let mut o = mqtt::options(&b, "dev-8");
     o.set_credentials("ignored", none);
     assert_eq!(mqtt::refusal(o).await, ConnectReturnCode::NotAuthorized);
+    // The connection ends when its token expires.
+    let brief = key.sign(&provider.claims("device-9", &all, Duration::from_secs(2)));
+    let mut o = mqtt::options(&b, "dev-9");
+    o.set_credentials("ignored", brief);
+    let mut c = mqtt::connect(o).await;
+    c.wait_closed().await;
 
     // HTTP: a bearer token, or the token as the basic-auth password.
     let http = reqwest::Client::new();
