@@ -6,7 +6,7 @@
 //! connection and an expired token closes one.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::Json;
@@ -89,6 +89,8 @@ impl Key {
 struct Published {
     keys: Mutex<Vec<Value>>,
     fetches: AtomicUsize,
+    /// Answer 503 for the keys, as a provider that is down.
+    down: AtomicBool,
     issuer: Mutex<String>,
 }
 
@@ -113,7 +115,10 @@ impl Provider {
                 "/keys",
                 get(|State(p): State<Arc<Published>>| async move {
                     p.fetches.fetch_add(1, Ordering::SeqCst);
-                    Json(json!({"keys": *p.keys.lock()}))
+                    if p.down.load(Ordering::SeqCst) {
+                        return Err(axum::http::StatusCode::SERVICE_UNAVAILABLE);
+                    }
+                    Ok(Json(json!({"keys": *p.keys.lock()})))
                 }),
             )
             .with_state(published.clone());
@@ -131,6 +136,10 @@ impl Provider {
     /// Replaces the published keys (a rotation).
     fn publish(&self, keys: &[&Key]) {
         *self.published.keys.lock() = keys.iter().map(|k| k.jwk.clone()).collect();
+    }
+
+    fn set_down(&self, down: bool) {
+        self.published.down.store(down, Ordering::SeqCst);
     }
 
     fn fetches(&self) -> usize {
@@ -411,6 +420,36 @@ async fn a_rotated_key_is_fetched_and_keys_are_cached() {
     .await;
     assert!(provider.fetches() >= 2);
     b.stop().await;
+}
+
+/// Keys already fetched keep verifying while the provider is down; without
+/// any, tokens are refused because the keys cannot be had.
+#[tokio::test]
+async fn cached_keys_outlive_an_unreachable_provider() {
+    let key = Key::rsa("rsa1", "k1");
+    let provider = Provider::start(&[&key]).await;
+    let config = OAuthConfig {
+        jwks_cache_ttl: Duration::ZERO,
+        ..provider.config()
+    };
+    let verifier = Verifier::new(&config).expect("issuer set");
+    let token = key.sign(&provider.claims("svc", &scopes(&["read:*/*"]), HOUR));
+    verifier.verify(&token).await.expect("valid");
+    provider.set_down(true);
+    // Past the pause between fetches, so the expired cache is fetched again.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    verifier.verify(&token).await.expect("the cached key still verifies");
+    assert_eq!(provider.fetches(), 2, "the keys were asked for again");
+
+    let down = Provider::start(&[&key]).await;
+    down.set_down(true);
+    let verifier = Verifier::new(&down.config()).expect("issuer set");
+    let token = key.sign(&down.claims("svc", &scopes(&["read:*/*"]), HOUR));
+    let err = verifier.verify(&token).await.expect_err("no keys");
+    assert!(matches!(err, TokenError::Provider(_)), "{err}");
+    // Logins right after a failed fetch do not each ask again.
+    let _ = verifier.verify(&token).await;
+    assert_eq!(down.fetches(), 1);
 }
 
 #[tokio::test]

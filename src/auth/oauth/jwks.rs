@@ -44,8 +44,10 @@ pub struct Jwks {
     issuer: String,
     ttl: Duration,
     cached: parking_lot::RwLock<Option<Arc<KeySet>>>,
-    /// Held while fetching, so that concurrent logins wait for one fetch.
-    fetching: tokio::sync::Mutex<()>,
+    /// Held while fetching, so that concurrent logins wait for one fetch;
+    /// it holds when the last fetch was tried, whatever its outcome, so that
+    /// while the provider is down the logins waiting do not each try again.
+    fetching: tokio::sync::Mutex<Option<Instant>>,
 }
 
 impl Jwks {
@@ -55,7 +57,7 @@ impl Jwks {
             issuer: issuer.trim_end_matches('/').to_owned(),
             ttl,
             cached: parking_lot::RwLock::new(None),
-            fetching: tokio::sync::Mutex::new(()),
+            fetching: tokio::sync::Mutex::new(None),
         }
     }
 
@@ -70,25 +72,31 @@ impl Jwks {
         {
             return Ok(k);
         }
-        let _one_at_a_time = self.fetching.lock().await;
-        // Another login may have fetched while this one waited.
+        let mut last_try = self.fetching.lock().await;
+        // Another login may have fetched (or tried to) while this one waited.
         let latest = self.cached.read().clone();
-        let fresh_enough = latest.as_ref().is_some_and(|s| s.fetched.elapsed() < MIN_REFETCH);
+        let tried_lately = last_try.is_some_and(|at| at.elapsed() < MIN_REFETCH);
         let set = match latest {
-            Some(set) if fresh_enough => set,
-            stale => match self.fetch().await {
-                Ok(set) => {
-                    let set = Arc::new(set);
-                    *self.cached.write() = Some(set.clone());
-                    set
+            Some(set) if tried_lately => set,
+            None if tried_lately => {
+                return Err(TokenError::Provider("unreachable at the last try, a moment ago".into()));
+            }
+            stale => {
+                *last_try = Some(Instant::now());
+                match self.fetch().await {
+                    Ok(set) => {
+                        let set = Arc::new(set);
+                        *self.cached.write() = Some(set.clone());
+                        set
+                    }
+                    Err(e) => {
+                        // Keys that have merely aged still verify while the
+                        // provider cannot be reached.
+                        tracing::warn!(issuer = %self.issuer, "cannot fetch the signing keys: {e}");
+                        stale.ok_or(e)?
+                    }
                 }
-                Err(e) => {
-                    // Keys that have merely aged still verify while the
-                    // provider cannot be reached.
-                    tracing::warn!(issuer = %self.issuer, "cannot fetch the signing keys: {e}");
-                    stale.ok_or(e)?
-                }
-            },
+            }
         };
         pick(&set, kid).ok_or_else(|| TokenError::UnknownKey(kid.unwrap_or_default().to_owned()))
     }
