@@ -17,6 +17,28 @@ use oauth::{TokenError, Verifier};
 use crate::config::OAuthConfig;
 use crate::core::user::UserStore;
 
+/// Decodes the `%XX` escapes of a credential or scope (and `+` as a space
+/// when `plus_is_space`, as in form encoding); `None` when malformed.
+pub fn percent_decode(s: &str, plus_is_space: bool) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' => {
+                let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+                out.push(u8::from_str_radix(hex, 16).ok()?);
+                i += 3;
+                continue;
+            }
+            b'+' if plus_is_space => out.push(b' '),
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).ok()
+}
+
 /// Why a login was refused; the text is for the log.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LoginError {

@@ -167,31 +167,13 @@ pub fn cookie_credentials(headers: &HeaderMap) -> Option<(String, String)> {
         .find_map(|c| c.trim().strip_prefix("m="))?;
     let encoded = value.rsplit(':').next().unwrap_or(value);
     let raw = base64::engine::general_purpose::STANDARD
-        .decode(percent_decode(encoded)?.trim())
+        .decode(crate::auth::percent_decode(encoded, false)?.trim())
         .ok()?;
     let (user, password) = String::from_utf8(raw)
         .ok()?
         .split_once(':')
         .map(|(u, p)| (u.to_string(), p.to_string()))?;
     Some((user, password))
-}
-
-/// Decodes `%XX` escapes; `None` for a malformed one.
-fn percent_decode(s: &str) -> Option<String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 impl FromRequestParts<Arc<HttpState>> for Authed {

@@ -21,6 +21,7 @@ use serde_json::{Map, Value};
 
 use super::TokenError;
 use crate::auth::identity::TokenUser;
+use crate::auth::percent_decode;
 use crate::config::OAuthConfig;
 use crate::core::user::Permissions;
 
@@ -126,7 +127,7 @@ fn grant(user: &mut TokenUser, scope: &str) {
     }
     let parts: Vec<&str> = resource.split('/').collect();
     let (vhost, name) = match parts.as_slice() {
-        [vhost, name] | [vhost, name, _] => (url_decode(vhost), url_decode(name)),
+        [vhost, name] | [vhost, name, _] => (percent_decode(vhost, true), percent_decode(name, true)),
         _ => return,
     };
     let (Some(vhost), Some(name)) = (vhost, name) else {
@@ -165,31 +166,6 @@ fn name_pattern(name: &str) -> String {
     }
     let parts: Vec<String> = name.split('*').map(regex::escape).collect();
     format!("^{}$", parts.join(".*"))
-}
-
-/// Decodes `%XX` escapes and `+` (a space); `None` when malformed.
-fn url_decode(s: &str) -> Option<String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'%' => {
-                let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
-                out.push(u8::from_str_radix(hex, 16).ok()?);
-                i += 3;
-            }
-            b'+' => {
-                out.push(b' ');
-                i += 1;
-            }
-            b => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 #[cfg(test)]
