@@ -4,11 +4,14 @@
 //! open connections. Topic permissions, which narrow write and read on topic
 //! exchanges by routing key, are in `permissions/topic.rs`; logins with
 //! OAuth 2 access tokens, whose scopes are the permissions, in
-//! `permissions/oauth.rs`.
+//! `permissions/oauth.rs`; the management UI's single sign-on in
+//! `permissions/sso.rs`.
 
 mod common;
 #[path = "permissions/oauth.rs"]
 mod oauth;
+#[path = "permissions/sso.rs"]
+mod sso;
 #[path = "permissions/topic.rs"]
 mod topic;
 

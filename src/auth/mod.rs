@@ -94,7 +94,12 @@ impl Authenticator {
             match name.as_str() {
                 "local" => backends.push(Backend::Local),
                 "oauth" => match Verifier::new(oauth) {
-                    Some(v) => backends.push(Backend::OAuth(Arc::new(v))),
+                    Some(v) => {
+                        if let Err(why) = oauth.ui_sign_on() {
+                            tracing::warn!("the management UI offers no single sign-on: {why}");
+                        }
+                        backends.push(Backend::OAuth(Arc::new(v)))
+                    }
                     None => tracing::error!("auth_backends lists oauth, but [oauth] sets no issuer: left out"),
                 },
                 other => tracing::error!("unknown auth backend '{other}' left out"),
@@ -108,8 +113,14 @@ impl Authenticator {
 
     /// The OAuth settings in force, when tokens are accepted.
     pub fn oauth(&self) -> Option<OAuthConfig> {
+        self.verifier().map(|v| v.config().clone())
+    }
+
+    /// The token verifier, when tokens are accepted: also the way to the
+    /// provider's endpoints for the management UI's single sign-on.
+    pub fn verifier(&self) -> Option<Arc<Verifier>> {
         self.backends.load().iter().find_map(|b| match b {
-            Backend::OAuth(v) => Some(v.config().clone()),
+            Backend::OAuth(v) => Some(v.clone()),
             Backend::Local => None,
         })
     }

@@ -1,13 +1,14 @@
 //! Outbound HTTP/1.1 over TCP or TLS, for the broker's own requests to other
-//! services (shovels posting to webhooks, the identity provider's signing
-//! keys). HTTPS servers are verified against the system's CA certificates.
+//! services (shovels posting to webhooks; the identity provider's signing
+//! keys, and the token for the UI's sign-in code). HTTPS servers are
+//! verified against the system's CA certificates.
 
 use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::client::conn::http1::SendRequest;
-use hyper::header::{ACCEPT, HOST, USER_AGENT};
+use hyper::header::{ACCEPT, CONTENT_TYPE, HOST, USER_AGENT};
 use hyper::{Method, Request, Uri};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
@@ -74,14 +75,43 @@ pub async fn connect(uri: &Uri) -> Result<SendRequest<Full<Bytes>>, HttpError> {
 /// GETs `url` and parses its JSON answer, which must come within `timeout`
 /// and be at most `limit` bytes.
 pub async fn get_json(url: &str, timeout: Duration, limit: usize) -> Result<serde_json::Value, HttpError> {
+    send_json(url, Method::GET, None, timeout, limit).await
+}
+
+/// POSTs the form `fields` (`application/x-www-form-urlencoded`) to `url`
+/// and parses its JSON answer, within `timeout` and `limit` as [`get_json`].
+pub async fn post_form_json(
+    url: &str,
+    fields: &[(&str, &str)],
+    timeout: Duration,
+    limit: usize,
+) -> Result<serde_json::Value, HttpError> {
+    let form = form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(fields)
+        .finish();
+    send_json(url, Method::POST, Some(form), timeout, limit).await
+}
+
+/// Sends one request with an optional form body and parses the JSON answer.
+async fn send_json(
+    url: &str,
+    method: Method,
+    form: Option<String>,
+    timeout: Duration,
+    limit: usize,
+) -> Result<serde_json::Value, HttpError> {
     let uri: Uri = url.parse().map_err(|_| HttpError::BadUrl(url.to_owned()))?;
-    let request = Request::builder()
-        .method(Method::GET)
+    let mut request = Request::builder()
+        .method(method)
         .uri(uri.path_and_query().map(|pq| pq.as_str()).unwrap_or("/"))
         .header(HOST, uri.authority().map(|a| a.as_str()).unwrap_or_default())
         .header(USER_AGENT, "lavinmq")
-        .header(ACCEPT, "application/json")
-        .body(Full::new(Bytes::new()))
+        .header(ACCEPT, "application/json");
+    if form.is_some() {
+        request = request.header(CONTENT_TYPE, "application/x-www-form-urlencoded");
+    }
+    let request = request
+        .body(Full::new(form.map(Bytes::from).unwrap_or_default()))
         .map_err(|e| HttpError::BadUrl(format!("{url}: {e}")))?;
     let fetching = async {
         let mut sender = connect(&uri).await?;

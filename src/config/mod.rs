@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 
 pub use clustering::ClusteringConfig;
 pub use error::ConfigError;
-pub use oauth::OAuthConfig;
+pub use oauth::{OAuthConfig, SignOnUrl};
 pub use tcp_keepalive::TcpKeepalive;
 pub use tls::{SniConfig, TlsKeys, TlsProtocol};
 

@@ -68,3 +68,50 @@ pub(crate) fn list(value: &str) -> Vec<String> {
         .map(str::to_owned)
         .collect()
 }
+
+/// Where the management UI's single sign-on sends the browser back to, and
+/// how its cookies are scoped: derived from `mgmt_base_url`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignOnUrl {
+    /// The redirect URI registered at the provider:
+    /// `<mgmt_base_url>/oauth/callback`.
+    pub redirect_uri: String,
+    /// The path the UI is served under (`/` unless behind a proxy's prefix),
+    /// which the session cookies are scoped to.
+    pub cookie_path: String,
+    /// Whether the cookies are marked `Secure` (always, except for a UI
+    /// served over plain HTTP on loopback).
+    pub secure: bool,
+}
+
+impl OAuthConfig {
+    /// The management UI's single sign-on, as LavinMQ enables it: `issuer`,
+    /// `client_id` and `mgmt_base_url` set, the URL `https` (or `http` on a
+    /// loopback host, for trying it out). `Ok(None)` when it is not asked
+    /// for; an error saying why when it is asked for but cannot work.
+    pub fn ui_sign_on(&self) -> Result<Option<SignOnUrl>, String> {
+        let base = match (self.mgmt_base_url.as_deref(), self.client_id.as_deref()) {
+            (None, None) => return Ok(None),
+            (Some(b), Some(c)) if !b.is_empty() && !c.is_empty() => b,
+            _ => return Err("single sign-on needs both [oauth] client_id and mgmt_base_url".into()),
+        };
+        if self.issuer.is_none() {
+            return Err("single sign-on needs [oauth] issuer".into());
+        }
+        let uri: axum::http::Uri = base
+            .parse()
+            .map_err(|_| format!("mgmt_base_url {base:?} is not a URL"))?;
+        let host = uri.host().unwrap_or_default().to_ascii_lowercase();
+        let secure = match uri.scheme_str() {
+            Some("https") => true,
+            Some("http") if matches!(host.as_str(), "localhost" | "127.0.0.1" | "[::1]" | "::1") => false,
+            _ => return Err(format!("mgmt_base_url {base:?} must be https (http only on localhost)")),
+        };
+        let path = uri.path().trim_end_matches('/');
+        Ok(Some(SignOnUrl {
+            redirect_uri: format!("{}/oauth/callback", base.trim_end_matches('/')),
+            cookie_path: if path.is_empty() { "/".into() } else { path.into() },
+            secure,
+        }))
+    }
+}

@@ -499,6 +499,30 @@ mgmt_scopes = openid
 }
 
 #[test]
+fn ui_sign_on_needs_a_client_id_and_a_safe_base_url() {
+    let mut o = crate::config::OAuthConfig {
+        issuer: Some("https://id.example".into()),
+        ..Default::default()
+    };
+    assert_eq!(o.ui_sign_on(), Ok(None));
+    o.client_id = Some("ui".into());
+    assert!(o.ui_sign_on().is_err(), "a client id without a base URL");
+    o.mgmt_base_url = Some("https://mq.example/lavinmq/".into());
+    let url = o.ui_sign_on().expect("enabled").expect("some");
+    assert_eq!(url.redirect_uri, "https://mq.example/lavinmq/oauth/callback");
+    assert_eq!(url.cookie_path, "/lavinmq");
+    assert!(url.secure);
+    o.mgmt_base_url = Some("http://localhost:15672".into());
+    let url = o.ui_sign_on().expect("enabled").expect("some");
+    assert_eq!((url.cookie_path.as_str(), url.secure), ("/", false));
+    o.mgmt_base_url = Some("http://mq.example".into());
+    assert!(o.ui_sign_on().is_err(), "plain http off loopback");
+    o.mgmt_base_url = Some("https://mq.example".into());
+    o.issuer = None;
+    assert!(o.ui_sign_on().is_err(), "no issuer");
+}
+
+#[test]
 fn tls_keys_in_main() {
     let (c, warnings) = ini("\
 [main]

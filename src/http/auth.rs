@@ -155,16 +155,23 @@ pub fn bearer_token(value: &HeaderValue) -> Option<String> {
     (!token.is_empty()).then(|| token.to_owned())
 }
 
-/// The user name and password of the management UI's login cookie `m`, or
-/// `None` without one. As LavinMQ's, its value is the URL-encoded base64 of
-/// `user:password`, optionally after a prefix ending in `:`.
-pub fn cookie_credentials(headers: &HeaderMap) -> Option<(String, String)> {
-    let value = headers
+/// The value of cookie `name` in the request's `Cookie` headers.
+pub fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
-        .find_map(|c| c.trim().strip_prefix("m="))?;
+        .find_map(|c| c.trim().strip_prefix(name)?.strip_prefix('='))
+}
+
+/// The user name and password of the management UI's login cookie `m`, or
+/// `None` without one. As LavinMQ's, its value is the URL-encoded base64 of
+/// `user:password`, optionally after a prefix ending in `:` (a signed-on
+/// session's `|oauth:` has an empty password: its token is in another
+/// cookie, see [`super::sso`]).
+pub fn cookie_credentials(headers: &HeaderMap) -> Option<(String, String)> {
+    let value = cookie(headers, "m")?;
     let encoded = value.rsplit(':').next().unwrap_or(value);
     let raw = base64::engine::general_purpose::STANDARD
         .decode(crate::auth::percent_decode(encoded, false)?.trim())
@@ -176,6 +183,12 @@ pub fn cookie_credentials(headers: &HeaderMap) -> Option<(String, String)> {
     Some((user, password))
 }
 
+/// True when `user` may use the management API and UI at all: it has one
+/// of the management tags.
+pub fn is_management_user(user: &Identity) -> bool {
+    user.tags().iter().any(|t| MANAGEMENT_TAGS.contains(&t.as_str()))
+}
+
 impl FromRequestParts<Arc<HttpState>> for Authed {
     type Rejection = ApiError;
 
@@ -184,13 +197,17 @@ impl FromRequestParts<Arc<HttpState>> for Authed {
             return ctl.authed(&parts.headers, state);
         }
         // The Authorization header (basic, or a bearer token, which names its
-        // own user), else the UI's login cookie (so that a plain link, such
-        // as a download, is authenticated too).
+        // own user), else the UI's cookies: a signed-on session's token, or
+        // the login cookie (so that a plain link, such as a download, is
+        // authenticated too).
         let (name, password) = match parts.headers.get(header::AUTHORIZATION) {
             Some(value) => bearer_token(value)
                 .map(|token| (String::new(), token))
                 .or_else(|| basic_credentials(value)),
-            None => cookie_credentials(&parts.headers),
+            None => match cookie(&parts.headers, super::sso::TOKEN_COOKIE) {
+                Some(token) => Some((String::new(), token.to_owned())),
+                None => cookie_credentials(&parts.headers),
+            },
         }
         .ok_or_else(|| ApiError::unauthorized("Login failed"))?;
         let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0);
@@ -219,7 +236,7 @@ impl FromRequestParts<Arc<HttpState>> for Authed {
         if loopback_refused(state.loopback_only_user.as_deref(), user.name(), peer) {
             return Err(ApiError::unauthorized("User can only log in via localhost"));
         }
-        if !user.tags().iter().any(|t| MANAGEMENT_TAGS.contains(&t.as_str())) {
+        if !is_management_user(&user) {
             return Err(ApiError::unauthorized("Not management user"));
         }
         Ok(Authed(user, Trust::Credentials))

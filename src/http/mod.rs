@@ -29,6 +29,7 @@ pub mod policies;
 pub mod queues;
 pub mod replicated;
 pub mod shovels;
+pub mod sso;
 pub mod stats_json;
 pub mod stream_read;
 pub mod topic_permissions;
@@ -329,7 +330,7 @@ fn routes(state: Arc<HttpState>) -> Router {
 /// listeners serve.
 pub fn app(state: Arc<HttpState>) -> Router {
     let ws = axum::middleware::from_fn_with_state(state.clone(), websocket::upgrade);
-    ui::with_ui(router(state)).layer(ws)
+    ui::with_ui(router(state.clone()), sso::routes(state)).layer(ws)
 }
 
 /// Serves the API (and WebSocket upgrades) on the Unix socket `listener`

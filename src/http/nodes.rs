@@ -140,9 +140,10 @@ pub async fn extensions(_user: Authed) -> Json<Value> {
     Json(json!([]))
 }
 
-/// How the UI logs in: basic auth only (no OAuth).
-pub async fn auth() -> Json<Value> {
-    Json(json!({"oauth_enabled": false}))
+/// How the UI logs in: whether it offers single sign-on, and with which
+/// provider (see [`super::sso`]).
+pub async fn auth(State(s): State<Arc<HttpState>>) -> Json<Value> {
+    Json(super::sso::SignOn::api_auth(&s))
 }
 
 /// The cluster name: the `cluster_name` global parameter, else the host name.

@@ -50,17 +50,20 @@ const NOT_PAGES: [&str; 2] = ["layout", "404"];
 /// Pages that can be opened without the login cookie.
 const PUBLIC_PAGES: [&str; 1] = ["login"];
 
-/// Adds the UI's routes to `api`, the API router, and a fallback that answers
-/// unknown pages with the UI's 404 page (and unknown API paths with the API's
-/// JSON 404). The UI routes are kept out of [`super::router`] so that they
-/// pass neither through the listing layer nor into the OpenAPI document.
-pub fn with_ui(api: Router) -> Router {
+/// Adds the UI's routes and `sign_on` (its single sign-on, [`super::sso`])
+/// to `api`, the API router, and a fallback that answers unknown pages with
+/// the UI's 404 page (and unknown API paths with the API's JSON 404). The UI
+/// routes are kept out of [`super::router`] so that they pass neither
+/// through the listing layer nor into the OpenAPI document.
+pub fn with_ui(api: Router, sign_on: Router) -> Router {
     let ui = Router::new()
         .route("/", get(root))
         .route("/{page}", get(page))
         .route("/static/{*path}", get(asset))
         .fallback(not_found);
-    api.merge(ui).layer(axum::middleware::from_fn(quiet_basic_challenge))
+    api.merge(sign_on)
+        .merge(ui)
+        .layer(axum::middleware::from_fn(quiet_basic_challenge))
 }
 
 /// Browsers answer a `WWW-Authenticate: Basic` challenge with their own login

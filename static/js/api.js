@@ -49,24 +49,55 @@ export function clearCredentials() {
   document.cookie = `${COOKIE}=; path=/; SameSite=Strict; expires=Thu, 01 Jan 1970 00:00:00 GMT`;
 }
 
-/** The base64 credentials of the cookie, or null. */
-function storedAuth() {
+/** Marks the cookie of a single sign-on session: "name:" with no password. */
+const SIGN_ON_PREFIX = "|oauth:";
+
+/**
+ * True in a single sign-on session: its access token is in an HttpOnly
+ * cookie the browser sends by itself, and the "m" cookie only names the user.
+ */
+export function isSignOnSession() {
+  const raw = getCookie(COOKIE);
+  return raw !== null && decodeURIComponent(raw).startsWith(SIGN_ON_PREFIX);
+}
+
+/** The base64 "user:" part of the cookie, or null. */
+function storedValue() {
   const raw = getCookie(COOKIE);
   if (!raw) return null;
   const value = decodeURIComponent(raw);
   return value.slice(value.lastIndexOf(":") + 1) || null;
 }
 
+/** The base64 credentials to send, or null (none, or a sign-on session). */
+function storedAuth() {
+  return isSignOnSession() ? null : storedValue();
+}
+
 /** The logged-in user's name from the cookie, or null. */
 export function currentUser() {
-  const auth = storedAuth();
-  if (!auth) return null;
+  const value = storedValue();
+  if (!value) return null;
   try {
-    const text = unbase64(auth);
-    return text.slice(0, text.indexOf(":"));
+    const text = unbase64(value);
+    // A sign-on session's name may hold colons: it is all before the last one.
+    return text.slice(0, isSignOnSession() ? text.lastIndexOf(":") : text.indexOf(":"));
   } catch {
     return null;
   }
+}
+
+/**
+ * Ends the session: forgets the credentials, or for a sign-on session has
+ * the broker expire its cookies (HttpOnly: out of this script's reach).
+ */
+export function logout() {
+  if (isSignOnSession()) {
+    location.assign("/oauth/logout");
+    return;
+  }
+  clearCredentials();
+  location.assign("/login");
 }
 
 /** Sends the browser to the login page, coming back here afterwards. */
@@ -77,12 +108,13 @@ export function toLogin() {
 
 /**
  * One API call. `body` is sent as JSON unless it is a string. Options:
- * `auth` (base64 credentials instead of the cookie's), `headers`,
+ * `auth` (base64 credentials instead of the cookie's), `noAuth` (send none),
+ * `headers`,
  * `noRedirect` (do not go to the login page on 401), `raw` (return the Response).
  */
 export async function request(method, path, body, opts = {}) {
   const headers = { "X-Requested-With": "XMLHttpRequest", Accept: "application/json", ...(opts.headers || {}) };
-  const auth = opts.auth || storedAuth();
+  const auth = opts.auth || (opts.noAuth ? null : storedAuth());
   if (auth) headers.Authorization = `Basic ${auth}`;
   let payload;
   if (body !== undefined && body !== null) {
@@ -100,8 +132,13 @@ export async function request(method, path, body, opts = {}) {
     throw new ApiError(0, `The broker cannot be reached (${e.message})`);
   }
   if (resp.status === 401 && !opts.noRedirect) {
-    clearCredentials();
-    toLogin();
+    if (isSignOnSession()) {
+      // The token has expired or was revoked: the session ends.
+      logout();
+    } else {
+      clearCredentials();
+      toLogin();
+    }
   }
   if (!resp.ok) {
     let reason = `${resp.status} ${resp.statusText}`;

@@ -2,7 +2,7 @@
 // the vhost selector (the choice scopes listings and is kept in
 // localStorage), shows the signed-in user and handles logout.
 
-import { apiPath, clearCredentials, currentUser, get, selectVhost, selectedVhost } from "./api.js";
+import { apiPath, currentUser, get, logout, selectVhost, selectedVhost } from "./api.js";
 import { clearError } from "./ui.js";
 
 /** The navigation entry each page belongs to. */
@@ -54,10 +54,7 @@ function init() {
   const page = document.body.dataset.page;
   highlightNav(page);
   document.getElementById("error-close")?.addEventListener("click", clearError);
-  document.getElementById("logout")?.addEventListener("click", () => {
-    clearCredentials();
-    location.assign("/login");
-  });
+  document.getElementById("logout")?.addEventListener("click", logout);
   if (page === "login" || page === "404") return;
   const user = currentUser();
   const name = document.getElementById("username");

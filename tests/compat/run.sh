@@ -2,7 +2,9 @@
 # Cross-client compatibility tests (pika/pytest with paho-mqtt, kombu,
 # amqplib, mqtt.js), then the management UI's end-to-end tests in headless
 # Chromium (tests/compat/node/ui_e2e.js, screenshots of every page in
-# target/ui-screenshots/).
+# target/ui-screenshots/). The broker started here also accepts OAuth 2
+# tokens from a small identity provider (tests/compat/node/oidc_provider.js)
+# and offers its UI single sign-on through it.
 #
 # Builds nothing. Either
 #   - starts the broker binary $LAVINMQ_BIN (default target/release/lavinmq) on
@@ -35,7 +37,16 @@ fi
 BROKER_PID=""
 BROKER_LOG=""
 DATA_DIR=""
+OIDC_PID=""
+OIDC_LOG=""
+CONFIG_FILE=""
 cleanup() {
+    if [ -n "$OIDC_PID" ]; then
+        kill -TERM "$OIDC_PID" 2>/dev/null || true
+        wait "$OIDC_PID" 2>/dev/null || true
+    fi
+    [ -n "$OIDC_LOG" ] && rm -f "$OIDC_LOG"
+    [ -n "$CONFIG_FILE" ] && rm -f "$CONFIG_FILE"
     if [ -n "$BROKER_PID" ] && kill -0 "$BROKER_PID" 2>/dev/null; then
         kill -TERM "$BROKER_PID" 2>/dev/null || true
         for _ in $(seq 1 50); do
@@ -65,10 +76,37 @@ else
     PORT="$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
     HTTP_PORT="$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
     MQTT_PORT="$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
+    OIDC_PORT="$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
     DATA_DIR="$(mktemp -d)"
     BROKER_LOG="$(mktemp)"
+    OIDC_LOG="$(mktemp)"
+    # The identity provider first: the broker fetches its keys at the first
+    # token login.
+    node "$COMPAT/node/oidc_provider.js" "$OIDC_PORT" >"$OIDC_LOG" 2>&1 &
+    OIDC_PID=$!
+    for _ in $(seq 1 100); do
+        grep -q "oidc provider ready" "$OIDC_LOG" && break
+        sleep 0.1
+    done
+    if ! grep -q "oidc provider ready" "$OIDC_LOG"; then
+        echo "compat: the identity provider did not start:" >&2
+        cat "$OIDC_LOG" >&2
+        exit 1
+    fi
+    export OIDC_ISSUER="http://127.0.0.1:$OIDC_PORT"
+    CONFIG_FILE="$(mktemp --suffix=.ini)"
+    cat >"$CONFIG_FILE" <<INI
+[main]
+auth_backends = local,oauth
+
+[oauth]
+issuer = $OIDC_ISSUER
+resource_server_id = lavinmq
+client_id = lavinmq-ui
+mgmt_base_url = http://127.0.0.1:$HTTP_PORT
+INI
     # shellcheck disable=SC2086
-    "$BIN" -D "$DATA_DIR" -p "$PORT" --amqp-bind 127.0.0.1 --http-bind 127.0.0.1 --http-port "$HTTP_PORT" --mqtt-bind 127.0.0.1 --mqtt-port "$MQTT_PORT" --metrics-http-port 0 --control-unix-path "$DATA_DIR/ctl.sock" ${LAVINMQ_ARGS:-} >"$BROKER_LOG" 2>&1 &
+    "$BIN" -c "$CONFIG_FILE" -D "$DATA_DIR" -p "$PORT" --amqp-bind 127.0.0.1 --http-bind 127.0.0.1 --http-port "$HTTP_PORT" --mqtt-bind 127.0.0.1 --mqtt-port "$MQTT_PORT" --metrics-http-port 0 --control-unix-path "$DATA_DIR/ctl.sock" ${LAVINMQ_ARGS:-} >"$BROKER_LOG" 2>&1 &
     BROKER_PID=$!
     export AMQP_URL="amqp://guest:guest@127.0.0.1:$PORT/%2F"
     export MGMT_URL="http://guest:guest@127.0.0.1:$HTTP_PORT"

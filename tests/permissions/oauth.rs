@@ -3,15 +3,19 @@
 //! signed here, and real clients log in with them over AMQP (lapin), MQTT
 //! (rumqttc) and the HTTP API (reqwest), getting exactly what their scopes
 //! grant. Bad tokens are refused with their reason; `update-secret` extends a
-//! connection and an expired token closes one.
+//! connection and an expired token closes one. The provider also signs
+//! users on through its authorization and token endpoints, for the
+//! management UI's single sign-on (`permissions/sso.rs`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use std::collections::HashMap;
+
 use axum::Json;
-use axum::extract::State;
-use axum::routing::get;
+use axum::extract::{Form, Query, State};
+use axum::routing::{get, post};
 use base64::Engine;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use lapin::options::{BasicGetOptions, QueueDeclareOptions};
@@ -27,12 +31,12 @@ use crate::common::*;
 
 /// The broker's name at the provider: scopes carry it as their prefix and
 /// tokens as their audience.
-const RSID: &str = "lavinmq";
+pub const RSID: &str = "lavinmq";
 
 /// A signing key of the provider: the private half for signing tokens here,
 /// the public half as the JWK it publishes.
 #[derive(Clone)]
-struct Key {
+pub struct Key {
     kid: String,
     alg: Algorithm,
     private: Vec<u8>,
@@ -41,7 +45,7 @@ struct Key {
 
 impl Key {
     /// One of the committed RSA keys (`rsa1`, `rsa2`).
-    fn rsa(name: &str, kid: &str) -> Key {
+    pub fn rsa(name: &str, kid: &str) -> Key {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/permissions/oauth_keys");
         let private = std::fs::read(format!("{dir}/{name}.der")).expect("key fixture");
         let public: Value =
@@ -73,7 +77,7 @@ impl Key {
     }
 
     /// Signs `claims` with this key.
-    fn sign(&self, claims: &Value) -> String {
+    pub fn sign(&self, claims: &Value) -> String {
         let key = match self.alg {
             Algorithm::ES256 => EncodingKey::from_ec_der(&self.private),
             _ => EncodingKey::from_rsa_der(&self.private),
@@ -92,25 +96,35 @@ struct Published {
     /// Answer 503 for the keys, as a provider that is down.
     down: AtomicBool,
     issuer: Mutex<String>,
+    /// The access token the next sign-in gets.
+    grant: Mutex<Option<String>>,
+    /// Sign-ins under way, by code: the PKCE challenge, client id and
+    /// redirect URI they were started with.
+    codes: Mutex<HashMap<String, (String, String, String)>>,
 }
 
-/// An OpenID provider serving discovery and its keys on an ephemeral port.
-struct Provider {
-    issuer: String,
+/// An OpenID provider serving discovery and its keys on an ephemeral port,
+/// and signing users on (authorization code with PKCE).
+pub struct Provider {
+    pub issuer: String,
     published: Arc<Published>,
 }
 
 impl Provider {
-    async fn start(keys: &[&Key]) -> Provider {
+    pub async fn start(keys: &[&Key]) -> Provider {
         let published = Arc::new(Published::default());
         let app = axum::Router::new()
             .route(
                 "/.well-known/openid-configuration",
                 get(|State(p): State<Arc<Published>>| async move {
                     let issuer = p.issuer.lock().clone();
-                    Json(json!({"issuer": issuer, "jwks_uri": format!("{issuer}/keys")}))
+                    Json(json!({"issuer": issuer, "jwks_uri": format!("{issuer}/keys"),
+                                "authorization_endpoint": format!("{issuer}/authorize"),
+                                "token_endpoint": format!("{issuer}/token")}))
                 }),
             )
+            .route("/authorize", get(authorize))
+            .route("/token", post(token))
             .route(
                 "/keys",
                 get(|State(p): State<Arc<Published>>| async move {
@@ -138,6 +152,11 @@ impl Provider {
         *self.published.keys.lock() = keys.iter().map(|k| k.jwk.clone()).collect();
     }
 
+    /// The access token the next sign-in at the provider gets.
+    pub fn grant(&self, token: String) {
+        *self.published.grant.lock() = Some(token);
+    }
+
     fn set_down(&self, down: bool) {
         self.published.down.store(down, Ordering::SeqCst);
     }
@@ -147,7 +166,7 @@ impl Provider {
     }
 
     /// The `[oauth]` settings for this provider.
-    fn config(&self) -> OAuthConfig {
+    pub fn config(&self) -> OAuthConfig {
         OAuthConfig {
             issuer: Some(self.issuer.clone()),
             resource_server_id: Some(RSID.into()),
@@ -156,17 +175,72 @@ impl Provider {
     }
 
     /// Claims of a valid token for `sub` with `scope`, expiring in `ttl`.
-    fn claims(&self, sub: &str, scope: &str, ttl: Duration) -> Value {
+    pub fn claims(&self, sub: &str, scope: &str, ttl: Duration) -> Value {
         json!({"iss": self.issuer, "aud": RSID, "sub": sub, "scope": scope,
                "iat": now(), "exp": now() + ttl.as_secs()})
     }
 }
 
-fn now() -> u64 {
+/// The provider's sign-in page, which signs the user in at once: back to
+/// the client's redirect URI with a code for the PKCE challenge.
+async fn authorize(
+    State(p): State<Arc<Published>>,
+    Query(q): Query<HashMap<String, String>>,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let param = |k: &str| q.get(k).cloned().unwrap_or_default();
+    if param("response_type") != "code" || param("code_challenge_method") != "S256" {
+        return (axum::http::StatusCode::BAD_REQUEST, "code flow with S256 only").into_response();
+    }
+    let code = format!("code-{}", p.codes.lock().len() + 1);
+    let redirect = param("redirect_uri");
+    p.codes.lock().insert(
+        code.clone(),
+        (param("code_challenge"), param("client_id"), redirect.clone()),
+    );
+    let state: String = form_urlencoded::byte_serialize(param("state").as_bytes()).collect();
+    let location = format!("{redirect}?code={code}&state={state}");
+    (
+        axum::http::StatusCode::FOUND,
+        [(axum::http::header::LOCATION, location)],
+    )
+        .into_response()
+}
+
+/// The provider's token endpoint: a code once, for the verifier of its
+/// challenge, the client and the redirect URI it was issued to.
+async fn token(
+    State(p): State<Arc<Published>>,
+    Form(f): Form<HashMap<String, String>>,
+) -> Result<Json<Value>, (axum::http::StatusCode, Json<Value>)> {
+    use sha2::Digest;
+    let refuse = |e: &str| (axum::http::StatusCode::BAD_REQUEST, Json(json!({"error": e})));
+    let field = |k: &str| f.get(k).cloned().unwrap_or_default();
+    if field("grant_type") != "authorization_code" {
+        return Err(refuse("unsupported_grant_type"));
+    }
+    let (challenge, client, redirect) = p
+        .codes
+        .lock()
+        .remove(&field("code"))
+        .ok_or_else(|| refuse("invalid_grant"))?;
+    let computed =
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(sha2::Sha256::digest(field("code_verifier")));
+    if computed != challenge || client != field("client_id") || redirect != field("redirect_uri") {
+        return Err(refuse("invalid_grant"));
+    }
+    let token = p.grant.lock().clone().ok_or_else(|| refuse("access_denied"))?;
+    // As Entra ID does: expires_in as a string.
+    Ok(Json(
+        json!({"access_token": token, "token_type": "Bearer", "expires_in": "3600"}),
+    ))
+}
+
+pub fn now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_secs()
 }
 
-const HOUR: Duration = Duration::from_secs(3600);
+pub const HOUR: Duration = Duration::from_secs(3600);
 
 /// A broker that accepts local users and tokens from `provider`.
 async fn broker(provider: &Provider) -> TestBroker {
@@ -179,7 +253,7 @@ async fn broker(provider: &Provider) -> TestBroker {
 }
 
 /// `scope` with each word given the resource server prefix.
-fn scopes(words: &[&str]) -> String {
+pub fn scopes(words: &[&str]) -> String {
     words
         .iter()
         .map(|w| format!("{RSID}.{w}"))

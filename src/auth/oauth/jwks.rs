@@ -14,12 +14,7 @@ use jsonwebtoken::jwk::Jwk;
 use serde_json::Value;
 
 use super::TokenError;
-
-/// How long a request to the provider may take.
-const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Largest discovery document or key set accepted.
-const FETCH_LIMIT: usize = 1 << 20;
+use super::discovery::{Discovery, FETCH_LIMIT, FETCH_TIMEOUT};
 
 /// Least time between two fetches asked for by unknown key ids.
 const MIN_REFETCH: Duration = Duration::from_secs(1);
@@ -44,6 +39,8 @@ pub struct Jwks {
     issuer: String,
     ttl: Duration,
     cached: parking_lot::RwLock<Option<Arc<KeySet>>>,
+    /// The discovery document of the last successful fetch.
+    discovery: parking_lot::RwLock<Option<Arc<Discovery>>>,
     /// Held while fetching, so that concurrent logins wait for one fetch;
     /// it holds when the last fetch was tried, whatever its outcome, so that
     /// while the provider is down the logins waiting do not each try again.
@@ -57,6 +54,7 @@ impl Jwks {
             issuer: issuer.trim_end_matches('/').to_owned(),
             ttl,
             cached: parking_lot::RwLock::new(None),
+            discovery: parking_lot::RwLock::new(None),
             fetching: tokio::sync::Mutex::new(None),
         }
     }
@@ -101,15 +99,22 @@ impl Jwks {
         pick(&set, kid).ok_or_else(|| TokenError::UnknownKey(kid.unwrap_or_default().to_owned()))
     }
 
+    /// The provider's discovery document: the one of the last key fetch,
+    /// else fetched now.
+    pub async fn discovery(&self) -> Result<Arc<Discovery>, TokenError> {
+        if let Some(d) = self.discovery.read().clone() {
+            return Ok(d);
+        }
+        let d = Arc::new(Discovery::fetch(&self.issuer).await?);
+        *self.discovery.write() = Some(d.clone());
+        Ok(d)
+    }
+
     /// Discovery, then the key set.
     async fn fetch(&self) -> Result<KeySet, TokenError> {
-        let discovery_url = format!("{}/.well-known/openid-configuration", self.issuer);
-        let discovery = crate::client::http::get_json(&discovery_url, FETCH_TIMEOUT, FETCH_LIMIT)
-            .await
-            .map_err(|e| TokenError::Provider(format!("{discovery_url}: {e}")))?;
-        let Some(jwks_uri) = discovery.get("jwks_uri").and_then(Value::as_str) else {
-            return Err(TokenError::Provider(format!("{discovery_url} names no jwks_uri")));
-        };
+        let discovery = Arc::new(Discovery::fetch(&self.issuer).await?);
+        *self.discovery.write() = Some(discovery.clone());
+        let jwks_uri = &discovery.jwks_uri;
         let set = crate::client::http::get_json(jwks_uri, FETCH_TIMEOUT, FETCH_LIMIT)
             .await
             .map_err(|e| TokenError::Provider(format!("{jwks_uri}: {e}")))?;

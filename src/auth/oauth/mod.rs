@@ -4,10 +4,12 @@
 //! signature against the provider's published keys and the claims against
 //! `[oauth]`, and the token's scopes become the user's rights.
 
+mod discovery;
 mod jwks;
 mod scopes;
 mod verify;
 
+pub use discovery::Discovery;
 pub use scopes::token_user;
 pub use verify::{Verifier, looks_like_token};
 

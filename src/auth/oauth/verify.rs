@@ -54,6 +54,11 @@ impl Verifier {
         })
     }
 
+    /// The provider's endpoints, from its discovery document.
+    pub async fn discovery(&self) -> Result<std::sync::Arc<super::Discovery>, TokenError> {
+        self.jwks.discovery().await
+    }
+
     /// The settings this verifier was made from.
     pub fn config(&self) -> &OAuthConfig {
         &self.config

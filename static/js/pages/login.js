@@ -1,5 +1,8 @@
 // The login page: checks the credentials with GET /api/whoami, keeps them in
 // cookie "m" and goes on to the page asked for (?next=) or the overview.
+// When the broker offers single sign-on (GET /oauth/enabled), a second button
+// sends the browser to the identity provider; the broker's /oauth/callback
+// brings it back, or back here with ?error= saying why not.
 
 import { base64, clearCredentials, get, setCredentials } from "../api.js";
 import { param } from "../dom.js";
@@ -29,3 +32,31 @@ form.addEventListener("submit", async (ev) => {
     button.disabled = false;
   }
 });
+
+/** Offers single sign-on when the broker has it. */
+async function offerSignOn() {
+  let enabled = false;
+  try {
+    enabled = (await get("/oauth/enabled", { noRedirect: true, noAuth: true }))?.enabled === true;
+  } catch {
+    // an older broker or a proxy in the way: password login only
+  }
+  if (!enabled) return;
+  document.getElementById("sso").hidden = false;
+  const button = document.getElementById("sso-login");
+  button.addEventListener("click", async () => {
+    clearError();
+    button.disabled = true;
+    try {
+      const { authorize_url: url } = await get("/oauth/authorize", { noRedirect: true, noAuth: true });
+      location.assign(url);
+    } catch (e) {
+      showError(e);
+      button.disabled = false;
+    }
+  });
+}
+
+const failed = param("error");
+if (failed) showError(`Single sign-on failed: ${failed}`);
+offerSignOn();

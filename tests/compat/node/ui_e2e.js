@@ -9,6 +9,9 @@
 //   UI_USER/UI_PASS   an administrator (default guest/guest)
 //   CHROMIUM          the browser binary (default /usr/bin/chromium)
 //   UI_SCREENSHOTS    where the screenshots go (default target/ui-screenshots)
+//   OIDC_ISSUER       the identity provider (oidc_provider.js) the broker's
+//                     [oauth] names, with client_id and mgmt_base_url set:
+//                     the single sign-on test runs only with it
 //
 // Every test makes the entities it needs under names of its own and removes
 // them afterwards. Waits are generous (a busy 2-core CI machine); none of
@@ -30,6 +33,7 @@ const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 const ROOT = path.resolve(__dirname, '..', '..', '..');
 const SHOTS = path.resolve(ROOT, process.env.UI_SCREENSHOTS || 'target/ui-screenshots');
 const AUTH = 'Basic ' + Buffer.from(`${USER}:${PASS}`).toString('base64');
+const OIDC_ISSUER = (process.env.OIDC_ISSUER || '').replace(/\/+$/, '');
 
 /** The default wait for anything to appear or change. */
 const WAIT_MS = 30000;
@@ -167,8 +171,8 @@ async function open({ login = true, vhost } = {}) {
  * A test of the UI: when it fails, each of its pages still open is saved as
  * target/ui-screenshots/failed-<test>-<n>.png; its contexts are closed after.
  */
-function uiTest(name, fn) {
-  test(name, { timeout: TEST_TIMEOUT_MS }, async () => {
+function uiTest(name, fn, { skip = false } = {}) {
+  test(name, { timeout: TEST_TIMEOUT_MS, skip }, async () => {
     opened = [];
     try {
       await fn();
@@ -300,6 +304,41 @@ describe('management UI', () => {
     await page.waitForURL((u) => u.pathname === '/login');
     assert.deepEqual(uncaught(errors), []);
   });
+
+  uiTest('single sign-on: the identity provider logs the user in, logout ends the session', async () => {
+    const { context, page, errors } = await open({ login: false });
+    await page.goto('/queues');
+    await page.waitForURL((u) => u.pathname === '/login');
+    await byTestId(page, 'sso-login').waitFor({ state: 'visible' });
+    await page.screenshot({ path: path.join(SHOTS, 'login-sso.png') });
+    await byTestId(page, 'sso-login').click();
+    // The provider's sign-in page, then back to the UI, signed on.
+    await page.waitForURL((u) => u.href.startsWith(`${OIDC_ISSUER}/authorize?`));
+    await byTestId(page, 'idp-username').fill('sso-admin');
+    await byTestId(page, 'idp-sign-in').click();
+    await page.waitForURL((u) => u.origin === new URL(BASE).origin && u.pathname === '/');
+    await eventually(async () => (await byTestId(page, 'username').textContent()) === 'sso-admin', 'the signed-on user in the header');
+    const cookies = await context.cookies(BASE);
+    const token = cookies.find((c) => c.name === 'oauth_token');
+    assert.ok(token && token.httpOnly, 'the token is kept in an HttpOnly cookie');
+    // The API answers the session: a listing loads without an error.
+    await page.goto('/queues');
+    await tableLoaded(page, 'queues-table');
+    await expectNoErrorBanner(page);
+    assert.equal((await apiOk('GET', '/api/whoami')).name, USER, 'the password user is unaffected');
+
+    await byTestId(page, 'logout').click();
+    await page.waitForURL((u) => u.pathname === '/login');
+    assert.equal((await context.cookies(BASE)).find((c) => c.name === 'oauth_token'), undefined, 'logout drops the token');
+    await page.goto('/');
+    await page.waitForURL((u) => u.pathname === '/login');
+
+    // A callback the broker did not start ends on the login page, saying why.
+    await page.goto('/oauth/callback?code=forged&state=forged');
+    await page.waitForURL((u) => u.pathname === '/login');
+    assert.match(await errorBannerText(page), /Missing OAuth state/);
+    assert.deepEqual(uncaught(errors), []);
+  }, { skip: !OIDC_ISSUER && 'no OIDC_ISSUER: the broker has no identity provider' });
 
   uiTest('create a vhost, user, permission, queue and policy; publish, get, delete', async () => {
     const id = suffix();
