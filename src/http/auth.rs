@@ -204,10 +204,22 @@ impl FromRequestParts<Arc<HttpState>> for Authed {
             Some(value) => bearer_token(value)
                 .map(|token| (String::new(), token))
                 .or_else(|| basic_credentials(value)),
-            None => match cookie(&parts.headers, super::sso::TOKEN_COOKIE) {
-                Some(token) => Some((String::new(), token.to_owned())),
-                None => cookie_credentials(&parts.headers),
-            },
+            None => {
+                let found = match cookie(&parts.headers, super::sso::TOKEN_COOKIE) {
+                    Some(token) => Some((String::new(), token.to_owned())),
+                    None => cookie_credentials(&parts.headers),
+                };
+                if found.is_some() && !parts.method.is_safe() && !parts.headers.contains_key("x-requested-with") {
+                    // A cookie goes with any request the browser makes, also
+                    // one another site's form makes (cross-site request
+                    // forgery); the UI's scripts mark theirs, which a form
+                    // cannot.
+                    return Err(ApiError::forbidden(
+                        "Changes authenticated by cookie need the X-Requested-With header",
+                    ));
+                }
+                found
+            }
         }
         .ok_or_else(|| ApiError::unauthorized("Login failed"))?;
         let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0);

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 
 use lavinmq::config::Config;
-use reqwest::header::{COOKIE, LOCATION, SET_COOKIE};
+use reqwest::header::{CONTENT_TYPE, COOKIE, LOCATION, SET_COOKIE};
 use reqwest::{Response, StatusCode};
 use serde_json::Value;
 
@@ -183,6 +183,21 @@ async fn the_ui_signs_on_through_the_provider_and_logs_out() {
         .await
         .expect("page");
     assert_eq!(page.status(), StatusCode::OK);
+    // Changes by cookie need the UI's marker header, which a cross-site form
+    // cannot send.
+    let change = |marked: bool| {
+        let mut req = http
+            .put(format!("{base}/api/vhosts/sso-made"))
+            .header(COOKIE, &session_cookies)
+            .header(CONTENT_TYPE, "application/json")
+            .body("{}");
+        if marked {
+            req = req.header("X-Requested-With", "XMLHttpRequest");
+        }
+        req.send()
+    };
+    assert_eq!(change(false).await.expect("put").status(), StatusCode::FORBIDDEN);
+    assert_eq!(change(true).await.expect("put").status(), StatusCode::CREATED);
     // The name cookie alone (no token) is no login.
     let name_only = http
         .get(format!("{base}/api/whoami"))

@@ -1,10 +1,12 @@
 #!/usr/bin/env node
-// A small OpenID Connect provider for the management UI's single sign-on
-// test: discovery, a JWK set (an RSA key made at start), a sign-in page
-// (the authorization endpoint: a form naming the user, nothing checked) and
-// a token endpoint that exchanges a code once, for the PKCE verifier of its
+// A small OpenID Connect provider for the compatibility tests: discovery, a
+// JWK set (an RSA key made at start), a sign-in page (the authorization
+// endpoint: a form naming the user, nothing checked) and a token endpoint.
+// The token endpoint exchanges a code once, for the PKCE verifier of its
 // challenge, for an RS256 access token whose scopes make the user an
-// administrator of the broker.
+// administrator of the broker (the UI's single sign-on test); and gives a
+// client (grant_type=client_credentials) a token for the client id with the
+// scopes it asks for (clients logging in with tokens: test_oauth.py).
 //
 //   node oidc_provider.js <port>
 //
@@ -102,6 +104,14 @@ const server = http.createServer(async (req, res) => {
     }
     if (req.method === 'POST' && url.pathname === '/token') {
       const f = await form(req);
+      const now = Math.floor(Date.now() / 1000);
+      if (f.get('grant_type') === 'client_credentials') {
+        const client = f.get('client_id');
+        if (!client) return json(res, 400, { error: 'invalid_client' });
+        const ttl = Number(f.get('ttl') || 3600);
+        const token = sign({ iss: issuer, aud: RSID, sub: client, scope: f.get('scope') || SCOPES, iat: now, exp: now + ttl });
+        return json(res, 200, { access_token: token, token_type: 'Bearer', expires_in: ttl });
+      }
       const pending = codes.get(f.get('code'));
       codes.delete(f.get('code'));
       const verifier = f.get('code_verifier') || '';
@@ -110,7 +120,6 @@ const server = http.createServer(async (req, res) => {
           || pending.client !== f.get('client_id') || pending.redirect !== f.get('redirect_uri')) {
         return json(res, 400, { error: 'invalid_grant' });
       }
-      const now = Math.floor(Date.now() / 1000);
       const token = sign({ iss: issuer, aud: RSID, sub: pending.user, scope: SCOPES, iat: now, exp: now + 3600 });
       return json(res, 200, { access_token: token, token_type: 'Bearer', expires_in: 3600 });
     }
