@@ -55,6 +55,17 @@ fn value(set_cookie: &str) -> &str {
     set_cookie.split(';').next().unwrap_or_default()
 }
 
+/// GETs `url` and its JSON answer.
+async fn get_json(http: &reqwest::Client, url: &str) -> Value {
+    let resp = http.get(url).send().await.expect("GET");
+    resp.json().await.expect("JSON")
+}
+
+/// GETs `url` with the `Cookie` header `cookies`.
+async fn get_with_cookie(http: &reqwest::Client, url: &str, cookies: &str) -> Response {
+    http.get(url).header(COOKIE, cookies).send().await.expect("GET")
+}
+
 fn location(resp: &Response) -> String {
     resp.headers()
         .get(LOCATION)
@@ -111,23 +122,9 @@ async fn the_ui_signs_on_through_the_provider_and_logs_out() {
     let base = format!("http://{}", b.server().http_addr());
     let http = client();
 
-    let enabled: Value = http
-        .get(format!("{base}/oauth/enabled"))
-        .send()
-        .await
-        .expect("enabled")
-        .json()
-        .await
-        .expect("JSON");
+    let enabled: Value = get_json(&http, &format!("{base}/oauth/enabled")).await;
     assert_eq!(enabled["enabled"], true);
-    let auth: Value = http
-        .get(format!("{base}/api/auth"))
-        .send()
-        .await
-        .expect("auth")
-        .json()
-        .await
-        .expect("JSON");
+    let auth: Value = get_json(&http, &format!("{base}/api/auth")).await;
     assert_eq!(auth["oauth_enabled"], true);
     assert_eq!(auth["oauth_client_id"], "lavinmq-ui");
     assert_eq!(auth["oauth_provider_url"], provider.issuer.as_str());
@@ -138,12 +135,7 @@ async fn the_ui_signs_on_through_the_provider_and_logs_out() {
         HOUR,
     )));
     let (state_cookie, callback) = start_sign_on(&http, &base, &provider).await;
-    let resp = http
-        .get(&callback)
-        .header(COOKIE, &state_cookie)
-        .send()
-        .await
-        .expect("callback");
+    let resp = get_with_cookie(&http, &callback, &state_cookie).await;
     assert_eq!(resp.status(), StatusCode::FOUND);
     assert_eq!(location(&resp), "..");
     let cookies = set_cookies(&resp);
@@ -166,22 +158,12 @@ async fn the_ui_signs_on_through_the_provider_and_logs_out() {
     let session_cookies = format!("oauth_token={}; m={}", value(token), value(session));
 
     // The API and the UI's pages take the session.
-    let me = http
-        .get(format!("{base}/api/whoami"))
-        .header(COOKIE, &session_cookies)
-        .send()
-        .await
-        .expect("whoami");
+    let me = get_with_cookie(&http, &format!("{base}/api/whoami"), &session_cookies).await;
     assert_eq!(me.status(), StatusCode::OK);
     let me: Value = me.json().await.expect("JSON");
     assert_eq!(me["name"], "sso-admin");
     assert_eq!(me["tags"], serde_json::json!(["administrator"]));
-    let page = http
-        .get(format!("{base}/queues"))
-        .header(COOKIE, &session_cookies)
-        .send()
-        .await
-        .expect("page");
+    let page = get_with_cookie(&http, &format!("{base}/queues"), &session_cookies).await;
     assert_eq!(page.status(), StatusCode::OK);
     // Changes by cookie need the UI's marker header, which a cross-site form
     // cannot send.
@@ -199,12 +181,7 @@ async fn the_ui_signs_on_through_the_provider_and_logs_out() {
     assert_eq!(change(false).await.expect("put").status(), StatusCode::FORBIDDEN);
     assert_eq!(change(true).await.expect("put").status(), StatusCode::CREATED);
     // The name cookie alone (no token) is no login.
-    let name_only = http
-        .get(format!("{base}/api/whoami"))
-        .header(COOKIE, format!("m={}", value(session)))
-        .send()
-        .await
-        .expect("whoami");
+    let name_only = get_with_cookie(&http, &format!("{base}/api/whoami"), &format!("m={}", value(session))).await;
     assert_eq!(name_only.status(), StatusCode::UNAUTHORIZED);
 
     let out = http.get(format!("{base}/oauth/logout")).send().await.expect("logout");
@@ -248,24 +225,14 @@ async fn failed_sign_ons_return_to_the_login_page_with_the_reason() {
     // Another sign-on's state.
     let (other_state, _) = start_sign_on(&http, &base, &provider).await;
     let (_, callback) = start_sign_on(&http, &base, &provider).await;
-    let resp = http
-        .get(&callback)
-        .header(COOKIE, &other_state)
-        .send()
-        .await
-        .expect("callback");
+    let resp = get_with_cookie(&http, &callback, &other_state).await;
     assert_eq!(login_error(&resp), "State mismatch");
 
     // The right state with another verifier: the provider refuses the code.
     let (state_cookie, callback) = start_sign_on(&http, &base, &provider).await;
     let (state, _) = state_cookie.split_once(':').expect("state:verifier");
     let forged = format!("{state}:{}", "A".repeat(43));
-    let resp = http
-        .get(&callback)
-        .header(COOKIE, &forged)
-        .send()
-        .await
-        .expect("callback");
+    let resp = get_with_cookie(&http, &callback, &forged).await;
     assert!(
         login_error(&resp).starts_with("Token exchange failed"),
         "{:?}",
@@ -274,12 +241,7 @@ async fn failed_sign_ons_return_to_the_login_page_with_the_reason() {
 
     // A valid token without a management tag.
     let (state_cookie, callback) = start_sign_on(&http, &base, &provider).await;
-    let resp = http
-        .get(&callback)
-        .header(COOKIE, &state_cookie)
-        .send()
-        .await
-        .expect("callback");
+    let resp = get_with_cookie(&http, &callback, &state_cookie).await;
     assert_eq!(login_error(&resp), "User 'viewer' has no management access");
     assert!(!set_cookies(&resp).contains_key("oauth_token"));
 
@@ -295,12 +257,12 @@ async fn failed_sign_ons_return_to_the_login_page_with_the_reason() {
     assert_eq!(login_error(&resp), "The user cancelled");
 
     // A forged token cookie is no session.
-    let resp = http
-        .get(format!("{base}/api/whoami"))
-        .header(COOKIE, "oauth_token=eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln")
-        .send()
-        .await
-        .expect("whoami");
+    let resp = get_with_cookie(
+        &http,
+        &format!("{base}/api/whoami"),
+        "oauth_token=eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln",
+    )
+    .await;
     assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
     b.stop().await;
 }
@@ -317,23 +279,9 @@ async fn without_a_client_id_the_ui_offers_no_sign_on() {
     .await;
     let base = format!("http://{}", b.server().http_addr());
     let http = client();
-    let enabled: Value = http
-        .get(format!("{base}/oauth/enabled"))
-        .send()
-        .await
-        .expect("enabled")
-        .json()
-        .await
-        .expect("JSON");
+    let enabled: Value = get_json(&http, &format!("{base}/oauth/enabled")).await;
     assert_eq!(enabled["enabled"], false);
-    let auth: Value = http
-        .get(format!("{base}/api/auth"))
-        .send()
-        .await
-        .expect("auth")
-        .json()
-        .await
-        .expect("JSON");
+    let auth: Value = get_json(&http, &format!("{base}/api/auth")).await;
     assert_eq!(auth, serde_json::json!({"oauth_enabled": false}));
     let resp = http
         .get(format!("{base}/oauth/authorize"))
