@@ -111,11 +111,6 @@ impl Authenticator {
         self.backends.store(Arc::new(backends));
     }
 
-    /// The OAuth settings in force, when tokens are accepted.
-    pub fn oauth(&self) -> Option<OAuthConfig> {
-        self.verifier().map(|v| v.config().clone())
-    }
-
     /// The token verifier, when tokens are accepted: also the way to the
     /// provider's endpoints for the management UI's single sign-on.
     pub fn verifier(&self) -> Option<Arc<Verifier>> {
