@@ -469,6 +469,11 @@ fn check_fields(doc: &Value, schema: &Value, value: &Value, at: &str) {
     }
 }
 
+/// Streams that never end once a log subscriber is installed (another module
+/// of this test binary installs one), so [`documented_gets_answer_as_documented`]
+/// cannot read them whole; `livelog_stream.rs` tests them.
+const STREAMS: [&str; 1] = ["/api/livelog"];
+
 /// Listings the setup of [`documented_gets_answer_as_documented`] fills, so
 /// that the fields of their items are checked against the document.
 const NON_EMPTY: [&str; 14] = [
@@ -536,7 +541,7 @@ async fn documented_gets_answer_as_documented() {
     let doc = doc();
     let mut checked = 0;
     for (path, method) in documented_routes(&doc) {
-        if method != "get" || path.contains('{') {
+        if method != "get" || path.contains('{') || STREAMS.contains(&path.as_str()) {
             continue;
         }
         let op = &doc["paths"][&path]["get"];

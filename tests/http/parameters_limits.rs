@@ -4,9 +4,7 @@
 //! clients. Shovels and federation upstreams, defined as parameters, are in
 //! [`shovel`] and [`federation`].
 
-#[path = "../federation/mod.rs"]
 mod federation;
-#[path = "../shovel/mod.rs"]
 mod shovel;
 
 use crate::common::api::*;

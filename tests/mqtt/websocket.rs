@@ -3,7 +3,7 @@
 //! protocol's bytes, and the HTTP API keeps working next to upgraded
 //! connections, including ones that send garbage.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 

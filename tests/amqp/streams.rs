@@ -1,7 +1,7 @@
 //! Stream queues: append-only, read by offset by any number of consumers, with
 //! offset tracking per consumer tag, filters and retention.
 
-mod common;
+use crate::common;
 
 use common::*;
 use lapin::options::{

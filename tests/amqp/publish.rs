@@ -2,8 +2,7 @@
 //! property validation and round-trip, direct reply-to and the size limit; the
 //! free-disk alarm that blocks publishers is in `publish/disk_alarm.rs`.
 
-mod common;
-#[path = "publish/disk_alarm.rs"]
+use crate::common;
 mod disk_alarm;
 
 use common::*;

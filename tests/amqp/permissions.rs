@@ -7,12 +7,9 @@
 //! `permissions/oauth.rs`; the management UI's single sign-on in
 //! `permissions/sso.rs`.
 
-mod common;
-#[path = "permissions/oauth.rs"]
+use crate::common;
 mod oauth;
-#[path = "permissions/sso.rs"]
 mod sso;
-#[path = "permissions/topic.rs"]
 mod topic;
 
 use common::*;

@@ -2,7 +2,7 @@
 //! control socket and over the HTTP API (`--uri`), and checks each command's
 //! effect through the management API or AMQP.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Stdio;

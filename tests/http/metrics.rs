@@ -3,7 +3,7 @@
 //! listener (no auth), LavinMQ's names, the `prefix`, `vhost` and `family`
 //! parameters, and the text exposition format.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 

@@ -8,7 +8,7 @@
 //! Segments are 64 KiB and messages about 1 KiB, so 300 messages fill five
 //! segments: four sealed ones (with a meta file) and the one written last.
 
-mod process;
+use crate::process;
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};

@@ -1,9 +1,7 @@
 //! Runs the `lavinmqperf` binary against an in-process broker.
 
 // Only the certificate helpers of the TLS tests (for `mqtts://`).
-#[allow(dead_code)]
-#[path = "tls_support/pki.rs"]
-mod pki;
+use crate::tls_support::pki;
 
 use std::process::Stdio;
 use std::time::Duration;

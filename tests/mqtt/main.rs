@@ -2,15 +2,15 @@
 //! interoperation with AMQP through `amq.topic`, persistent sessions,
 //! redelivery, retained messages, wills, takeover and keep alive; the codec
 //! and protocol rules on raw packets (`mqtt/protocol.rs`), other clients
-//! (`mqtt/interop.rs`), and MQTT 5 sessions across restarts (`mqtt/v5.rs`).
+//! (`mqtt/interop.rs`), MQTT 5 sessions across restarts (`mqtt/v5.rs`), and
+//! MQTT and AMQP over WebSocket (`mqtt/websocket.rs`).
 
+#[path = "../common/mod.rs"]
 mod common;
-#[path = "mqtt/interop.rs"]
 mod interop;
-#[path = "mqtt/protocol.rs"]
 mod protocol;
-#[path = "mqtt/v5.rs"]
 mod v5;
+mod websocket;
 
 use std::time::Duration;
 

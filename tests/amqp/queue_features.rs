@@ -5,10 +5,8 @@
 //! argument is covered against a live broker by tests/compat/python.) Policies
 //! and the consumer timeout are modules of this binary, in `queue_features/`.
 
-mod common;
-#[path = "queue_features/consumer_timeout.rs"]
+use crate::common;
 mod consumer_timeout;
-#[path = "queue_features/policies.rs"]
 mod policies;
 
 use std::time::{Duration, Instant};

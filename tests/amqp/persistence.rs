@@ -1,7 +1,7 @@
 //! What survives a restart: durable definitions and their messages (in order,
 //! with properties), and nothing that was transient, exclusive or acked.
 
-mod common;
+use crate::common;
 
 use common::*;
 use lapin::options::{

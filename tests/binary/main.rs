@@ -1,5 +1,9 @@
-//! Tests of the real `lavinmq` binary: configuration errors, the bound port being
-//! logged, and graceful shutdown on SIGTERM with 320 CONNECTION_FORCED.
+//! Tests of the real binaries, run as child processes: here configuration
+//! errors, the bound port being logged, and graceful shutdown on SIGTERM with
+//! 320 CONNECTION_FORCED; in the modules the service integration, taking over
+//! a LavinMQ data directory, damaged data directories, crash safety, TLS, and
+//! the `lavinmqctl` and `lavinmqperf` tools. They share one test binary so
+//! that the client libraries are compiled once.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -10,13 +14,18 @@ use tokio::net::TcpStream;
 
 const BIN: &str = env!("CARGO_BIN_EXE_lavinmq");
 
-#[path = "binary/lavinmq_fixture.rs"]
+#[path = "../common/mod.rs"]
+mod common;
+mod corruption;
+mod crash;
 mod lavinmq_fixture;
+mod lavinmqctl;
+mod lavinmqperf;
 mod process;
-#[path = "binary/service.rs"]
 mod service;
-#[path = "binary/takeover.rs"]
 mod takeover;
+mod tls;
+mod tls_support;
 
 fn write_ini(dir: &std::path::Path, text: &str) -> std::path::PathBuf {
     let p = dir.join("lavinmq.ini");

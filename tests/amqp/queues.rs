@@ -1,7 +1,7 @@
 //! Queues: naming, passive declares, equivalence, exclusivity, auto-delete,
 //! purge and delete.
 
-mod common;
+use crate::common;
 
 use common::*;
 use lapin::options::{

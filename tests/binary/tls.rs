@@ -4,9 +4,9 @@
 //! certificate reload (in process and by SIGHUP to the binary), and clients
 //! that send plaintext or stop halfway through the handshake.
 
-mod common;
-mod process;
-mod tls_support;
+use crate::common;
+use crate::process;
+use crate::tls_support;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -46,7 +46,7 @@ pub struct Key {
 impl Key {
     /// One of the committed RSA keys (`rsa1`, `rsa2`).
     pub fn rsa(name: &str, kid: &str) -> Key {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/permissions/oauth_keys");
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/amqp/permissions/oauth_keys");
         let private = std::fs::read(format!("{dir}/{name}.der")).expect("key fixture");
         let public: Value =
             serde_json::from_slice(&std::fs::read(format!("{dir}/rsa_public.json")).expect("public keys"))

@@ -1,7 +1,7 @@
 //! Delivery to consumers and basic.get: acks, prefetch, requeue order, consumer
 //! priorities and exclusivity, cancellation, flow, ordering and large bodies.
 
-mod common;
+use crate::common;
 
 use common::*;
 use lapin::options::{

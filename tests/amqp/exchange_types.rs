@@ -1,6 +1,6 @@
 //! Exchange extensions: consistent hashing, delayed messages and deduplication.
 
-mod common;
+use crate::common;
 
 use common::api::Api;
 use common::*;

@@ -4,10 +4,10 @@
 //! (`POST /api/queues/{vhost}/{name}/stream`).
 //!
 //! The in-process brokers log through whatever subscriber the test process
-//! has, so this binary installs the log tail layer itself (the `lavinmq`
-//! binary does so in `main`).
+//! has, so this module installs the log tail layer for the whole test binary
+//! (the `lavinmq` binary does so in `main`).
 
-mod common;
+use crate::common;
 
 use std::sync::Once;
 

@@ -1,7 +1,7 @@
 //! Exchanges: declaration rules, the four routing algorithms, exchange-to-exchange
 //! bindings, alternate exchanges, internal and auto-delete exchanges.
 
-mod common;
+use crate::common;
 
 use common::*;
 use lapin::options::{

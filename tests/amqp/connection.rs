@@ -3,10 +3,8 @@
 //! (`connection/bad_input.rs`) and PROXY headers and Unix sockets
 //! (`connection/network_edge.rs`).
 
-#[path = "connection/bad_input.rs"]
 mod bad_input;
-mod common;
-#[path = "connection/network_edge.rs"]
+use crate::common;
 mod network_edge;
 
 use std::time::Duration;

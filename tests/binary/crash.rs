@@ -27,8 +27,7 @@
 //!
 //! [`shovel`] kills a broker in the middle of a shovel.
 
-mod process;
-#[path = "crash/shovel.rs"]
+use crate::process;
 mod shovel;
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
