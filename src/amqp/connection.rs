@@ -22,6 +22,7 @@ use crate::core::vhost::VHost;
 use crate::transport::BUSY_READ;
 use crate::transport::outbox::Outbox;
 use crate::transport::peer::Peer;
+use crate::transport::read_sizing::ReadSizing;
 
 /// The protocol header of AMQP 0-9-1.
 pub const PROTOCOL_HEADER: [u8; 8] = *b"AMQP\x00\x00\x09\x01";
@@ -147,8 +148,11 @@ where
     let span = tracing::info_span!("amqp", client = %peer.addr);
     async move {
         let (mut rd, mut wr) = tokio::io::split(stream);
-        let mut buf = BytesMut::with_capacity(16 * 1024);
-        let (info, registration) = match handshake(&ctx, &mut rd, &mut wr, &mut buf, &peer).await {
+        // The buffer grows with the traffic (see `ReadSizing`).
+        let mut buf = BytesMut::new();
+        // Boxed: the handshake's state (authentication included) is large and
+        // needed once, not for the life of the connection's task.
+        let (info, registration) = match Box::pin(handshake(&ctx, &mut rd, &mut wr, &mut buf, &peer)).await {
             Ok(done) => done,
             Err(e) => {
                 tracing::info!("connection closed during handshake: {e}");
@@ -178,13 +182,13 @@ where
             held: None,
             crossed_closes: Vec::new(),
         };
-        conn.run(&mut rd, buf).instrument(span).await;
+        conn.run(&mut rd, &mut buf).instrument(span).await;
         conn.cleanup();
         // Unlisted now, not after the linger below.
         drop(conn);
         outbox.close();
         let _ = writer.await;
-        linger(&mut rd).await;
+        linger(&mut rd, &mut buf).await;
     }
     .instrument(span)
     .await
@@ -199,12 +203,15 @@ const CLOSE_LINGER: Duration = Duration::from_secs(1);
 /// closes its end, for at most [`CLOSE_LINGER`]. A socket closed with unread
 /// bytes in it is reset, and the reset can destroy the close-ok before the
 /// client read it (a client closing while another of its threads publishes).
-async fn linger<R: AsyncRead + Unpin>(rd: &mut R) {
-    let mut sink = [0u8; 4096];
+/// `buf`, the connection's read buffer, takes the bytes.
+async fn linger<R: AsyncRead + Unpin>(rd: &mut R, buf: &mut BytesMut) {
     let drain = async {
-        while let Ok(n) = rd.read(&mut sink).await {
-            if n == 0 {
-                break;
+        loop {
+            buf.clear();
+            buf.reserve(4096);
+            match rd.read_buf(buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
             }
         }
     };
@@ -217,7 +224,9 @@ struct Connection {
     registration: crate::core::connections::Registration,
     info: ConnInfo,
     outbox: Arc<Outbox>,
-    channels: HashMap<u16, Channel>,
+    /// Boxed: a map's table holds room for several entries, and a channel
+    /// inline in each of them would cost an idle connection kilobytes.
+    channels: HashMap<u16, Box<Channel>>,
     /// The disk alarm: while it is on, a connection that publishes is not read.
     disk: tokio::sync::watch::Receiver<bool>,
     /// This connection has published (so the disk alarm blocks it).
@@ -258,13 +267,14 @@ impl Connection {
         self.outbox.flush();
     }
 
-    async fn run<R: AsyncRead + Unpin>(&mut self, rd: &mut R, mut buf: BytesMut) {
+    async fn run<R: AsyncRead + Unpin>(&mut self, rd: &mut R, buf: &mut BytesMut) {
         let idle_limit = (self.info.heartbeat > 0).then(|| Duration::from_secs(u64::from(self.info.heartbeat) * 2));
         let shutdown = self.info.ctx.shutdown.clone();
         let entry = self.registration.entry.clone();
         let mut timeout_check = tokio::time::interval(self.info.ctx.settings().consumer_timeout_check);
         timeout_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut busy = false;
+        let mut sizing = ReadSizing::default();
         loop {
             self.info.now_ms.set(Message::now_ms());
             let disk_alarm = *self.disk.borrow();
@@ -275,7 +285,7 @@ impl Connection {
                         self.held = Some(frame);
                         break;
                     }
-                    None => parse_frame(&mut buf, self.info.frame_max),
+                    None => parse_frame(buf, self.info.frame_max),
                 };
                 match next {
                     Ok(Some(frame)) if disk_alarm && is_publish(&frame) => {
@@ -289,10 +299,12 @@ impl Connection {
                         channel: 0,
                         method: Method::ConnectionUpdateSecret { new_secret, .. },
                     })) => {
-                        if let Err(e) = self.update_secret(&new_secret).await {
+                        // Boxed: it may fetch the token issuer's keys, a large
+                        // future this loop would otherwise carry all the time.
+                        if let Err(e) = Box::pin(self.update_secret(&new_secret)).await {
                             self.end_of_batch();
                             self.fail(e);
-                            self.await_close_ok(rd, &mut buf).await;
+                            self.await_close_ok(rd, buf).await;
                             return;
                         }
                     }
@@ -305,7 +317,7 @@ impl Connection {
                         Err(e) => {
                             self.end_of_batch();
                             self.fail(e);
-                            self.await_close_ok(rd, &mut buf).await;
+                            self.await_close_ok(rd, buf).await;
                             return;
                         }
                     },
@@ -335,15 +347,13 @@ impl Connection {
                     }
                 }
             }
-            if buf.capacity() - buf.len() < 4096 {
-                buf.reserve(64 * 1024);
-            }
+            sizing.prepare(buf);
             // Read again each round: update-secret may have moved it.
             let expired = crate::auth::identity::expired(self.info.identity.borrow().deadline());
             let read = async {
                 match idle_limit {
-                    Some(limit) => tokio::time::timeout(limit, rd.read_buf(&mut buf)).await.ok(),
-                    None => Some(rd.read_buf(&mut buf).await),
+                    Some(limit) => tokio::time::timeout(limit, rd.read_buf(buf)).await.ok(),
+                    None => Some(rd.read_buf(buf).await),
                 }
             };
             tokio::select! {
@@ -358,6 +368,7 @@ impl Connection {
                     }
                     Some(Ok(n)) => {
                         entry.count_read(n);
+                        sizing.read(n);
                         busy = n >= BUSY_READ;
                     }
                     Some(Err(e)) => {
@@ -367,21 +378,21 @@ impl Connection {
                 },
                 _ = shutdown.cancelled() => {
                     self.fail(AmqpError::connection(code::CONNECTION_FORCED, "broker forced connection closure with reason 'shutdown'"));
-                    self.await_close_ok(rd, &mut buf).await;
+                    self.await_close_ok(rd, buf).await;
                     return;
                 }
                 _ = self.disk.changed() => {}
                 _ = timeout_check.tick() => self.close_timed_out_channels(),
                 _ = expired => {
                     self.fail(AmqpError::connection(code::CONNECTION_FORCED, "token expired"));
-                    self.await_close_ok(rd, &mut buf).await;
+                    self.await_close_ok(rd, buf).await;
                     return;
                 }
                 _ = entry.closed() => {
                     let reason = entry.reason();
                     tracing::info!("closing connection on request: {reason}");
                     self.fail(AmqpError::connection(code::CONNECTION_FORCED, reason));
-                    self.await_close_ok(rd, &mut buf).await;
+                    self.await_close_ok(rd, buf).await;
                     return;
                 }
             }
@@ -635,7 +646,7 @@ impl Connection {
             let ch = Channel::new(number, self.outbox.clone(), &self.info);
             ch.send(&Method::ChannelOpenOk);
             self.registration.entry.add_channel(ch.shared.clone());
-            self.channels.insert(number, ch);
+            self.channels.insert(number, Box::new(ch));
             return Ok(());
         }
         let Some(ch) = self.channels.get_mut(&number) else {

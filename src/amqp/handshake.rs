@@ -367,7 +367,8 @@ where
         peer: peer.addr,
         local: peer.local,
         auth_mechanism: mechanism.to_string(),
-        client_properties,
+        // Kept for the connection's life: not as slices of the read buffer.
+        client_properties: client_properties.compacted(),
         frame_max,
         channel_max,
         heartbeat,

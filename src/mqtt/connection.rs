@@ -39,6 +39,7 @@ use crate::core::{FieldTable, FieldValue};
 use crate::transport::BUSY_READ;
 use crate::transport::outbox::Outbox;
 use crate::transport::peer::Peer;
+use crate::transport::read_sizing::{QUIET_CAPACITY, ReadSizing};
 /// Why the packet loop closes the connection.
 #[derive(Debug, thiserror::Error)]
 enum Violation {
@@ -84,7 +85,8 @@ where
     let span = tracing::info_span!("mqtt", client = %peer.addr);
     async move {
         let (mut rd, mut wr) = tokio::io::split(stream);
-        let mut buf = BytesMut::with_capacity(8 * 1024);
+        // The buffer grows with the traffic (see `ReadSizing`).
+        let mut buf = BytesMut::with_capacity(QUIET_CAPACITY);
         let connect = match read_connect(&mut rd, &mut buf, ctx.settings().max_packet_size).await {
             Ok(c) => c,
             Err(ConnectError::Malformed(DecodeError::UnsupportedProtocolLevel(level))) => {
@@ -104,7 +106,9 @@ where
         let source = peer.addr.ip();
         let admitted = match logins.admit(source) {
             Admission::Refused(left) => Err((ReasonCode::CONNECTION_RATE_EXCEEDED, Admission::refusal_text(left))),
-            Admission::Check => admit(&ctx, &connect, &peer).await,
+            // Boxed: authentication's state is large and needed once, not
+            // for the life of the connection's task.
+            Admission::Check => Box::pin(admit(&ctx, &connect, &peer)).await,
         };
         let admitted = match admitted {
             Ok(a) => {
@@ -387,6 +391,7 @@ impl Connection {
         let queue_gone = self.consumer.queue_gone.clone();
         let mut disk = self.ctx.broker.disk.subscribe();
         let mut busy = false;
+        let mut sizing = ReadSizing::default();
         // A token's expiry ends the connection, as LavinMQ does (MQTT has no
         // way to present a fresh token on an open connection).
         let expires = self.identity.deadline();
@@ -427,9 +432,7 @@ impl Connection {
                     _ = shutdown.cancelled() => return End::Shutdown,
                 }
             }
-            if buf.capacity() - buf.len() < 4096 {
-                buf.reserve(64 * 1024);
-            }
+            sizing.prepare(&mut buf);
             let read = async {
                 match idle_limit {
                     Some(limit) => tokio::time::timeout(limit, rd.read_buf(&mut buf)).await.ok(),
@@ -448,6 +451,7 @@ impl Connection {
                     }
                     Some(Ok(n)) => {
                         entry.count_read(n);
+                        sizing.read(n);
                         busy = n >= BUSY_READ;
                     }
                     Some(Err(e)) => {

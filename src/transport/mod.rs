@@ -22,6 +22,7 @@ pub mod outbox;
 pub mod peer;
 pub mod protocol_listener;
 pub mod proxy_protocol;
+pub mod read_sizing;
 pub mod socket_options;
 pub mod tls;
 pub mod unix_socket;

@@ -17,6 +17,15 @@ use crate::core::connections::ConnectionEntry;
 /// Above this many buffered bytes, deliveries wait for the writer to catch up.
 pub const HIGH_WATER: usize = 1 << 20;
 
+/// How long a writer with nothing to write waits before it gives back the
+/// buffers a burst grew: an idle connection, of thousands, should not keep
+/// one sized for its busiest moment.
+const IDLE_GIVE_BACK: Duration = Duration::from_secs(2);
+
+/// Buffers up to this size are kept by an idle writer (replies to the
+/// occasional request fit in them without a new allocation).
+const KEEP_WHEN_IDLE: usize = 4096;
+
 /// A protocol's keep-alive: how long the connection may stay silent, and how
 /// to write the frame that breaks the silence.
 pub type Heartbeat = (Duration, fn(&mut BytesMut));
@@ -29,20 +38,22 @@ pub struct Outbox {
     closed: AtomicBool,
     /// Bytes buffered, as of the last append or write-out (read without the lock).
     buffered: AtomicUsize,
+    /// [`IDLE_GIVE_BACK`], shorter in tests.
+    give_back_after: Duration,
 }
 
 impl Default for Outbox {
     fn default() -> Self {
         Outbox {
-            // Both buffers (this and the writer's spare) start empty and grow
-            // with the traffic, then keep their size: an idle connection, of
-            // thousands, holds no buffer pages (a 64 KiB buffer cost 8 KiB of
-            // resident memory even unused).
+            // Both buffers (this and the writer's spare) start empty, grow
+            // with the traffic and are given back when the writer goes idle:
+            // an idle connection, of thousands, holds no buffer pages.
             buf: Mutex::new(BytesMut::new()),
             wake_writer: Notify::new(),
             drained: Notify::new(),
             closed: AtomicBool::new(false),
             buffered: AtomicUsize::new(0),
+            give_back_after: IDLE_GIVE_BACK,
         }
     }
 }
@@ -168,17 +179,79 @@ impl Outbox {
                 let _ = sink.shutdown().await;
                 return Ok(());
             }
+            // Nothing to write. Once idle for a while the writer gives back
+            // what a burst grew; a heartbeat breaks a longer silence.
+            let quiet = heartbeat.map_or(self.give_back_after, |(interval, _)| interval.min(self.give_back_after));
+            if tokio::time::timeout(quiet, self.wake_writer.notified()).await.is_ok() {
+                continue;
+            }
+            self.give_back(&mut spare);
             match heartbeat {
                 Some((interval, write_heartbeat)) => {
-                    if tokio::time::timeout(interval, self.wake_writer.notified())
-                        .await
-                        .is_err()
-                    {
+                    let rest = interval.saturating_sub(quiet);
+                    if rest.is_zero() || tokio::time::timeout(rest, self.wake_writer.notified()).await.is_err() {
                         write_heartbeat(&mut self.buf.lock());
                     }
                 }
                 None => self.wake_writer.notified().await,
             }
         }
+    }
+
+    /// Replaces the writer's `spare` buffer and the shared one, if empty, by
+    /// unallocated ones when they grew beyond [`KEEP_WHEN_IDLE`].
+    fn give_back(&self, spare: &mut BytesMut) {
+        if spare.capacity() > KEEP_WHEN_IDLE {
+            *spare = BytesMut::new();
+        }
+        let mut buf = self.buf.lock();
+        if buf.is_empty() && buf.capacity() > KEEP_WHEN_IDLE {
+            *buf = BytesMut::new();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A burst grows the shared buffer; once the writer has written it and
+    /// stayed idle, the buffer is given back, and the next burst still goes out.
+    #[tokio::test]
+    async fn an_idle_writer_gives_back_the_buffers_a_burst_grew() {
+        let outbox = Arc::new(Outbox {
+            give_back_after: Duration::from_millis(50),
+            ..Outbox::default()
+        });
+        let (client, mut server) = tokio::io::duplex(1 << 20);
+        let writer = {
+            let outbox = outbox.clone();
+            tokio::spawn(async move { outbox.run_writer(client, None, |_| {}).await })
+        };
+        let burst = |outbox: &Outbox| outbox.send(|b| b.extend_from_slice(&[7u8; 100_000]));
+        // Two bursts, so that both buffers (shared and spare) have grown.
+        let mut got = vec![0u8; 100_000];
+        for _ in 0..2 {
+            burst(&outbox);
+            tokio::io::AsyncReadExt::read_exact(&mut server, &mut got)
+                .await
+                .expect("burst arrives");
+        }
+        let mut given_back = false;
+        for _ in 0..200 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            if outbox.buf.lock().capacity() <= KEEP_WHEN_IDLE {
+                given_back = true;
+                break;
+            }
+        }
+        assert!(given_back, "capacity still {}", outbox.buf.lock().capacity());
+        burst(&outbox);
+        tokio::io::AsyncReadExt::read_exact(&mut server, &mut got)
+            .await
+            .expect("later burst arrives");
+        assert!(got.iter().all(|&b| b == 7));
+        outbox.close();
+        writer.await.expect("writer task").expect("writer ends cleanly");
     }
 }

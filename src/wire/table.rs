@@ -346,6 +346,19 @@ impl FieldTable {
         Ok(FieldTable(entries))
     }
 
+    /// A copy whose strings live in one allocation of their own. A decoded
+    /// table's strings are slices of the buffer it was read from and keep
+    /// all of it alive: a table kept for a connection's life (its client
+    /// properties) should not keep its read buffer.
+    pub fn compacted(&self) -> FieldTable {
+        let mut encoded = BytesMut::new();
+        if self.encode(&mut encoded).is_err() {
+            return self.clone();
+        }
+        let mut tight = Bytes::copy_from_slice(&encoded);
+        FieldTable::decode(&mut tight).unwrap_or_else(|_| self.clone())
+    }
+
     /// Writes the table with its 32-bit length prefix.
     pub fn encode(&self, buf: &mut BytesMut) -> Result<(), CodecError> {
         let pos = reserve_u32(buf);
@@ -401,6 +414,25 @@ mod tests {
         t.insert("void", FieldValue::Void);
         t.insert("bytes", FieldValue::ByteArray(Bytes::from_static(b"\x00\x01\xff")));
         t
+    }
+
+    #[test]
+    fn a_compacted_table_equals_the_original_and_holds_none_of_its_buffer() {
+        let mut encoded = BytesMut::new();
+        sample().encode(&mut encoded).unwrap();
+        encoded.extend_from_slice(&[0u8; 4096]);
+        let big = encoded.freeze();
+        let decoded = FieldTable::decode(&mut big.clone()).unwrap();
+        let compact = decoded.compacted();
+        assert_eq!(compact, decoded);
+        let Some(FieldValue::LongStr(s)) = compact.get("str") else {
+            panic!("str is a long string");
+        };
+        let range = big.as_ptr_range();
+        assert!(
+            !range.contains(&s.as_ptr()),
+            "the string is still a slice of the read buffer"
+        );
     }
 
     #[test]

@@ -21,6 +21,7 @@ mod crash;
 mod lavinmq_fixture;
 mod lavinmqctl;
 mod lavinmqperf;
+mod many_connections;
 mod process;
 mod service;
 mod takeover;
