@@ -5,8 +5,10 @@
 //! consumer waiting), and a buffer sized for a busy publisher, held by each of
 //! them, would be most of the broker's memory. A client that fills the buffer
 //! in one read probably has more waiting, so the next read gets a large
-//! buffer; once a read leaves room to spare and every byte has been handled,
-//! the large buffer is given back.
+//! buffer; once a read brings no more than a quiet client sends and every
+//! byte has been handled, the large buffer is given back. (A steady client
+//! whose reads leave room to spare keeps it: giving it back would cost it a
+//! new allocation on its next burst.)
 
 use bytes::BytesMut;
 
@@ -41,6 +43,9 @@ pub struct ReadSizing {
     room: usize,
     /// The last read filled that room: more is probably waiting.
     filled: bool,
+    /// The last read brought more than [`QUIET_CAPACITY`] (false before
+    /// the first: a new connection is quiet).
+    large: bool,
 }
 
 impl ReadSizing {
@@ -52,7 +57,7 @@ impl ReadSizing {
             if room < BUSY_MIN_ROOM {
                 buf.reserve(BUSY_CAPACITY);
             }
-        } else if buf.is_empty() && buf.capacity() > GIVE_BACK_ABOVE {
+        } else if !self.large && buf.is_empty() && buf.capacity() > GIVE_BACK_ABOVE {
             *buf = BytesMut::with_capacity(QUIET_CAPACITY);
         } else if room < QUIET_MIN_ROOM {
             buf.reserve(QUIET_CAPACITY);
@@ -63,6 +68,7 @@ impl ReadSizing {
     /// Records that the read after [`ReadSizing::prepare`] brought `n` bytes.
     pub fn read(&mut self, n: usize) {
         self.filled = n >= self.room;
+        self.large = n > QUIET_CAPACITY;
     }
 }
 
@@ -93,6 +99,12 @@ mod tests {
         let _ = buf.split_to(room - 10);
         sizing.prepare(&mut buf);
         assert!(buf.capacity() - buf.len() >= BUSY_CAPACITY, "busy: {}", buf.capacity());
+        // A steady client's read leaves room to spare: the buffer stays.
+        fill(&mut buf, 30_000);
+        sizing.read(30_000);
+        buf.clear();
+        sizing.prepare(&mut buf);
+        assert!(buf.capacity() >= BUSY_CAPACITY, "steady: {}", buf.capacity());
         fill(&mut buf, 100);
         sizing.read(100);
         buf.clear();
