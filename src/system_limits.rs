@@ -42,8 +42,9 @@ pub fn check() -> Vec<String> {
 }
 
 /// Raises the soft open-file limit to the hard one; returns the soft limit
-/// now in force (`None` when unlimited or unknown).
-fn raise_nofile() -> Option<u64> {
+/// now in force (`None` when unlimited or unknown). Public for tools and
+/// tests that open thousands of sockets.
+pub fn raise_nofile() -> Option<u64> {
     use rustix::process::{Resource, getrlimit, setrlimit};
     let mut limit = getrlimit(Resource::Nofile);
     if limit.current < limit.maximum {

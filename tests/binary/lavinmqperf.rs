@@ -65,7 +65,7 @@ impl Run {
 }
 
 async fn perf(args: &[&str]) -> Run {
-    let child = Command::new(env!("CARGO_BIN_EXE_lavinmqperf"))
+    let child = Command::new(crate::process::PERF)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

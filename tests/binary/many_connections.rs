@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::common::mqtt_raw::{MqttRaw, SUBACK, subscribe_packet};
-use crate::process::{BrokerProcess, within};
+use crate::process::{BrokerProcess, PERF, within};
 
 /// AMQP connections, each with a channel and a consumer.
 const AMQP_CONNECTIONS: usize = 7_500;
@@ -31,21 +31,14 @@ const RSS_BUDGET_KB: u64 = 176 * 1024;
 /// and files, and the clients'), with room to spare.
 const FILES_NEEDED: u64 = (AMQP_CONNECTIONS + MQTT_CONNECTIONS) as u64 + 1_000;
 
-const PERF: &str = env!("CARGO_BIN_EXE_lavinmqperf");
-
-/// Raises this process's open-file limit (and so its children's) to what the
-/// test needs, failing with the command that fixes it when the hard limit is
-/// lower.
+/// Raises this process's open-file limit (and so its children's) as far as
+/// allowed, failing with the command that fixes it when that is too low.
 fn raise_open_file_limit() {
-    use rustix::process::{Resource, getrlimit, setrlimit};
-    let mut limit = getrlimit(Resource::Nofile);
-    let hard = limit.maximum.unwrap_or(u64::MAX);
+    let limit = lavinmq::system_limits::raise_nofile().unwrap_or(u64::MAX);
     assert!(
-        hard >= FILES_NEEDED,
-        "the hard open-file limit is {hard}, this test needs {FILES_NEEDED}: raise it ('ulimit -Hn')"
+        limit >= FILES_NEEDED,
+        "the hard open-file limit is {limit}, this test needs {FILES_NEEDED}: raise it ('ulimit -Hn')"
     );
-    limit.current = Some(FILES_NEEDED.max(limit.current.unwrap_or(0)));
-    setrlimit(Resource::Nofile, limit).expect("raise the open-file limit");
 }
 
 /// The broker's resident memory in KiB.
@@ -67,7 +60,7 @@ fn mqtt_addr(broker: &BrokerProcess) -> SocketAddr {
         .expect("the broker logs its MQTT address")
 }
 
-/// Opens `n` MQTT sessions, each subscribed to its own topic, `batch` at a time.
+/// Opens `n` MQTT sessions, each subscribed to its own topic, 100 at a time.
 async fn open_mqtt(addr: SocketAddr, n: usize) -> Vec<MqttRaw> {
     let mut sessions = Vec::with_capacity(n);
     let mut batch = tokio::task::JoinSet::new();

@@ -14,6 +14,9 @@ use lapin::{Connection, ConnectionProperties};
 /// The broker binary built by cargo for these tests.
 pub const BIN: &str = env!("CARGO_BIN_EXE_lavinmq");
 
+/// The load generator built by cargo for these tests.
+pub const PERF: &str = env!("CARGO_BIN_EXE_lavinmqperf");
+
 /// How long any single wait for the broker may take.
 pub const TIMEOUT: Duration = Duration::from_secs(15);
 

@@ -889,7 +889,7 @@ async fn lavinmqperf_over_amqps() {
         let args = ["throughput", "-C", "2000", "-D", "2000", "-j", "-q", "--uri", uri];
         let out = within(
             "lavinmqperf",
-            tokio::process::Command::new(env!("CARGO_BIN_EXE_lavinmqperf"))
+            tokio::process::Command::new(crate::process::PERF)
                 .args(args)
                 .kill_on_drop(true)
                 .output(),
@@ -908,7 +908,7 @@ async fn lavinmqperf_over_amqps() {
     // Verification is on by default: another CA's certificate is refused.
     let other = Ca::new("Other CA").write(certs.path(), "other-ca.pem");
     let uri = format!("amqps://guest:guest@localhost:{port}?cacertfile={}", other.display());
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_lavinmqperf"))
+    let out = tokio::process::Command::new(crate::process::PERF)
         .args(["throughput", "-C", "10", "-D", "10", "--uri", &uri])
         .kill_on_drop(true)
         .output()
