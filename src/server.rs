@@ -287,7 +287,8 @@ impl Server {
             mqtt_edge,
             mqtt_ctx.clone(),
         ));
-        tokio::spawn(disk_check_loop(broker.clone(), shutdown.clone()));
+        apply_node_limits(&broker, main);
+        tokio::spawn(alarm_check_loop(broker.clone(), shutdown.clone()));
         tokio::spawn(crate::memory_trim::trim_after_churn(broker.clone(), shutdown.clone()));
         let stats_interval = Duration::from_millis(main.stats_interval.max(10));
         tokio::spawn(stats_loop(broker.clone(), stats_interval, shutdown.clone()));
@@ -342,6 +343,7 @@ impl Server {
         let main = &config.main;
         self.broker
             .set_store_limits(main.free_disk_min, main.free_disk_warn, main.max_deleted_definitions);
+        apply_node_limits(&self.broker, main);
         self.set_log_exchange(main.log_exchange);
         match throttle_settings(main) {
             Ok(t) => self.broker.logins.configure(t),
@@ -552,12 +554,23 @@ async fn stats_loop(broker: Arc<Broker>, interval: Duration, shutdown: Cancellat
     }
 }
 
-/// Measures free disk space a few times a second for the disk alarm.
-async fn disk_check_loop(broker: Arc<Broker>, shutdown: CancellationToken) {
-    broker.disk.check();
+/// Applies the node-wide limits of `[main]` (at start and on reload): the
+/// memory high watermark, `connection_max` and `connection_rate_limit`.
+fn apply_node_limits(broker: &Broker, main: &crate::config::MainConfig) {
+    broker.memory.set_watermark(main.vm_memory_high_watermark);
+    broker
+        .connections
+        .set_node_limits(main.connection_max, main.connection_rate_limit);
+}
+
+/// Measures free disk space and memory use a few times a second for the
+/// resource alarms.
+async fn alarm_check_loop(broker: Arc<Broker>, shutdown: CancellationToken) {
     loop {
+        broker.disk.check();
+        broker.memory.check();
         tokio::select! {
-            _ = tokio::time::sleep(Duration::from_millis(250)) => broker.disk.check(),
+            _ = tokio::time::sleep(Duration::from_millis(250)) => {}
             _ = shutdown.cancelled() => return,
         }
     }
@@ -623,6 +636,7 @@ fn amqp_settings(config: &Config) -> AmqpSettings {
         default_prefetch: main.default_consumer_prefetch,
         set_timestamp: main.set_timestamp,
         max_consumers_per_channel: amqp.max_consumers_per_channel,
+        channel_rate_limit: amqp.channel_rate_limit,
         default_user: main.default_user.clone(),
         default_user_only_loopback: main.default_user_only_loopback,
         consumer_timeout: main.consumer_timeout,

@@ -15,8 +15,10 @@ use super::codec::{Frame, Method, ShortStr, parse_frame, write_heartbeat, write_
 use super::context::AmqpContext;
 use super::error::{AmqpError, AmqpResult, Scope, code};
 use super::handshake::handshake;
+use crate::core::alarms::Alarms;
 use crate::core::exchange::{Exchange, ExchangeKind};
 use crate::core::message::Message;
+use crate::core::rate_limit::TokenBucket;
 use crate::core::topic_permissions::TopicAccess;
 use crate::core::vhost::VHost;
 use crate::transport::BUSY_READ;
@@ -170,15 +172,16 @@ where
         });
         let writer = outbox.spawn_writer(wr, heartbeat, registration.entry.clone());
         let span = tracing::info_span!("conn", vhost = %info.vhost.name, user = %info.user);
-        let disk = info.ctx.broker.disk.subscribe();
+        let alarms = info.ctx.broker.alarms.subscribe();
         let mut conn = Connection {
             registration,
             info,
             outbox: outbox.clone(),
             channels: HashMap::new(),
-            disk,
+            alarms,
             published: false,
             told_blocked: false,
+            channel_rate: TokenBucket::default(),
             held: None,
             crossed_closes: Vec::new(),
         };
@@ -227,13 +230,16 @@ struct Connection {
     /// Boxed: a map's table holds room for several entries, and a channel
     /// inline in each of them would cost an idle connection kilobytes.
     channels: HashMap<u16, Box<Channel>>,
-    /// The disk alarm: while it is on, a connection that publishes is not read.
-    disk: tokio::sync::watch::Receiver<bool>,
-    /// This connection has published (so the disk alarm blocks it).
+    /// The resource alarms: while one is on, a connection that publishes is
+    /// not read.
+    alarms: tokio::sync::watch::Receiver<Alarms>,
+    /// This connection has published (so a resource alarm blocks it).
     published: bool,
     /// Whether the client was last told it is blocked.
     told_blocked: bool,
-    /// A publish held back by the disk alarm, handled first once it clears.
+    /// New channels against `channel_rate_limit`.
+    channel_rate: TokenBucket,
+    /// A publish held back by a resource alarm, handled first once it clears.
     held: Option<Frame>,
     /// Channels whose close crossed the client's own: gone, but the client
     /// still owes the close-ok for ours, and frames it sent before it saw our
@@ -277,10 +283,10 @@ impl Connection {
         let mut sizing = ReadSizing::default();
         loop {
             self.info.now_ms.set(Message::now_ms());
-            let disk_alarm = *self.disk.borrow();
+            let alarm = self.alarms.borrow().any();
             loop {
                 let next = match self.held.take() {
-                    Some(frame) if !disk_alarm => Ok(Some(frame)),
+                    Some(frame) if !alarm => Ok(Some(frame)),
                     Some(frame) => {
                         self.held = Some(frame);
                         break;
@@ -288,9 +294,9 @@ impl Connection {
                     None => parse_frame(buf, self.info.frame_max),
                 };
                 match next {
-                    Ok(Some(frame)) if disk_alarm && is_publish(&frame) => {
-                        // The disk alarm is on: hold this publish (and everything after
-                        // it) until space returns.
+                    Ok(Some(frame)) if alarm && is_publish(&frame) => {
+                        // A resource alarm is on: hold this publish (and everything
+                        // after it) until it clears.
                         self.published = true;
                         self.held = Some(frame);
                         break;
@@ -338,9 +344,9 @@ impl Connection {
             if busy {
                 tokio::task::yield_now().await;
             }
-            if self.disk_blocked() {
+            if self.alarm_blocked() {
                 tokio::select! {
-                    _ = self.disk.changed() => continue,
+                    _ = self.alarms.changed() => continue,
                     _ = shutdown.cancelled() => {
                         self.fail(AmqpError::connection(code::CONNECTION_FORCED, "broker forced connection closure with reason 'shutdown'"));
                         return;
@@ -381,7 +387,7 @@ impl Connection {
                     self.await_close_ok(rd, buf).await;
                     return;
                 }
-                _ = self.disk.changed() => {}
+                _ = self.alarms.changed() => {}
                 _ = timeout_check.tick() => self.close_timed_out_channels(),
                 _ = expired => {
                     self.fail(AmqpError::connection(code::CONNECTION_FORCED, "token expired"));
@@ -448,16 +454,17 @@ impl Connection {
         self.outbox.flush();
     }
 
-    /// Follows the disk alarm: tells a publishing client that understands it when
-    /// it is blocked or unblocked, and returns true while this connection must not
-    /// be read (it publishes and the alarm is on).
-    fn disk_blocked(&mut self) -> bool {
+    /// Follows the resource alarms: tells a publishing client that understands
+    /// it when it is blocked (and why) or unblocked, and returns true while this
+    /// connection must not be read (it publishes and an alarm is on).
+    fn alarm_blocked(&mut self) -> bool {
         // As in RabbitMQ, only connections that publish are blocked and told so.
-        let blocked = *self.disk.borrow_and_update() && self.published;
+        let alarms = *self.alarms.borrow_and_update();
+        let blocked = alarms.any() && self.published;
         if blocked != self.told_blocked && self.info.blocked_notify {
             let m = if blocked {
                 Method::ConnectionBlocked {
-                    reason: ShortStr::from("low on disk"),
+                    reason: ShortStr::from(alarms.reason()),
                 }
             } else {
                 Method::ConnectionUnblocked
@@ -639,6 +646,14 @@ impl Connection {
                     format!(
                         "number of channels opened for user '{user}' has reached the maximum allowed user limit ({max})"
                     ),
+                )
+                .on(class, id));
+            }
+            let rate = self.info.ctx.settings().channel_rate_limit;
+            if !self.channel_rate.try_take(rate, std::time::Instant::now()) {
+                return Err(AmqpError::connection(
+                    code::NOT_ALLOWED,
+                    format!("channel creation rate limit ({rate}/s) is reached"),
                 )
                 .on(class, id));
             }

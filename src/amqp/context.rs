@@ -28,6 +28,8 @@ pub struct AmqpSettings {
     pub set_timestamp: bool,
     /// Most consumers per channel (0 = unlimited).
     pub max_consumers_per_channel: u32,
+    /// Most channels a connection may open per second (0 = unlimited).
+    pub channel_rate_limit: u32,
     /// Name of the default user.
     pub default_user: String,
     /// The default user may only connect from loopback.
@@ -49,6 +51,7 @@ impl Default for AmqpSettings {
             default_prefetch: 65535,
             set_timestamp: false,
             max_consumers_per_channel: 0,
+            channel_rate_limit: 0,
             default_user: "guest".into(),
             default_user_only_loopback: true,
             consumer_timeout: None,

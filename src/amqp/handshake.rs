@@ -282,6 +282,13 @@ where
         );
         refused_with(why, text)
     };
+    // Before the login: its password hashing is the cost the limit saves.
+    if let Err(text) = ctx.broker.connections.admit_new() {
+        tracing::warn!("{text}");
+        return Err(HandshakeError::Closed(
+            AmqpError::connection(code::NOT_ALLOWED, text).on(10, 11),
+        ));
+    }
     let source = peer.addr.ip();
     if let Admission::Refused(left) = ctx.broker.logins.admit(source) {
         let text = Admission::refusal_text(left);

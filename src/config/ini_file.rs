@@ -258,6 +258,22 @@ fn apply_main(config: &mut Config, e: &Entry<'_>, warnings: &mut Vec<String>) ->
         "sync" => m.sync = e.bool()?,
         "free_disk_min" => m.free_disk_min = e.int()?,
         "free_disk_warn" => m.free_disk_warn = e.int()?,
+        "vm_memory_high_watermark" | "vm_memory_high_watermark.relative" => {
+            m.vm_memory_high_watermark = crate::core::memory::Watermark::parse_fraction(e.value)
+                .ok_or_else(|| e.invalid(crate::core::memory::FRACTION_EXPECTED))?;
+        }
+        "vm_memory_high_watermark.absolute" => {
+            m.vm_memory_high_watermark = crate::core::memory::Watermark::parse_bytes(e.value)
+                .ok_or_else(|| e.invalid(crate::core::memory::BYTES_EXPECTED))?;
+        }
+        "connection_max" | "max_connections" => {
+            m.connection_max = if e.value.trim() == "infinity" {
+                None
+            } else {
+                e.opt_int()?
+            };
+        }
+        "connection_rate_limit" => m.connection_rate_limit = e.int()?,
         "log_exchange" => m.log_exchange = e.bool()?,
         "load_definitions" => m.load_definitions = e.opt_path(),
         "max_deleted_definitions" => m.max_deleted_definitions = e.int()?,
@@ -344,6 +360,7 @@ fn apply_amqp(config: &mut Config, e: &Entry<'_>, warnings: &mut Vec<String>) ->
         "channel_max" => a.channel_max = e.int()?,
         "max_message_size" => a.max_message_size = e.int()?,
         "max_consumers_per_channel" => a.max_consumers_per_channel = e.int()?,
+        "channel_rate_limit" => a.channel_rate_limit = e.int()?,
         // LavinMQ declares it but never uses it either.
         "amqp_systemd_socket_name" => warnings.push(e.no_effect("socket activation is not supported")),
         _ => warnings.push(e.unknown()),

@@ -142,6 +142,17 @@ pub struct MainConfig {
     pub free_disk_min: u64,
     /// Warn below this many free bytes (`free_disk_warn`).
     pub free_disk_warn: u64,
+    /// Block publishers while the broker's memory use is above this share
+    /// of the memory it may use, or this size (`vm_memory_high_watermark`,
+    /// `.relative` or `.absolute`, as in RabbitMQ; 0.6 by default).
+    pub vm_memory_high_watermark: crate::core::memory::Watermark,
+    /// Most client connections of all protocols on this node; `None`
+    /// (unset, or `infinity`) is unlimited (`connection_max`, RabbitMQ's
+    /// name; `max_connections` is accepted too).
+    pub connection_max: Option<u64>,
+    /// Most new client connections accepted per second, node-wide, with a
+    /// burst of as many; 0 is unlimited (`connection_rate_limit`).
+    pub connection_rate_limit: u32,
     /// Publish log lines to the `amq.lavinmq.log` exchange (`log_exchange`).
     pub log_exchange: bool,
     /// Definitions file to import at start-up (`load_definitions`).
@@ -235,6 +246,9 @@ pub struct AmqpConfig {
     pub max_message_size: u64,
     /// Most consumers per channel, 0 meaning unlimited (`max_consumers_per_channel`).
     pub max_consumers_per_channel: u32,
+    /// Most channels a connection may open per second, with a burst of as
+    /// many; 0 is unlimited (`channel_rate_limit`).
+    pub channel_rate_limit: u32,
 }
 
 /// `[mqtt]` settings: MQTT listeners and protocol limits.
@@ -322,6 +336,9 @@ impl Default for MainConfig {
             sync: true,
             free_disk_min: 0,
             free_disk_warn: 0,
+            vm_memory_high_watermark: crate::core::memory::Watermark::default(),
+            connection_max: None,
+            connection_rate_limit: 0,
             log_exchange: false,
             load_definitions: None,
             convert_lavinmq_data_dir: None,
@@ -359,6 +376,7 @@ impl Default for AmqpConfig {
             channel_max: 2047,
             max_message_size: 128 * 1024 * 1024,
             max_consumers_per_channel: 0,
+            channel_rate_limit: 0,
         }
     }
 }

@@ -12,7 +12,8 @@ impl Config {
     /// in settings a reload applies.
     ///
     /// Applied at run time: the log level and file, the TLS certificates and
-    /// settings (`[sni:...]` too), the disk thresholds, `log_exchange`,
+    /// settings (`[sni:...]` too), the disk thresholds, the memory high
+    /// watermark, the node's connection limit and rate limits, `log_exchange`,
     /// `max_deleted_definitions`, the AMQP limits (`heartbeat`, `frame_max`,
     /// `channel_max` for new connections; `max_message_size`,
     /// `max_consumers_per_channel`, `default_consumer_prefetch`,
@@ -34,6 +35,9 @@ impl Config {
         m.tls_ca_cert.clone_from(&d.tls_ca_cert);
         m.free_disk_min = d.free_disk_min;
         m.free_disk_warn = d.free_disk_warn;
+        m.vm_memory_high_watermark = d.vm_memory_high_watermark;
+        m.connection_max = d.connection_max;
+        m.connection_rate_limit = d.connection_rate_limit;
         m.log_exchange = d.log_exchange;
         m.max_deleted_definitions = d.max_deleted_definitions;
         m.consumer_timeout = d.consumer_timeout;
@@ -51,6 +55,7 @@ impl Config {
         a.channel_max = d.channel_max;
         a.max_message_size = d.max_message_size;
         a.max_consumers_per_channel = d.max_consumers_per_channel;
+        a.channel_rate_limit = d.channel_rate_limit;
         c.mqtt = super::MqttConfig {
             bind: c.mqtt.bind,
             port: c.mqtt.port,

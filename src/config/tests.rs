@@ -981,6 +981,9 @@ fn example_ini_documents_every_main_and_amqp_key_with_its_default() {
         "sync",
         "free_disk_min",
         "free_disk_warn",
+        "vm_memory_high_watermark",
+        "connection_max",
+        "connection_rate_limit",
         "log_exchange",
         "load_definitions",
         "max_deleted_definitions",
@@ -1007,6 +1010,7 @@ fn example_ini_documents_every_main_and_amqp_key_with_its_default() {
         "channel_max",
         "max_message_size",
         "max_consumers_per_channel",
+        "channel_rate_limit",
     ] {
         assert!(documented.contains(&key), "{key} is not documented");
     }
@@ -1504,4 +1508,40 @@ fn lavinmq_keys_without_effect_here_are_named_in_warnings() {
             "no warning for {key}: {warnings:?}"
         );
     }
+}
+
+#[test]
+fn node_limits_and_the_memory_watermark() {
+    use crate::core::memory::Watermark;
+    let c = Config::default();
+    assert_eq!(c.main.vm_memory_high_watermark, Watermark::Fraction(600_000));
+    assert_eq!((c.main.connection_max, c.main.connection_rate_limit), (None, 0));
+    assert_eq!(c.amqp.channel_rate_limit, 0);
+
+    let (c, warnings) = ini(
+        "[main]\nvm_memory_high_watermark = 0.4\nconnection_max = 5000\nconnection_rate_limit = 50\n[amqp]\nchannel_rate_limit = 100\n",
+    );
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(c.main.vm_memory_high_watermark, Watermark::Fraction(400_000));
+    assert_eq!((c.main.connection_max, c.main.connection_rate_limit), (Some(5000), 50));
+    assert_eq!(c.amqp.channel_rate_limit, 100);
+    // RabbitMQ's spellings.
+    let (c, _) = ini("[main]\nvm_memory_high_watermark.absolute = 2GiB\nmax_connections = 7\n");
+    assert_eq!(c.main.vm_memory_high_watermark, Watermark::Bytes(2 << 30));
+    assert_eq!(c.main.connection_max, Some(7));
+    let (c, _) = ini("[main]\nvm_memory_high_watermark.relative = 0.5\nconnection_max = infinity\n");
+    assert_eq!(c.main.vm_memory_high_watermark, Watermark::Fraction(500_000));
+    assert_eq!(c.main.connection_max, None);
+    for bad in [
+        "vm_memory_high_watermark = lots",
+        "vm_memory_high_watermark.absolute = 2PB",
+        "connection_max = -1",
+        "connection_rate_limit = fast",
+    ] {
+        let err = ini_err(&format!("[main]\n{bad}\n"));
+        assert!(err.contains(bad.split(' ').next().unwrap_or_default()), "{err}");
+    }
+    // A reload applies them, with no restart.
+    let (new, _) = ini("[main]\nvm_memory_high_watermark = 0.3\nconnection_max = 1\n[amqp]\nchannel_rate_limit = 1\n");
+    assert!(Config::default().restart_needed(&new).is_empty());
 }

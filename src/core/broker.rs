@@ -11,7 +11,9 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 use serde_json::{Value, json};
 
+use super::alarms::ResourceAlarms;
 use super::disk::DiskMonitor;
+use super::memory::MemoryMonitor;
 use super::user::UserStore;
 use super::vhost::{StoreSettings, VHost, VHostLimits, VHostMeta};
 use super::{Error, Result};
@@ -30,8 +32,12 @@ pub struct Broker {
     pub auth: crate::auth::Authenticator,
     /// Group commit of the data directory.
     pub sync: GroupSync,
+    /// The resource alarms in effect, which block publishers.
+    pub alarms: Arc<ResourceAlarms>,
     /// The free-disk-space alarm.
     pub disk: DiskMonitor,
+    /// The memory high-watermark alarm.
+    pub memory: MemoryMonitor,
     /// Open client connections of every protocol.
     pub connections: Arc<super::connections::ConnectionRegistry>,
     /// Totals and rates sampled every `stats_interval`.
@@ -80,12 +86,15 @@ impl Broker {
         std::fs::create_dir_all(data_dir)
             .map_err(|e| Error::Internal(format!("cannot create data dir {}: {e}", data_dir.display())))?;
         let users = UserStore::open(data_dir.join("users.json"), default_user, default_hash, settings.sync)?;
+        let alarms = Arc::new(ResourceAlarms::default());
         let disk = DiskMonitor::new(
             data_dir,
             settings.segment_size,
             settings.free_disk_min,
             settings.free_disk_warn,
+            alarms.clone(),
         );
+        let memory = MemoryMonitor::new(alarms.clone());
         let sync = GroupSync::start(data_dir, settings.sync)
             .map_err(|e| Error::Internal(format!("cannot start the sync thread: {e}")))?;
         let broker = Broker {
@@ -96,7 +105,9 @@ impl Broker {
             logins: Default::default(),
             auth: Default::default(),
             sync,
+            alarms,
             disk,
+            memory,
             connections: Arc::default(),
             stats: Default::default(),
             global_parameters: RwLock::default(),

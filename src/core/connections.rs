@@ -244,7 +244,6 @@ impl ConnectionEntry {
 }
 
 /// Every open connection.
-#[derive(Default)]
 pub struct ConnectionRegistry {
     entries: RwLock<FxHashMap<u64, Arc<ConnectionEntry>>>,
     /// The last id handed out by [`ConnectionRegistry::next_id`].
@@ -254,6 +253,25 @@ pub struct ConnectionRegistry {
     /// Publisher confirms sent on closed connections, per vhost; changed
     /// only under the `entries` write lock.
     closed_confirms: Mutex<FxHashMap<String, u64>>,
+    /// The node's connection limit (`connection_max`); `u64::MAX` when
+    /// there is none.
+    node_max: std::sync::atomic::AtomicU64,
+    /// New connections per second (`connection_rate_limit`), taken before
+    /// a login is checked.
+    pub creation_rate: super::rate_limit::RateLimiter,
+}
+
+impl Default for ConnectionRegistry {
+    fn default() -> Self {
+        ConnectionRegistry {
+            entries: RwLock::default(),
+            last_id: Default::default(),
+            churn: Arc::default(),
+            closed_confirms: Mutex::default(),
+            node_max: std::sync::atomic::AtomicU64::new(u64::MAX),
+            creation_rate: Default::default(),
+        }
+    }
 }
 
 /// The connection limits a new connection is checked against.
@@ -268,6 +286,8 @@ pub struct ConnectionLimits {
 /// Which limit refused a connection, with its value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LimitReached {
+    /// The node has this many connections (`connection_max`).
+    Node(u64),
     /// The vhost has this many connections.
     Vhost(u64),
     /// The user has this many connections.
@@ -278,6 +298,7 @@ impl LimitReached {
     /// The refusal as clients and the log are told it.
     pub fn describe(self, vhost: &str, user: &str) -> String {
         match self {
+            LimitReached::Node(max) => format!("connection refused: node connection limit ({max}) is reached"),
             LimitReached::Vhost(max) => {
                 format!("access to vhost '{vhost}' refused for user '{user}': connection limit ({max}) is reached")
             }
@@ -354,6 +375,10 @@ impl ConnectionRegistry {
         });
         {
             let mut entries = self.entries.write();
+            let node_max = self.node_max.load(std::sync::atomic::Ordering::Relaxed);
+            if entries.len() as u64 >= node_max {
+                return Err(LimitReached::Node(node_max));
+            }
             let count =
                 |same: &dyn Fn(&ConnectionInfo) -> bool| entries.values().filter(|e| same(&e.info)).count() as u64;
             if let Some(max) = limits.vhost
@@ -373,6 +398,27 @@ impl ConnectionRegistry {
             registry: self.clone(),
             entry,
         })
+    }
+
+    /// Applies `connection_max` (`None` = no limit) and
+    /// `connection_rate_limit` (0 = no limit) to new connections.
+    pub fn set_node_limits(&self, max: Option<u64>, rate: u32) {
+        self.node_max
+            .store(max.unwrap_or(u64::MAX), std::sync::atomic::Ordering::Relaxed);
+        self.creation_rate.set_rate(rate);
+    }
+
+    /// Refuses a new connection over `connection_rate_limit`, with the text
+    /// clients and the log are given.
+    pub fn admit_new(&self) -> Result<(), String> {
+        if self.creation_rate.try_acquire() {
+            Ok(())
+        } else {
+            Err(format!(
+                "connection refused: connection rate limit ({}/s) is reached",
+                self.creation_rate.rate()
+            ))
+        }
     }
 
     /// Channels open over all connections of `user` (for its `max-channels`).

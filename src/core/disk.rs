@@ -6,9 +6,10 @@
 //! work with no configuration at all: a new segment file must always fit.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use tokio::sync::watch;
+use super::alarms::ResourceAlarms;
 
 /// Segments' worth of free space below which publishers are blocked.
 const BLOCK_SEGMENTS: u64 = 3;
@@ -27,32 +28,28 @@ pub struct DiskMonitor {
     warn: AtomicU64,
     /// True while free space is under the warning threshold (logged once).
     warned: AtomicBool,
-    blocked: watch::Sender<bool>,
+    /// Where the disk alarm is raised and cleared.
+    alarms: Arc<ResourceAlarms>,
 }
 
 impl DiskMonitor {
     /// A monitor of `dir` for a broker writing `segment_size`-byte segments,
     /// blocking below max(3 × `segment_size`, `min_free`) and warning below
-    /// max(6 × `segment_size`, `warn`).
-    pub fn new(dir: &Path, segment_size: u64, min_free: u64, warn: u64) -> Self {
+    /// max(6 × `segment_size`, `warn`), raising the disk alarm in `alarms`.
+    pub fn new(dir: &Path, segment_size: u64, min_free: u64, warn: u64, alarms: Arc<ResourceAlarms>) -> Self {
         DiskMonitor {
             dir: dir.to_path_buf(),
             segment_size,
             min_free: AtomicU64::new(min_free),
             warn: AtomicU64::new(warn),
             warned: AtomicBool::new(false),
-            blocked: watch::channel(false).0,
+            alarms,
         }
     }
 
-    /// Follows the blocked state (true = publishers must wait).
-    pub fn subscribe(&self) -> watch::Receiver<bool> {
-        self.blocked.subscribe()
-    }
-
-    /// True while publishing is blocked.
+    /// True while the disk alarm is on.
     pub fn is_blocked(&self) -> bool {
-        *self.blocked.borrow()
+        self.alarms.current().disk
     }
 
     /// The free-space threshold in bytes under which publishers are blocked:
@@ -107,17 +104,12 @@ impl DiskMonitor {
             }
         }
         let blocked = free < min;
-        self.blocked.send_if_modified(|b| {
-            if *b == blocked {
-                return false;
-            }
+        if self.alarms.set(|a| &mut a.disk, blocked) {
             if blocked {
                 tracing::warn!("free disk space {free} bytes is below {min} bytes: blocking publishers");
             } else {
                 tracing::info!("free disk space is back above {min} bytes: unblocking publishers");
             }
-            *b = blocked;
-            true
-        });
+        }
     }
 }

@@ -2,6 +2,7 @@
 //! Nothing here knows about sockets or a wire protocol; adapters in `amqp` (and
 //! later `mqtt`, `http`) translate their protocol into these operations.
 
+pub mod alarms;
 pub mod binding_table;
 pub mod broker;
 pub mod connections;
@@ -18,12 +19,14 @@ pub mod exchange;
 pub mod headers;
 pub mod limits;
 pub mod login_throttle;
+pub mod memory;
 pub mod message;
 pub mod password;
 pub mod permissions;
 pub mod policy;
 pub mod queue;
 pub mod queue_settings;
+pub mod rate_limit;
 pub mod stats;
 pub mod stats_sampler;
 pub mod stream;

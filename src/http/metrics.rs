@@ -365,7 +365,6 @@ struct NodeFigures {
     resident_memory: Option<u64>,
     disk_free: Option<u64>,
     max_fds: Option<u64>,
-    memory_limit: Option<u64>,
     /// User and system CPU seconds.
     cpu: Option<(f64, f64)>,
     /// How long reading them took.
@@ -380,7 +379,6 @@ impl NodeFigures {
             resident_memory: node::resident_memory_bytes(),
             disk_free: broker.disk.free_bytes(),
             max_fds: node::max_fds(),
-            memory_limit: node::memory_limit_bytes(),
             cpu: node::cpu_times(),
             took: Duration::ZERO,
         };
@@ -454,14 +452,19 @@ fn render_overview(broker: &Broker, vhosts: &[Arc<VHost>], prefix: &str) -> Rend
     if let Some(n) = sys.max_fds {
         w.single("process_max_fds", Gauge, "Open file descriptors limit", n);
     }
-    if let Some(n) = sys.memory_limit {
-        w.single(
-            "resident_memory_limit_bytes",
-            Gauge,
-            "Memory high watermark in bytes",
-            n,
-        );
-    }
+    // RabbitMQ's names for the memory alarm's threshold and state.
+    w.single(
+        "resident_memory_limit_bytes",
+        Gauge,
+        "Memory high watermark in bytes",
+        broker.memory.limit(),
+    );
+    w.single(
+        "alarms_memory_used_watermark",
+        Gauge,
+        "is memory alarm in effect",
+        u64::from(broker.memory.is_alarmed()),
+    );
 
     // One pass over the queues and exchanges of the selected vhosts.
     let mut t = Totals::default();

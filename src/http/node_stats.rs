@@ -6,6 +6,8 @@ use std::fs;
 use std::sync::OnceLock;
 use std::time::Instant;
 
+use crate::core::memory::kib_field;
+
 /// When the broker started, for `uptime`; set by [`mark_started`].
 static STARTED: OnceLock<Instant> = OnceLock::new();
 
@@ -54,25 +56,6 @@ pub fn resident_memory_bytes() -> Option<u64> {
     kib_field(&status, "VmRSS:")
 }
 
-/// The memory the process may use: its cgroup's limit when it has one,
-/// else the host's physical memory (LavinMQ's memory high watermark).
-pub fn memory_limit_bytes() -> Option<u64> {
-    let cgroup = [
-        "/sys/fs/cgroup/memory.max",
-        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
-    ]
-    .iter()
-    .find_map(|p| fs::read_to_string(p).ok()?.trim().parse::<u64>().ok());
-    let total = fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| kib_field(&m, "MemTotal:"));
-    match (cgroup, total) {
-        // cgroup v1 reports "no limit" as a huge number.
-        (Some(limit), Some(total)) => Some(limit.min(total)),
-        (limit, total) => limit.or(total),
-    }
-}
-
 /// User and system CPU time of this process, in seconds.
 pub fn cpu_times() -> Option<(f64, f64)> {
     let stat = fs::read_to_string("/proc/self/stat").ok()?;
@@ -85,23 +68,9 @@ pub fn cpu_times() -> Option<(f64, f64)> {
     Some((user as f64 / USER_HZ, system as f64 / USER_HZ))
 }
 
-/// The value of a `Key:   123 kB` line, in bytes.
-fn kib_field(text: &str, key: &str) -> Option<u64> {
-    let line = text.lines().find(|l| l.starts_with(key))?;
-    let kib: u64 = line[key.len()..].split_whitespace().next()?.parse().ok()?;
-    Some(kib * 1024)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn reads_kib_fields() {
-        let text = "Name:\tx\nVmRSS:\t    1234 kB\nVmSwap:\t0 kB\n";
-        assert_eq!(kib_field(text, "VmRSS:"), Some(1234 * 1024));
-        assert_eq!(kib_field(text, "VmHWM:"), None);
-    }
 
     #[cfg(target_os = "linux")]
     #[test]
@@ -110,6 +79,5 @@ mod tests {
         assert!(resident_memory_bytes().is_some_and(|n| n > 0));
         assert!(max_fds().is_some());
         assert!(cpu_times().is_some());
-        assert!(memory_limit_bytes().is_some_and(|n| n > 0));
     }
 }

@@ -32,8 +32,8 @@ fn node_json(s: &HttpState) -> Value {
         "name": NODE, "type": "disc", "running": true, "being_drained": false,
         "os_pid": std::process::id().to_string(), "processors": processors,
         "uptime": node_stats::uptime_secs() * 1000,
-        "mem_used": node_stats::resident_memory_bytes(), "mem_limit": node_stats::memory_limit_bytes(),
-        "mem_alarm": false,
+        "mem_used": node_stats::resident_memory_bytes(), "mem_limit": s.broker.memory.limit(),
+        "mem_alarm": s.broker.memory.is_alarmed(),
         "disk_free": disk.free_bytes(), "disk_free_limit": disk.min_free(), "disk_free_alarm": disk.is_blocked(),
         "fd_used": node_stats::open_fds(), "fd_total": node_stats::max_fds(),
         "sockets_used": s.broker.connections.list().len(),
@@ -195,7 +195,11 @@ pub async fn node_health(_user: Authed) -> (StatusCode, Json<Value>) {
 
 /// No resource alarm is in effect (`/api/health/checks/alarms` and `local-alarms`).
 pub async fn alarms(State(s): State<Arc<HttpState>>, _user: Authed) -> (StatusCode, Json<Value>) {
-    health(!s.broker.disk.is_blocked(), "resource alarm(s) in effect: disk")
+    let alarms = s.broker.alarms.current();
+    health(
+        !alarms.any(),
+        &format!("resource alarm(s) in effect: {}", alarms.names().join(", ")),
+    )
 }
 
 /// Every vhost is up (`/api/health/checks/virtual-hosts`).

@@ -104,11 +104,17 @@ where
         let version = connect.protocol;
         let logins = &ctx.broker.logins;
         let source = peer.addr.ip();
-        let admitted = match logins.admit(source) {
-            Admission::Refused(left) => Err((ReasonCode::CONNECTION_RATE_EXCEEDED, Admission::refusal_text(left))),
-            // Boxed: authentication's state is large and needed once, not
-            // for the life of the connection's task.
-            Admission::Check => Box::pin(admit(&ctx, &connect, &peer)).await,
+        // The creation rate is checked first: the login's password hashing
+        // is the cost it saves. MQTT 3.1.1 has no code for it but "unavailable".
+        let admitted = match ctx.broker.connections.admit_new() {
+            Err(why) if version.is_v5() => Err((ReasonCode::CONNECTION_RATE_EXCEEDED, why)),
+            Err(why) => Err((ReasonCode::SERVER_UNAVAILABLE, why)),
+            Ok(()) => match logins.admit(source) {
+                Admission::Refused(left) => Err((ReasonCode::CONNECTION_RATE_EXCEEDED, Admission::refusal_text(left))),
+                // Boxed: authentication's state is large and needed once, not
+                // for the life of the connection's task.
+                Admission::Check => Box::pin(admit(&ctx, &connect, &peer)).await,
+            },
         };
         let admitted = match admitted {
             Ok(a) => {
@@ -389,7 +395,7 @@ impl Connection {
         let entry = self.registration.entry.clone();
         let kick = self.claim.kick.clone();
         let queue_gone = self.consumer.queue_gone.clone();
-        let mut disk = self.ctx.broker.disk.subscribe();
+        let mut alarms = self.ctx.broker.alarms.subscribe();
         let mut busy = false;
         let mut sizing = ReadSizing::default();
         // A token's expiry ends the connection, as LavinMQ does (MQTT has no
@@ -425,10 +431,10 @@ impl Connection {
             if busy {
                 tokio::task::yield_now().await;
             }
-            // While the disk alarm is on, publishers are not read.
-            while *disk.borrow_and_update() {
+            // While a resource alarm is on, publishers are not read.
+            while alarms.borrow_and_update().any() {
                 tokio::select! {
-                    _ = disk.changed() => {}
+                    _ = alarms.changed() => {}
                     _ = shutdown.cancelled() => return End::Shutdown,
                 }
             }

@@ -1,11 +1,13 @@
 //! Connection-level behaviour: handshake, server properties, authentication,
 //! vhosts, channels, tuning, heartbeats and graceful shutdown; malformed input
-//! (`connection/bad_input.rs`) and PROXY headers and Unix sockets
-//! (`connection/network_edge.rs`).
+//! (`connection/bad_input.rs`), PROXY headers and Unix sockets
+//! (`connection/network_edge.rs`) and the node's connection and channel
+//! limits (`connection/node_limits.rs`).
 
 mod bad_input;
 use crate::common;
 mod network_edge;
+mod node_limits;
 
 use std::time::Duration;
 

@@ -1,9 +1,11 @@
 //! Publishing: confirms, returns (mandatory and immediate), transactions, CC/BCC,
 //! property validation and round-trip, direct reply-to and the size limit; the
-//! free-disk alarm that blocks publishers is in `publish/disk_alarm.rs`.
+//! resource alarms that block publishers are in `publish/disk_alarm.rs` and
+//! `publish/memory_alarm.rs`.
 
 use crate::common;
 mod disk_alarm;
+mod memory_alarm;
 
 use common::*;
 use lapin::message::BasicReturnMessage;

@@ -230,6 +230,14 @@ pub fn reply_code(err: &lapin::Error) -> Option<u16> {
     }
 }
 
+/// The reply text of a lapin protocol error.
+pub fn reply_text(err: &lapin::Error) -> String {
+    match err.kind() {
+        ErrorKind::ProtocolError(e) => e.get_message().to_string(),
+        _ => format!("not a protocol error: {err}"),
+    }
+}
+
 /// Asserts that `res` failed with AMQP reply code `code`.
 #[track_caller]
 pub fn assert_code<T: std::fmt::Debug>(res: lapin::Result<T>, code: u16) {

@@ -9,7 +9,6 @@ mod shovel;
 
 use crate::common::api::*;
 use crate::common::*;
-use lapin::ErrorKind;
 use lapin::options::QueueDeclareOptions;
 use lapin::types::FieldTable;
 use reqwest::{Method, StatusCode};
@@ -40,14 +39,6 @@ async fn add_user(api: &Api, name: &str, tags: &str) {
 /// Sends `method` to `path` as `user` (password `pw`); returns the status.
 async fn status_as(api: &Api, method: Method, path: &str, user: &str, body: Option<Value>) -> StatusCode {
     api.call(method, path, Some((user, "pw")), body).await.0
-}
-
-/// The reply text of a lapin protocol error.
-fn reply_text(err: &lapin::Error) -> String {
-    match err.kind() {
-        ErrorKind::ProtocolError(e) => e.get_message().to_string(),
-        _ => format!("not a protocol error: {err}"),
-    }
 }
 
 #[tokio::test]
