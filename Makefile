@@ -1,4 +1,4 @@
-.PHONY: run test bench lint deb
+.PHONY: run test bench lint deb soak fuzz
 
 run:
 	scripts/run.sh
@@ -11,6 +11,20 @@ bench:
 	benches/side_by_side.sh
 	benches/mqtt_side_by_side.sh
 	benches/cluster.sh
+
+# The soak test for SOAK_SECS seconds (an hour by default; the test command
+# runs it for one minute): mixed load against the real binary, failing when
+# its memory, open files, threads or data directory keep growing. The samples
+# are written to target/soak.csv.
+SOAK_SECS ?= 3600
+soak:
+	LAVINMQ_SOAK_SECS=$(SOAK_SECS) LAVINMQ_SOAK_CSV=$(CURDIR)/target/soak.csv \
+		cargo test --release --test binary soak -- --nocapture
+
+# Every fuzz target in fuzz/ for FUZZ_SECS seconds each (see scripts/fuzz.sh).
+FUZZ_SECS ?= 600
+fuzz:
+	scripts/fuzz.sh $(FUZZ_SECS)
 
 lint:
 	cargo fmt --check

@@ -1,9 +1,9 @@
 //! Tests of the real binaries, run as child processes: here configuration
 //! errors, the bound port being logged, and graceful shutdown on SIGTERM with
 //! 320 CONNECTION_FORCED; in the modules the service integration, taking over
-//! a LavinMQ data directory, damaged data directories, crash safety, TLS, and
-//! the `lavinmqctl` and `lavinmqperf` tools. They share one test binary so
-//! that the client libraries are compiled once.
+//! a LavinMQ data directory, damaged data directories, crash safety, TLS,
+//! the `lavinmqctl` and `lavinmqperf` tools, 10,000 connections and a soak.
+//! They share one test binary so that the client libraries are compiled once.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -24,6 +24,7 @@ mod lavinmqperf;
 mod many_connections;
 mod process;
 mod service;
+mod soak;
 mod takeover;
 mod tls;
 mod tls_support;

@@ -51,15 +51,6 @@ fn rss_kb(pid: u32) -> u64 {
         .expect("VmRSS in /proc status")
 }
 
-/// The MQTT listener's address, from the broker's log.
-fn mqtt_addr(broker: &BrokerProcess) -> SocketAddr {
-    broker
-        .log_lines()
-        .iter()
-        .find_map(|l| l.split("MQTT listening on ").nth(1)?.trim().parse().ok())
-        .expect("the broker logs its MQTT address")
-}
-
 /// Opens `n` MQTT sessions, each subscribed to its own topic, 100 at a time.
 async fn open_mqtt(addr: SocketAddr, n: usize) -> Vec<MqttRaw> {
     let mut sessions = Vec::with_capacity(n);
@@ -114,7 +105,7 @@ async fn ten_thousand_connections_fit_in_the_memory_budget() {
 
     let sessions = tokio::time::timeout(
         Duration::from_secs(300),
-        open_mqtt(mqtt_addr(&broker), MQTT_CONNECTIONS),
+        open_mqtt(broker.mqtt_addr(), MQTT_CONNECTIONS),
     )
     .await
     .expect("MQTT sessions open");

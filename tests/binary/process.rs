@@ -152,6 +152,14 @@ impl BrokerProcess {
         format!("amqp://guest:guest@127.0.0.1:{}/%2f", self.port)
     }
 
+    /// The MQTT listener's address, from the broker's log.
+    pub fn mqtt_addr(&self) -> std::net::SocketAddr {
+        self.log_lines()
+            .iter()
+            .find_map(|l| l.split("MQTT listening on ").nth(1)?.trim().parse().ok())
+            .expect("the broker logs its MQTT address")
+    }
+
     /// Opens a lapin connection (bounded by [`TIMEOUT`]).
     pub async fn connect(&self) -> Connection {
         within(

@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora in fuzz/seeds/<target>/: small valid inputs of each
+format, from which the fuzzer mutates. Run again after changing it; the
+seeds are committed."""
+import json
+import os
+import struct
+import zlib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def seed(target, name, data):
+    d = os.path.join(HERE, "seeds", target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data if isinstance(data, bytes) else data.encode())
+
+
+def shortstr(s):
+    b = s.encode()
+    return bytes([len(b)]) + b
+
+
+def longstr(b):
+    b = b if isinstance(b, bytes) else b.encode()
+    return struct.pack(">I", len(b)) + b
+
+
+def table(entries):
+    body = b""
+    for k, tag, v in entries:
+        body += shortstr(k) + tag + v
+    return struct.pack(">I", len(body)) + body
+
+
+SAMPLE_TABLE = table([
+    ("x-max-length", b"l", struct.pack(">q", 1000)),
+    ("x-queue-type", b"S", longstr("quorum")),
+    ("flag", b"t", b"\x01"),
+    ("ratio", b"d", struct.pack(">d", 0.5)),
+    ("nested", b"F", table([("a", b"I", struct.pack(">i", -7))])),
+    ("list", b"A", struct.pack(">I", 5) + b"b\x05" + b"V" + b"s\x00\x02"),
+    ("when", b"T", struct.pack(">Q", 1700000000)),
+    ("dec", b"D", b"\x02" + struct.pack(">i", 12345)),
+    ("raw", b"x", longstr(b"\x00\x01\x02")),
+])
+
+
+def method(channel, cls, mid, args):
+    payload = struct.pack(">HH", cls, mid) + args
+    return b"\x01" + struct.pack(">HI", channel, len(payload)) + payload + b"\xce"
+
+
+def header(channel, body_size, props):
+    payload = struct.pack(">HHQ", 60, 0, body_size) + props
+    return b"\x02" + struct.pack(">HI", channel, len(payload)) + payload + b"\xce"
+
+
+def body(channel, data):
+    return b"\x03" + struct.pack(">HI", channel, len(data)) + data + b"\xce"
+
+
+# Properties: content-type, headers, delivery-mode, priority, expiration.
+PROPS = struct.pack(">H", 0x8000 | 0x2000 | 0x1000 | 0x0800 | 0x0100) + shortstr("text/plain") + SAMPLE_TABLE + b"\x02\x05" + shortstr("60000")
+
+start_ok = method(0, 10, 11, table([("product", b"S", longstr("fuzz")), ("capabilities", b"F", table([("publisher_confirms", b"t", b"\x01")]))]) + shortstr("PLAIN") + longstr(b"\x00guest\x00guest") + shortstr("en_US"))
+seed("amqp_frame", "handshake", start_ok + method(0, 10, 31, struct.pack(">HIH", 2047, 131072, 60)) + method(0, 10, 40, shortstr("/") + b"\x00\x00"))
+seed("amqp_frame", "publish", method(1, 20, 10, shortstr("")) + method(1, 60, 40, b"\x00\x00" + shortstr("amq.topic") + shortstr("a.b") + b"\x00") + header(1, 5, PROPS) + body(1, b"hello"))
+seed("amqp_frame", "declare", method(1, 50, 10, b"\x00\x00" + shortstr("q") + b"\x02" + SAMPLE_TABLE) + method(1, 40, 10, b"\x00\x00" + shortstr("x") + shortstr("x-consistent-hash") + b"\x00" + table([])))
+seed("amqp_frame", "consume_ack", method(1, 60, 20, b"\x00\x00" + shortstr("q") + shortstr("tag") + b"\x00" + table([("x-priority", b"I", struct.pack(">i", 3))])) + method(1, 60, 80, struct.pack(">Q", 1) + b"\x01") + b"\x08\x00\x00\x00\x00\x00\x00\xce")
+seed("field_table", "table", SAMPLE_TABLE)
+seed("field_table", "properties", PROPS)
+
+
+def varint(n):
+    out = b""
+    while True:
+        byte = n % 128
+        n //= 128
+        out += bytes([byte | (0x80 if n else 0)])
+        if not n:
+            return out
+
+
+def packet(first, body):
+    return bytes([first]) + varint(len(body)) + body
+
+
+def mstr(s):
+    b = s if isinstance(s, bytes) else s.encode()
+    return struct.pack(">H", len(b)) + b
+
+
+connect4 = packet(0x10, mstr("MQTT") + b"\x04\xc6" + struct.pack(">H", 60) + mstr("client") + mstr("will/t") + mstr("bye") + mstr("guest") + mstr("guest"))
+seed("mqtt_packet", "v311", b"\x01" + connect4 + packet(0x82, b"\x00\x01" + mstr("a/+/c") + b"\x01") + packet(0x32, mstr("a/b/c") + b"\x00\x02" + b"payload") + packet(0x40, b"\x00\x02") + b"\xc0\x00" + b"\xe0\x00")
+props5 = varint(7) + b"\x11" + struct.pack(">I", 3600) + b"\x21" + struct.pack(">H", 10)
+connect5 = packet(0x10, mstr("MQTT") + b"\x05\x02" + struct.pack(">H", 30) + props5 + mstr("c5"))
+pub_props = varint(3) + b"\x23" + struct.pack(">H", 1)
+seed("mqtt_packet", "v5", b"\x02" + connect5 + packet(0x82, b"\x00\x01" + varint(0) + mstr("$share/g/x/#") + b"\x01") + packet(0x32, mstr("x/y") + b"\x00\x07" + pub_props + b"hi") + packet(0xe0, b"\x00" + varint(0)))
+seed("mqtt_packet", "v31", b"\x00" + packet(0x10, mstr("MQIsdp") + b"\x03\x02" + struct.pack(">H", 10) + mstr("old")))
+
+with open(os.path.join(HERE, "..", "extras", "lavinmq.ini")) as f:
+    example = f.read()
+seed("ini_config", "example", "\n".join(l[1:] if l.startswith(";") else l for l in example.splitlines()))
+seed("ini_config", "small", "[main]\ndata_dir = /tmp/x\nvm_memory_high_watermark.absolute = 2GiB\n[amqp]\nport = 5673\n[sni:example.com]\namqp_tls_cert = /c.pem\n[clustering]\nenabled = true\n")
+
+definitions = {
+    "rabbit_version": "3.13.0",
+    "users": [{"name": "u", "password_hash": "kI3GCqW5JLMJa4iX1lo7X4D6XbYqlLgxIs30+P6tENUV2POR", "hashing_algorithm": "rabbit_password_hashing_sha256", "tags": ["administrator"], "limits": {"max-connections": 5}}],
+    "vhosts": [{"name": "/"}, {"name": "v", "limits": {"max-queues": 3}}],
+    "permissions": [{"user": "u", "vhost": "v", "configure": ".*", "write": ".*", "read": ".*"}],
+    "topic_permissions": [{"user": "u", "vhost": "v", "exchange": "amq.topic", "write": "^a", "read": ".*"}],
+    "parameters": [{"vhost": "v", "component": "shovel", "name": "s", "value": {"src-uri": "amqp://", "src-queue": "q1", "dest-uri": "amqp://", "dest-queue": "q2"}}],
+    "global_parameters": [{"name": "cluster_name", "value": "fuzz"}],
+    "policies": [{"vhost": "v", "name": "p", "pattern": "^q", "apply-to": "queues", "priority": 1, "definition": {"max-length": 10, "message-ttl": 1000, "dead-letter-exchange": "dlx"}}],
+    "queues": [{"name": "q1", "vhost": "v", "durable": True, "auto_delete": False, "arguments": {"x-max-priority": 5}}, {"name": "s1", "vhost": "/", "durable": True, "auto_delete": False, "arguments": {"x-queue-type": "stream"}}],
+    "exchanges": [{"name": "dlx", "vhost": "v", "type": "fanout", "durable": True, "auto_delete": False, "internal": False, "arguments": {}}, {"name": "h", "vhost": "v", "type": "x-consistent-hash", "durable": True, "auto_delete": False, "internal": False, "arguments": {}}],
+    "bindings": [{"source": "dlx", "vhost": "v", "destination": "q1", "destination_type": "queue", "routing_key": "", "arguments": {}}],
+}
+seed("definitions_json", "full", json.dumps(definitions, indent=1))
+seed("definitions_json", "empty", "{}")
+
+seed("proxy_header", "v1", b"PROXY TCP4 192.168.0.1 10.0.0.2 56324 5672\r\nAMQP\x00\x00\x09\x01")
+seed("proxy_header", "v1_unknown", b"PROXY UNKNOWN\r\n")
+v2_sig = b"\r\n\r\n\x00\r\nQUIT\n"
+addr4 = bytes([192, 168, 0, 1, 10, 0, 0, 2]) + struct.pack(">HH", 56324, 5672)
+tlv = b"\x01" + struct.pack(">H", 2) + b"h2"
+seed("proxy_header", "v2_tcp4", v2_sig + b"\x21\x11" + struct.pack(">H", len(addr4) + len(tlv)) + addr4 + tlv)
+addr6 = bytes(range(16)) + bytes(range(16, 32)) + struct.pack(">HH", 1, 2)
+seed("proxy_header", "v2_tcp6", v2_sig + b"\x21\x21" + struct.pack(">H", len(addr6)) + addr6)
+seed("proxy_header", "v2_local", v2_sig + b"\x20\x00\x00\x00")
+
+
+def record(exchange, key, props, data, ts=1700000000000):
+    payload = struct.pack("<q", ts) + shortstr(exchange) + shortstr(key) + struct.pack("<I", len(props)) + props + struct.pack("<Q", len(data)) + data
+    return struct.pack("<II", len(payload), zlib.crc32(payload)) + payload
+
+
+segment = struct.pack("<I", 1)
+positions = []
+for i in range(4):
+    positions.append(len(segment))
+    segment += record("amq.direct", "k%d" % i, PROPS if i % 2 else b"\x00\x00", b"body %d" % i)
+acks = struct.pack("<I", positions[1])
+seed("segment_recovery", "segment", struct.pack("<H", len(segment)) + segment + acks)
+seed("segment_recovery", "torn", struct.pack("<H", len(segment) - 5) + segment[:-5])
