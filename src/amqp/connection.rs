@@ -143,50 +143,37 @@ impl ConnInfo {
 
 /// Serves one client connection until it closes; `peer` says who it is and
 /// whether it came over TLS.
-pub async fn serve<S>(ctx: Arc<AmqpContext>, stream: S, peer: Peer)
+///
+/// The future is the connection's task for its whole life, so its size is
+/// paid per connection: `peer` is boxed (only the handshake reads it), and
+/// the connection is built outside it, so that nothing moved into it keeps
+/// a slot of its own while the connection runs.
+pub fn serve<S>(ctx: Arc<AmqpContext>, stream: S, peer: Peer) -> impl Future<Output = ()> + Send
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let span = tracing::info_span!("amqp", client = %peer.addr);
+    let peer = Box::new(peer);
     async move {
         let (mut rd, mut wr) = tokio::io::split(stream);
         // The buffer grows with the traffic (see `ReadSizing`).
         let mut buf = BytesMut::new();
         // Boxed: the handshake's state (authentication included) is large and
         // needed once, not for the life of the connection's task.
-        let (info, registration) = match Box::pin(handshake(&ctx, &mut rd, &mut wr, &mut buf, &peer)).await {
-            Ok(done) => done,
+        let handshaking = Box::pin(handshake(&ctx, &mut rd, &mut wr, &mut buf, &peer));
+        let (mut conn, writer) = match handshaking.await {
+            Ok((info, registration)) => Connection::open(info, registration, wr),
             Err(e) => {
                 tracing::info!("connection closed during handshake: {e}");
                 let _ = wr.shutdown().await;
                 return;
             }
         };
-        tracing::info!(vhost = %info.vhost.name, user = %info.user, "connection established");
-        let outbox = Arc::new(Outbox::default());
-        let heartbeat = (info.heartbeat > 0).then(|| {
-            (
-                Duration::from_secs(u64::from(info.heartbeat)) / 2,
-                write_heartbeat as fn(&mut BytesMut),
-            )
-        });
-        let writer = outbox.spawn_writer(wr, heartbeat, registration.entry.clone());
-        let span = tracing::info_span!("conn", vhost = %info.vhost.name, user = %info.user);
-        let alarms = info.ctx.broker.alarms.subscribe();
-        let mut conn = Connection {
-            registration,
-            info,
-            outbox: outbox.clone(),
-            channels: HashMap::new(),
-            alarms,
-            published: false,
-            told_blocked: false,
-            channel_rate: TokenBucket::default(),
-            held: None,
-            crossed_closes: Vec::new(),
-        };
+        drop(peer);
+        let span = tracing::info_span!("conn", vhost = %conn.info.vhost.name, user = %conn.info.user);
         conn.run(&mut rd, &mut buf).instrument(span).await;
         conn.cleanup();
+        let outbox = conn.outbox.clone();
         // Unlisted now, not after the linger below.
         drop(conn);
         outbox.close();
@@ -194,7 +181,6 @@ where
         linger(&mut rd, &mut buf).await;
     }
     .instrument(span)
-    .await
 }
 
 /// How long a closed connection's socket is kept open to read what the client
@@ -240,7 +226,8 @@ struct Connection {
     /// New channels against `channel_rate_limit`.
     channel_rate: TokenBucket,
     /// A publish held back by a resource alarm, handled first once it clears.
-    held: Option<Frame>,
+    /// Boxed: rarely set, and a frame inline would cost every connection.
+    held: Option<Box<Frame>>,
     /// Channels whose close crossed the client's own: gone, but the client
     /// still owes the close-ok for ours, and frames it sent before it saw our
     /// close may follow. They are dropped, not a connection error.
@@ -264,6 +251,41 @@ enum Next {
 }
 
 impl Connection {
+    /// The connection after a successful handshake, with its writer task
+    /// started on `wr`.
+    fn open<W>(
+        info: ConnInfo,
+        registration: crate::core::connections::Registration,
+        wr: W,
+    ) -> (Connection, tokio::task::JoinHandle<()>)
+    where
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        tracing::info!(vhost = %info.vhost.name, user = %info.user, "connection established");
+        let outbox = Arc::new(Outbox::default());
+        let heartbeat = (info.heartbeat > 0).then(|| {
+            (
+                Duration::from_secs(u64::from(info.heartbeat)) / 2,
+                write_heartbeat as fn(&mut BytesMut),
+            )
+        });
+        let writer = outbox.spawn_writer(wr, heartbeat, registration.entry.clone());
+        let alarms = info.ctx.broker.alarms.subscribe();
+        let conn = Connection {
+            registration,
+            info,
+            outbox,
+            channels: HashMap::new(),
+            alarms,
+            published: false,
+            told_blocked: false,
+            channel_rate: TokenBucket::default(),
+            held: None,
+            crossed_closes: Vec::new(),
+        };
+        (conn, writer)
+    }
+
     /// After a read buffer's frames are handled: wake the consumers of queues that
     /// got their first messages, and send every reply in one write.
     fn end_of_batch(&mut self) {
@@ -286,7 +308,7 @@ impl Connection {
             let alarm = self.alarms.borrow().any();
             loop {
                 let next = match self.held.take() {
-                    Some(frame) if !alarm => Ok(Some(frame)),
+                    Some(frame) if !alarm => Ok(Some(*frame)),
                     Some(frame) => {
                         self.held = Some(frame);
                         break;
@@ -298,7 +320,7 @@ impl Connection {
                         // A resource alarm is on: hold this publish (and everything
                         // after it) until it clears.
                         self.published = true;
-                        self.held = Some(frame);
+                        self.held = Some(Box::new(frame));
                         break;
                     }
                     Ok(Some(Frame::Method {

@@ -350,7 +350,7 @@ async fn connection_churn(url: String, addr: std::net::SocketAddr, load: Arc<Loa
     while load.running() {
         tick.tick().await;
         i += 1;
-        if i % 2 == 0 {
+        if i.is_multiple_of(2) {
             let raw = RawConn::open(addr).await;
             drop(raw);
         } else {
