@@ -9,6 +9,7 @@
 #   - Debian's chromium, which the browser tests of the management UI drive
 #     (tests/compat/node/ui_e2e.js)
 #   - Debian's etcd-server: the clustering tests start private etcd servers
+#   - Debian's fuse3: the power-loss test mounts a FUSE filesystem
 # Installs nothing of the broker itself.
 set -euo pipefail
 
@@ -43,6 +44,11 @@ else
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$REQ"
     cp "$REQ" "$STAMP"
     log "python venv ready ($VENV)"
+fi
+
+# --- FUSE (the power-loss test's filesystem) --------------------------------
+if ! command -v fusermount3 >/dev/null 2>&1; then
+    apt_install fuse3
 fi
 
 # --- Node packages -------------------------------------------------------

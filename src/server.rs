@@ -519,6 +519,7 @@ pub fn store_settings(main: &crate::config::MainConfig) -> StoreSettings {
     StoreSettings {
         segment_size: main.segment_size,
         sync: main.sync,
+        sync_method: main.sync_method,
         free_disk_min: main.free_disk_min,
         free_disk_warn: main.free_disk_warn,
         max_deleted_definitions: Arc::new(std::sync::atomic::AtomicUsize::new(main.max_deleted_definitions)),

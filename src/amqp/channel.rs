@@ -235,15 +235,18 @@ impl Channel {
         }
     }
 
-    /// [`Self::reply`] for a definition change: clustered, held until the
-    /// change is replicated (see [`super::replicated_reply`]).
-    fn reply_replicated(&self, info: &ConnInfo, nowait: bool, method: Method) {
+    /// [`Self::reply`] for a definition change: held until the change is
+    /// synced (when it wrote the definitions log, which `changes_before`, the
+    /// vhost's count read before the change, tells) or, clustered, replicated
+    /// (see [`super::durable_reply`]).
+    fn reply_durable(&self, info: &ConnInfo, nowait: bool, changes_before: u64, method: Method) {
         if nowait {
             return;
         }
-        if super::replicated_reply::needed() {
-            let sync = &info.ctx.broker.sync;
-            super::replicated_reply::send_when_replicated(sync, &self.shared.outbox, self.number(), method);
+        let sync = &info.ctx.broker.sync;
+        let wrote = info.vhost.definition_changes() != changes_before;
+        if super::durable_reply::replicated() || (wrote && sync.enabled()) {
+            super::durable_reply::send_when_durable(sync, &self.shared.outbox, self.number(), method);
         } else {
             self.send(&method);
         }
@@ -267,6 +270,7 @@ impl Channel {
 
     fn dispatch(&mut self, info: &ConnInfo, method: Method) -> AmqpResult {
         let vhost = &info.vhost;
+        let changes_before = vhost.definition_changes();
         match method {
             Method::ChannelFlow { active } => {
                 self.shared.flow.store(active, Ordering::Release);
@@ -307,7 +311,7 @@ impl Channel {
                     }
                 }
                 vhost.declare_exchange(&exchange, &kind, &opts, arguments)?;
-                self.reply_replicated(info, nowait, Method::ExchangeDeclareOk);
+                self.reply_durable(info, nowait, changes_before, Method::ExchangeDeclareOk);
             }
             Method::ExchangeDelete {
                 exchange,
@@ -316,7 +320,7 @@ impl Channel {
             } => {
                 info.check(Access::Configure, "exchange", &exchange)?;
                 vhost.delete_exchange(&exchange, if_unused)?;
-                self.reply_replicated(info, nowait, Method::ExchangeDeleteOk);
+                self.reply_durable(info, nowait, changes_before, Method::ExchangeDeleteOk);
             }
             Method::ExchangeBind {
                 destination,
@@ -329,7 +333,7 @@ impl Channel {
                 info.check(Access::Read, "exchange", &source)?;
                 info.check_topic(TopicAccess::Read, &source, &routing_key)?;
                 vhost.bind_exchange(&destination, &source, &routing_key, arguments)?;
-                self.reply_replicated(info, nowait, Method::ExchangeBindOk);
+                self.reply_durable(info, nowait, changes_before, Method::ExchangeBindOk);
             }
             Method::ExchangeUnbind {
                 destination,
@@ -342,7 +346,7 @@ impl Channel {
                 info.check(Access::Read, "exchange", &source)?;
                 info.check_topic(TopicAccess::Read, &source, &routing_key)?;
                 vhost.unbind_exchange(&destination, &source, &routing_key, &arguments)?;
-                self.reply_replicated(info, nowait, Method::ExchangeUnbindOk);
+                self.reply_durable(info, nowait, changes_before, Method::ExchangeUnbindOk);
             }
             Method::QueueDeclare {
                 queue,
@@ -395,9 +399,10 @@ impl Channel {
                     return Err(e.into());
                 }
                 self.last_queue = d.name.clone();
-                self.reply_replicated(
+                self.reply_durable(
                     info,
                     nowait,
+                    changes_before,
                     Method::QueueDeclareOk {
                         queue: ShortStr::from(d.name),
                         message_count: d.message_count,
@@ -417,7 +422,7 @@ impl Channel {
                 info.check(Access::Read, "exchange", &exchange)?;
                 info.check_topic(TopicAccess::Read, &exchange, &routing_key)?;
                 vhost.bind_queue(q, &exchange, &routing_key, arguments, Some(info.id))?;
-                self.reply_replicated(info, nowait, Method::QueueBindOk);
+                self.reply_durable(info, nowait, changes_before, Method::QueueBindOk);
             }
             Method::QueueUnbind {
                 queue,
@@ -430,15 +435,16 @@ impl Channel {
                 info.check(Access::Read, "exchange", &exchange)?;
                 info.check_topic(TopicAccess::Read, &exchange, &routing_key)?;
                 vhost.unbind_queue(q, &exchange, &routing_key, &arguments, info.id)?;
-                self.reply_replicated(info, false, Method::QueueUnbindOk);
+                self.reply_durable(info, false, changes_before, Method::QueueUnbindOk);
             }
             Method::QueuePurge { queue, nowait } => {
                 let q = self.queue_name(&queue)?;
                 info.check(Access::Read, "queue", q)?;
                 let n = vhost.purge_queue(q, info.id)?;
-                self.reply_replicated(
+                self.reply_durable(
                     info,
                     nowait,
+                    changes_before,
                     Method::QueuePurgeOk {
                         message_count: n as u32,
                     },
@@ -453,9 +459,10 @@ impl Channel {
                 let q = self.queue_name(&queue)?;
                 info.check(Access::Configure, "queue", q)?;
                 let n = vhost.delete_queue(q, if_unused, if_empty, Some(info.id))?;
-                self.reply_replicated(
+                self.reply_durable(
                     info,
                     nowait,
+                    changes_before,
                     Method::QueueDeleteOk {
                         message_count: n as u32,
                     },

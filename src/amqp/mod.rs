@@ -6,11 +6,11 @@ pub mod codec;
 pub mod connection;
 pub mod consumer;
 pub mod context;
+pub mod durable_reply;
 pub mod error;
 pub mod handshake;
 pub mod listener;
 pub mod publish;
-pub mod replicated_reply;
 pub mod unacked;
 
 pub use context::{AmqpContext, AmqpSettings};

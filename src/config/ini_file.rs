@@ -256,6 +256,10 @@ fn apply_main(config: &mut Config, e: &Entry<'_>, warnings: &mut Vec<String>) ->
         "tcp_send_buffer_size" => m.tcp_send_buffer_size = e.opt_int()?,
         "segment_size" => m.segment_size = e.int()?,
         "sync" => m.sync = e.bool()?,
+        "sync_method" => {
+            m.sync_method = crate::store::SyncMethod::parse(e.value)
+                .ok_or_else(|| e.invalid(crate::store::sync_method::SYNC_METHOD_EXPECTED))?;
+        }
         "free_disk_min" => m.free_disk_min = e.int()?,
         "free_disk_warn" => m.free_disk_warn = e.int()?,
         "vm_memory_high_watermark" | "vm_memory_high_watermark.relative" => {

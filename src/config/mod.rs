@@ -138,6 +138,10 @@ pub struct MainConfig {
     pub segment_size: u64,
     /// fsync writes to disk (`sync`, `--no-sync`, `LAVINMQ_SYNC`).
     pub sync: bool,
+    /// How the data is synced (`sync_method`): one `syncfs` of the data
+    /// directory's filesystem (the default), or an fsync of each file, for
+    /// filesystems that do not pass `syncfs` on (FUSE, some network ones).
+    pub sync_method: crate::store::SyncMethod,
     /// Stop accepting publishes below this many free bytes (`free_disk_min`).
     pub free_disk_min: u64,
     /// Warn below this many free bytes (`free_disk_warn`).
@@ -334,6 +338,7 @@ impl Default for MainConfig {
             tcp_send_buffer_size: None,
             segment_size: 8 * 1024 * 1024,
             sync: true,
+            sync_method: crate::store::SyncMethod::Filesystem,
             free_disk_min: 0,
             free_disk_warn: 0,
             vm_memory_high_watermark: crate::core::memory::Watermark::default(),

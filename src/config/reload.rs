@@ -94,6 +94,7 @@ impl Config {
             main.tcp_send_buffer_size,
             main.segment_size,
             main.sync,
+            main.sync_method,
             main.load_definitions,
             main.convert_lavinmq_data_dir,
             main.consumer_timeout_loop_interval,

@@ -145,6 +145,7 @@ tcp_recv_buffer_size = 65536
 tcp_send_buffer_size = 131072
 segment_size = 1048576
 sync = false
+sync_method = fsync
 free_disk_min = 100
 free_disk_warn = 200
 log_exchange = on
@@ -212,6 +213,7 @@ unix_path = /run/http.sock
         (Some(65536), Some(131072))
     );
     assert!(!m.sync && !m.default_user_only_loopback && !m.data_dir_lock);
+    assert_eq!(m.sync_method, crate::store::SyncMethod::EachFile);
     assert_eq!(m.socket_buffer_size, 4096);
     assert_eq!(m.segment_size, 1_048_576);
     assert_eq!((m.free_disk_min, m.free_disk_warn), (100, 200));
@@ -979,6 +981,7 @@ fn example_ini_documents_every_main_and_amqp_key_with_its_default() {
         "tcp_nodelay",
         "segment_size",
         "sync",
+        "sync_method",
         "free_disk_min",
         "free_disk_warn",
         "vm_memory_high_watermark",

@@ -95,7 +95,7 @@ impl Broker {
             alarms.clone(),
         );
         let memory = MemoryMonitor::new(alarms.clone());
-        let sync = GroupSync::start(data_dir, settings.sync)
+        let sync = GroupSync::start(data_dir, settings.sync.then_some(settings.sync_method))
             .map_err(|e| Error::Internal(format!("cannot start the sync thread: {e}")))?;
         let broker = Broker {
             data_dir: data_dir.to_path_buf(),

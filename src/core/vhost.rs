@@ -32,6 +32,8 @@ pub struct StoreSettings {
     pub segment_size: u64,
     /// Whether definition changes are synced to disk.
     pub sync: bool,
+    /// How the group commit syncs (`sync_method`).
+    pub sync_method: crate::store::SyncMethod,
     /// Publishers are blocked when free disk space falls below this or 3
     /// segments, whichever is more (`free_disk_min`).
     pub free_disk_min: u64,
@@ -52,6 +54,7 @@ impl Default for StoreSettings {
         StoreSettings {
             segment_size: 8 * 1024 * 1024,
             sync: true,
+            sync_method: Default::default(),
             free_disk_min: 0,
             free_disk_warn: 0,
             max_deleted_definitions: Arc::new(std::sync::atomic::AtomicUsize::new(8192)),
@@ -83,6 +86,9 @@ pub struct VHost {
     queues: RwLock<HashMap<String, Arc<Queue>>>,
     /// The log of durable definition changes (absent while replaying it).
     definitions: Mutex<Option<DefinitionsLog>>,
+    /// Changes written to the definitions log since the vhost opened: a reply
+    /// that follows a change waits for the sync that covers it.
+    definition_changes: std::sync::atomic::AtomicU64,
     /// Serialises queue creation, so that two connections declaring the same new
     /// queue at once create it once.
     declare_lock: Mutex<()>,
@@ -289,6 +295,7 @@ impl VHost {
             exchanges: RwLock::default(),
             queues: RwLock::default(),
             definitions: Mutex::new(None),
+            definition_changes: std::sync::atomic::AtomicU64::new(0),
             declare_lock: Mutex::new(()),
             policies: RwLock::default(),
             operator_policies: RwLock::default(),
@@ -429,14 +436,27 @@ impl VHost {
         }
     }
 
-    /// Records a change of the durable definitions, synced before it returns.
+    /// Records a change of the durable definitions in their log (synced by
+    /// the next group commit) and counts it in [`Self::definition_changes`].
     fn log_change(&self, line: serde_json::Value) -> Result<()> {
         match self.definitions.lock().as_mut() {
-            Some(log) => log
-                .append(&line)
-                .map_err(|e| Error::Internal(format!("cannot write definitions of vhost '{}': {e}", self.name))),
+            Some(log) => {
+                log.append(&line)
+                    .map_err(|e| Error::Internal(format!("cannot write definitions of vhost '{}': {e}", self.name)))?;
+                self.definition_changes
+                    .fetch_add(1, std::sync::atomic::Ordering::Release);
+                Ok(())
+            }
             None => Ok(()),
         }
+    }
+
+    /// How many changes the definitions log has taken since the vhost opened.
+    /// A protocol adapter reads it before and after a change: when it moved,
+    /// the change's reply waits for the group commit, so that a client that
+    /// saw `declare-ok` finds its queue after a power loss.
+    pub fn definition_changes(&self) -> u64 {
+        self.definition_changes.load(std::sync::atomic::Ordering::Acquire)
     }
 
     fn open_queue(&self, spec: QueueSpec, dir: &Path) -> Result<Arc<Queue>> {
@@ -1425,4 +1445,35 @@ fn resolve_type(kind: &str, arguments: &FieldTable) -> Result<(ExchangeKind, boo
     };
     let delayed = arguments.get("x-delayed-exchange").and_then(|v| v.as_bool()) == Some(true);
     Ok((parsed, delayed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_changes_written_to_the_definitions_log_are_counted() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let vhost = VHost::open("counted", dir.path(), StoreSettings::default()).expect("open");
+        let durable = QueueOptions {
+            durable: true,
+            ..Default::default()
+        };
+        let before = vhost.definition_changes();
+        vhost
+            .declare_queue("transient", &QueueOptions::default(), FieldTable::default(), 1)
+            .expect("declare");
+        assert_eq!(vhost.definition_changes(), before, "a transient queue is not logged");
+        vhost
+            .declare_queue("kept", &durable, FieldTable::default(), 1)
+            .expect("declare");
+        let declared = vhost.definition_changes();
+        assert!(declared > before, "a durable queue is logged");
+        vhost
+            .declare_queue("kept", &durable, FieldTable::default(), 1)
+            .expect("redeclare");
+        assert_eq!(vhost.definition_changes(), declared, "a redeclaration writes nothing");
+        vhost.delete_queue("kept", false, false, None).expect("delete");
+        assert!(vhost.definition_changes() > declared, "a deletion is logged");
+    }
 }

@@ -1,5 +1,6 @@
-//! Group commit: one thread syncs the data directory's filesystem (`syncfs`) and
-//! then tells everyone who waited for it. Requests that arrive while a sync runs
+//! Group commit: one thread syncs the data directory (one `syncfs` of its
+//! filesystem, or an fsync of each file: see [`super::sync_method`]) and then
+//! tells everyone who waited for it. Requests that arrive while a sync runs
 //! ride on the next one, so under load thousands of confirms share one sync, and
 //! a lone publisher waits for exactly one sync, never for a timer.
 //!
@@ -8,12 +9,14 @@
 //! [`super::replication`]) before it tells anyone.
 
 use std::fs::File;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
+
+use super::SyncMethod;
 
 /// Someone waiting for data to be on disk: told once it is (or that it failed).
 pub trait SyncWaiter: Send + Sync {
@@ -28,9 +31,10 @@ const BACKGROUND_INTERVAL: Duration = Duration::from_secs(1);
 
 struct Inner {
     dir: File,
-    /// False with `sync = false`: waiters are then told without a sync (but,
+    path: PathBuf,
+    /// `None` with `sync = false`: waiters are then told without a sync (but,
     /// clustered, still only once the followers hold the data).
-    syncfs: bool,
+    method: Option<SyncMethod>,
     pending: Mutex<Vec<(Arc<dyn SyncWaiter>, u64)>>,
     wake: Condvar,
     stop: AtomicBool,
@@ -43,11 +47,12 @@ pub struct GroupSync {
 }
 
 impl GroupSync {
-    /// Starts the sync thread for `data_dir`; with `enabled == false` nothing is
-    /// ever synced and waiters are told at once.
-    pub fn start(data_dir: &Path, enabled: bool) -> std::io::Result<Self> {
+    /// Starts the sync thread for `data_dir`, syncing with `method`; with
+    /// `None` (`sync = false`) nothing is ever synced and waiters are told at
+    /// once.
+    pub fn start(data_dir: &Path, method: Option<SyncMethod>) -> std::io::Result<Self> {
         let replicated = super::replication::sink().is_some();
-        if !enabled && !replicated {
+        if method.is_none() && !replicated {
             return Ok(GroupSync {
                 inner: None,
                 thread: Mutex::new(None),
@@ -55,7 +60,8 @@ impl GroupSync {
         }
         let inner = Arc::new(Inner {
             dir: File::open(data_dir)?,
-            syncfs: enabled,
+            path: data_dir.to_path_buf(),
+            method,
             pending: Mutex::new(Vec::new()),
             wake: Condvar::new(),
             stop: AtomicBool::new(false),
@@ -72,7 +78,7 @@ impl GroupSync {
 
     /// True when syncing is on (`sync = true`).
     pub fn enabled(&self) -> bool {
-        self.inner.as_ref().is_some_and(|i| i.syncfs)
+        self.inner.as_ref().is_some_and(|i| i.method.is_some())
     }
 
     /// Asks to be told once everything written so far is on disk. Successive
@@ -128,15 +134,15 @@ impl Drop for GroupSync {
 fn sync_and_replicate(inner: &Inner) -> bool {
     let sink = super::replication::sink();
     let mark = sink.map(|s| s.mark());
-    let synced = match inner.syncfs {
-        true => match rustix::fs::syncfs(&inner.dir) {
+    let synced = match inner.method {
+        Some(method) => match method.sync(&inner.dir, &inner.path) {
             Ok(()) => true,
             Err(e) => {
                 tracing::error!("syncing the data directory failed: {e}");
                 false
             }
         },
-        false => true,
+        None => true,
     };
     match (sink, mark) {
         (Some(sink), Some(mark)) => synced && sink.wait_replicated(mark),
@@ -186,7 +192,7 @@ mod tests {
     #[test]
     fn waiters_are_told_after_a_sync() {
         let dir = tempfile::tempdir().unwrap();
-        let sync = GroupSync::start(dir.path(), true).unwrap();
+        let sync = GroupSync::start(dir.path(), Some(SyncMethod::Filesystem)).unwrap();
         let r = Arc::new(Recorder(AtomicU64::new(0)));
         let w: Arc<dyn SyncWaiter> = r.clone();
         for t in 1..=100 {

@@ -75,11 +75,11 @@ impl JsonLog {
         Ok(())
     }
 
-    /// Stops syncing every append: the data directory's group commit (which
-    /// syncs the whole file system) makes appends durable within its interval,
-    /// and before any confirm that follows them. Appends still reach the file
-    /// at once, so a broker crash loses nothing; only a power loss can take the
-    /// last interval's changes, as with RabbitMQ's Mnesia.
+    /// Stops syncing every append: the data directory's group commit makes
+    /// appends durable within its interval, and before any confirm or reply
+    /// that waits for it (a definition change's `-ok` does). Appends still
+    /// reach the file at once, so a broker crash loses nothing; a power loss
+    /// can take only changes that no client was told of.
     pub fn synced_by_group_commit(mut self) -> Self {
         self.sync = false;
         self

@@ -11,7 +11,9 @@ pub mod record;
 pub mod replication;
 pub mod segment;
 pub mod stream_store;
+pub mod sync_method;
 
 pub use group_sync::{GroupSync, SyncWaiter};
 pub use message_store::{MessageStore, SegPos};
 pub use queue_store::QueueStore;
+pub use sync_method::SyncMethod;

@@ -1,8 +1,10 @@
-//! Clustered, the `-ok` of a definition change (declare, delete, bind, unbind,
-//! purge) is sent only once the change is synced and held by every in-sync
-//! follower, as a publisher confirm is: a client that saw `declare-ok` finds
-//! its queue after a failover. Without clustering the reply goes out at once,
-//! as before (the definitions log is covered by the group commit).
+//! The `-ok` of a definition change (declare, delete, bind, unbind) that
+//! wrote the definitions log is sent only once the group commit has synced
+//! it, as a publisher confirm is: a client that saw `declare-ok` finds its
+//! queue after a power loss. Clustered, every such reply (purge too) also
+//! waits until every in-sync follower holds the change, so that the client
+//! finds it after a failover. Changes that wrote nothing (a transient queue,
+//! a redeclaration) and `sync = false` without clustering answer at once.
 
 use std::sync::Arc;
 
@@ -12,7 +14,8 @@ use super::codec::{Method, write_method};
 use crate::store::{GroupSync, SyncWaiter};
 use crate::transport::outbox::Outbox;
 
-/// A reply held until the group commit (and replication) covers the change.
+/// A reply held until the group commit (and, clustered, replication) covers
+/// the change.
 struct HeldReply {
     outbox: Arc<Outbox>,
     channel: u16,
@@ -40,12 +43,12 @@ impl SyncWaiter for HeldReply {
 }
 
 /// True when replies must wait for replication (a clustered leader).
-pub fn needed() -> bool {
+pub fn replicated() -> bool {
     crate::store::replication::sink().is_some()
 }
 
 /// Sends `method` on `channel` once `sync` has covered everything written so far.
-pub fn send_when_replicated(sync: &GroupSync, outbox: &Arc<Outbox>, channel: u16, method: Method) {
+pub fn send_when_durable(sync: &GroupSync, outbox: &Arc<Outbox>, channel: u16, method: Method) {
     let waiter: Arc<dyn SyncWaiter> = Arc::new(HeldReply {
         outbox: outbox.clone(),
         channel,
