@@ -161,8 +161,10 @@ fn run(inner: &Inner) {
             std::mem::swap(&mut *pending, &mut batch);
         }
         let ok = sync_and_replicate(inner);
-        // Answer each waiter once, with its newest token (the last one registered).
-        for i in (0..batch.len()).rev() {
+        // Answer each waiter once, with its newest token (the last one
+        // registered), in the order of those last registrations: a reply held
+        // for a definition change goes out before a confirm registered after it.
+        for i in 0..batch.len() {
             let (w, token) = &batch[i];
             if !batch[i + 1..].iter().any(|(other, _)| Arc::ptr_eq(other, w)) {
                 w.synced(*token, ok);
