@@ -145,3 +145,45 @@ for i in range(4):
 acks = struct.pack("<I", positions[1])
 seed("segment_recovery", "segment", struct.pack("<H", len(segment)) + segment + acks)
 seed("segment_recovery", "torn", struct.pack("<H", len(segment) - 5) + segment[:-5])
+
+
+def ws_frame(payload, opcode=2, fin=True, mask=b"\x00\x00\x00\x00"):
+    """A client's WebSocket frame (clients mask theirs)."""
+    n = len(payload)
+    if n < 126:
+        length = bytes([0x80 | n])
+    elif n < 65536:
+        length = bytes([0x80 | 126]) + struct.pack(">H", n)
+    else:
+        length = bytes([0x80 | 127]) + struct.pack(">Q", n)
+    masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+    return bytes([(0x80 if fin else 0) | opcode]) + length + mask + masked
+
+
+amqp_login = [b"AMQP\x00\x00\x09\x01", start_ok, method(0, 10, 31, struct.pack(">HIH", 0, 131072, 0)), method(0, 10, 40, shortstr("/") + b"\x00\x00")]
+amqp_work = [
+    method(1, 20, 10, shortstr("")),
+    method(1, 50, 10, b"\x00\x00" + shortstr("") + b"\x0c" + table([])),
+    method(1, 60, 40, b"\x00\x00" + shortstr("") + shortstr("q") + b"\x00"),
+    header(1, 5, PROPS),
+    body(1, b"hello"),
+    method(0, 10, 50, struct.pack(">H", 200) + shortstr("") + struct.pack(">HH", 0, 0)),
+]
+close_frame = ws_frame(struct.pack(">H", 1000), opcode=8)
+# The first byte picks the path: even "/" (AMQP), odd "/mqtt".
+seed("websocket_adapter", "amqp_whole", b"\x00" + ws_frame(b"".join(amqp_login + amqp_work)))
+seed("websocket_adapter", "amqp_frame_per_message", b"\x00" + b"".join(ws_frame(f) for f in amqp_login + amqp_work))
+first, rest = b"".join(amqp_login)[:20], b"".join(amqp_login)[20:]
+seed("websocket_adapter", "amqp_fragmented_ping", b"\x00" + ws_frame(first, fin=False) + ws_frame(b"p", opcode=9) + ws_frame(rest, opcode=0) + close_frame)
+seed("websocket_adapter", "amqp_text_masked", b"\x00" + ws_frame(b"".join(amqp_login), opcode=1, mask=b"\x12\x34\x56\x78"))
+mqtt_session = [
+    packet(0x10, mstr("MQTT") + b"\x04\x02" + struct.pack(">H", 0) + mstr("fuzz")),
+    packet(0x82, b"\x00\x01" + mstr("a/b") + b"\x01"),
+    packet(0x32, mstr("a/b") + b"\x00\x02" + b"hi"),
+    b"\xc0\x00",
+    b"\xe0\x00",
+]
+seed("websocket_adapter", "mqtt_whole", b"\x01" + ws_frame(b"".join(mqtt_session)))
+seed("websocket_adapter", "mqtt_packet_per_message", b"\x01" + b"".join(ws_frame(p) for p in mqtt_session))
+seed("websocket_adapter", "mqtt_split_close", b"\x01" + ws_frame(mqtt_session[0][:5]) + ws_frame(mqtt_session[0][5:] + mqtt_session[1]) + close_frame)
+seed("websocket_adapter", "unmasked", b"\x01" + bytes([0x82, len(mqtt_session[0])]) + mqtt_session[0])

@@ -180,9 +180,9 @@ async fn authenticate(ctx: &AmqpContext, mechanism: &str, response: &Bytes, peer
         let user = ctx
             .broker
             .users
-            .get(cn)
+            .shared(cn)
             .ok_or_else(|| format!("no user '{cn}' for the client certificate's common name"))?;
-        return Ok(Identity::Local(Box::new(user)));
+        return Ok(Identity::Local(user));
     }
     let Some((username, password)) = credentials(mechanism, response) else {
         return Err(format!("unsupported mechanism or malformed response ({mechanism})"));
@@ -374,8 +374,7 @@ where
         peer: peer.addr,
         local: peer.local,
         auth_mechanism: mechanism.to_string(),
-        // Kept for the connection's life: not as slices of the read buffer.
-        client_properties: client_properties.compacted(),
+        client_properties: crate::wire::PackedTable::from(&client_properties),
         frame_max,
         channel_max,
         heartbeat,

@@ -66,7 +66,7 @@ pub enum Identity {
     /// A user of the local store, as it was at login. Its permissions are
     /// read from the store when needed, so that changes reach open
     /// connections.
-    Local(Box<User>),
+    Local(Arc<User>),
     /// The bearer of an access token: the token's scopes are its rights
     /// until it expires or the client presents a fresh one.
     Token(Arc<TokenUser>),

@@ -130,7 +130,7 @@ impl Authenticator {
             match backend {
                 Backend::Local => {
                     if let Some(u) = users.authenticate(user, password) {
-                        return Ok(Identity::Local(Box::new(u)));
+                        return Ok(Identity::Local(u));
                     }
                 }
                 Backend::OAuth(v) if oauth::looks_like_token(password) => match v.verify(password).await {

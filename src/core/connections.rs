@@ -10,7 +10,7 @@ use parking_lot::{Mutex, RwLock};
 use rustc_hash::FxHashMap;
 use tokio_util::sync::CancellationToken;
 
-use super::FieldTable;
+use super::PackedTable;
 use super::stats::{ChannelCounters, ChurnCounters, Counter, Rates};
 
 /// What a connection told the broker when it opened; fixed for its lifetime.
@@ -30,8 +30,9 @@ pub struct ConnectionInfo {
     pub local: SocketAddr,
     /// Authentication mechanism used (`PLAIN`, ...).
     pub auth_mechanism: String,
-    /// Properties the client announced (product, version, capabilities, ...).
-    pub client_properties: FieldTable,
+    /// Properties the client announced (product, version, capabilities, ...),
+    /// packed: they are read only when the management API lists connections.
+    pub client_properties: PackedTable,
     /// Negotiated frame size limit.
     pub frame_max: u32,
     /// Negotiated channel limit.

@@ -37,5 +37,5 @@ pub mod topic_permissions;
 pub mod user;
 pub mod vhost;
 
-pub use crate::wire::{BasicProperties, FieldTable, FieldValue, ShortStr};
+pub use crate::wire::{BasicProperties, FieldTable, FieldValue, PackedTable, ShortStr};
 pub use error::{Error, Result};

@@ -179,6 +179,10 @@ impl ChurnCounters {
 }
 
 /// Per-second rates of a set of named counters, from the last two samples.
+///
+/// Every connection, channel and queue has one, so an idle one keeps
+/// nothing: while all its counters are zero there are no entries, and the
+/// entries of a busy one are updated in place.
 #[derive(Debug, Default)]
 pub struct Rates {
     inner: Mutex<RatesInner>,
@@ -186,9 +190,19 @@ pub struct Rates {
 
 #[derive(Debug, Default)]
 struct RatesInner {
+    /// When the last sample was taken.
     at: Option<Instant>,
-    last: Vec<(&'static str, u64)>,
-    rates: Vec<(&'static str, f64)>,
+    /// Each counter at the last sample and its rate; empty while every
+    /// counter sampled so far was zero.
+    entries: Vec<RateEntry>,
+}
+
+/// One counter's last value and rate.
+#[derive(Debug, Clone, Copy)]
+struct RateEntry {
+    name: &'static str,
+    last: u64,
+    rate: f64,
 }
 
 impl Rates {
@@ -197,27 +211,48 @@ impl Rates {
     pub fn sample(&self, now: Instant, values: &[(&'static str, u64)]) {
         let mut r = self.inner.lock();
         let elapsed = r.at.map(|at| now.saturating_duration_since(at).as_secs_f64());
-        let rates = values
+        let first = r.at.is_none();
+        r.at = Some(now);
+        if r.entries.is_empty() && values.iter().all(|&(_, v)| v == 0) {
+            return;
+        }
+        let rate = |before: Option<u64>, v: u64| match (elapsed, before) {
+            (Some(secs), Some(b)) if secs > 0.0 => v.saturating_sub(b) as f64 / secs,
+            _ => 0.0,
+        };
+        let same_names =
+            r.entries.len() == values.len() && r.entries.iter().zip(values).all(|(e, (n, _))| e.name == *n);
+        if same_names {
+            for (e, &(_, v)) in r.entries.iter_mut().zip(values) {
+                e.rate = rate(Some(e.last), v);
+                e.last = v;
+            }
+            return;
+        }
+        // The first non-zero sample (counters absent before were zero, unless
+        // this is the very first sample), or a different set of counters.
+        let entries = values
             .iter()
             .map(|&(name, v)| {
-                let before = r.last.iter().find(|(n, _)| *n == name).map(|&(_, v)| v);
-                let rate = match (elapsed, before) {
-                    (Some(secs), Some(b)) if secs > 0.0 => v.saturating_sub(b) as f64 / secs,
-                    _ => 0.0,
+                let before = match r.entries.iter().find(|e| e.name == name) {
+                    Some(e) => Some(e.last),
+                    None if first => None,
+                    None => Some(0),
                 };
-                (name, rate)
+                RateEntry {
+                    name,
+                    last: v,
+                    rate: rate(before, v),
+                }
             })
             .collect();
-        r.rates = rates;
-        r.last.clear();
-        r.last.extend_from_slice(values);
-        r.at = Some(now);
+        r.entries = entries;
     }
 
     /// The rate of counter `name` (0 before two samples).
     pub fn rate(&self, name: &str) -> f64 {
         let r = self.inner.lock();
-        r.rates.iter().find(|(n, _)| *n == name).map_or(0.0, |&(_, v)| v)
+        r.entries.iter().find(|e| e.name == name).map_or(0.0, |e| e.rate)
     }
 }
 
@@ -237,6 +272,23 @@ mod tests {
         assert_eq!(r.rate("deliver"), 0.0);
         r.sample(t0 + Duration::from_secs(4), &[("publish", 30)]);
         assert_eq!(r.rate("publish"), 0.0);
+    }
+
+    #[test]
+    fn idle_counters_keep_no_entries_until_they_move() {
+        let r = Rates::default();
+        let t0 = Instant::now();
+        r.sample(t0, &[("publish", 0), ("ack", 0)]);
+        r.sample(t0 + Duration::from_secs(1), &[("publish", 0), ("ack", 0)]);
+        assert!(r.inner.lock().entries.is_empty());
+        // Zero at the previous sample, 6 two seconds later.
+        r.sample(t0 + Duration::from_secs(3), &[("publish", 6), ("ack", 0)]);
+        assert_eq!(r.rate("publish"), 3.0);
+        assert_eq!(r.rate("ack"), 0.0);
+        r.sample(t0 + Duration::from_secs(4), &[("publish", 6), ("ack", 2)]);
+        assert_eq!(r.rate("publish"), 0.0);
+        assert_eq!(r.rate("ack"), 2.0);
+        assert_eq!(r.inner.lock().entries.len(), 2);
     }
 
     #[test]

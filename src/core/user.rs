@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
@@ -129,7 +130,9 @@ pub fn checked_hash(hash: &str, algorithm: Option<&str>) -> std::result::Result<
 pub struct UserStore {
     path: PathBuf,
     sync: bool,
-    users: RwLock<HashMap<String, User>>,
+    /// Shared with the connections logged in as each user (a change replaces
+    /// the user here; open connections keep the one they logged in as).
+    users: RwLock<HashMap<String, Arc<User>>>,
     /// Counts changes, so that open connections notice changed permissions.
     generation: std::sync::atomic::AtomicU64,
     /// Passwords recently found right against a bcrypt hash, by user: the hash
@@ -145,7 +148,7 @@ impl UserStore {
             Some(v) => serde_json::from_value::<Vec<User>>(v)
                 .map_err(|e| Error::Internal(format!("cannot parse {}: {e}", path.display())))?
                 .into_iter()
-                .map(|u| (u.name.clone(), u))
+                .map(|u| (u.name.clone(), Arc::new(u)))
                 .collect(),
             None => HashMap::new(),
         };
@@ -173,7 +176,7 @@ impl UserStore {
                 topic_permissions: HashMap::new(),
                 limits: UserLimits::default(),
             };
-            store.users.write().insert(user.name.clone(), user);
+            store.users.write().insert(user.name.clone(), Arc::new(user));
             store.save()?;
         }
         Ok(store)
@@ -211,14 +214,17 @@ impl UserStore {
 
     fn save(&self) -> Result<()> {
         self.generation.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-        let list: Vec<User> = self.users.read().values().cloned().collect();
-        let v = serde_json::to_value(list).map_err(|e| Error::Internal(e.to_string()))?;
+        let v = {
+            let users = self.users.read();
+            let list: Vec<&User> = users.values().map(|u| &**u).collect();
+            serde_json::to_value(list).map_err(|e| Error::Internal(e.to_string()))?
+        };
         definitions::write_json(&self.path, &v, self.sync).map_err(Error::from)
     }
 
     /// The user if the password is right. The hash is checked outside the
     /// lock, since a bcrypt check can take a while.
-    pub fn authenticate(&self, name: &str, password: &str) -> Option<User> {
+    pub fn authenticate(&self, name: &str, password: &str) -> Option<Arc<User>> {
         let u = self.users.read().get(name)?.clone();
         if !u.password_hash.starts_with("$2") {
             return verify_password(&u.password_hash, &u.hashing_algorithm, password).then_some(u);
@@ -244,20 +250,26 @@ impl UserStore {
         self.users.read().get(name).map(|u| u.limits).unwrap_or_default()
     }
 
-    /// Looks a user up.
+    /// Looks a user up, for changing it.
     pub fn get(&self, name: &str) -> Option<User> {
+        self.users.read().get(name).map(|u| User::clone(u))
+    }
+
+    /// Looks a user up, shared: what a connection keeps of the user it
+    /// logged in as (one copy for all of them).
+    pub fn shared(&self, name: &str) -> Option<Arc<User>> {
         self.users.read().get(name).cloned()
     }
 
     /// Creates or replaces a user.
     pub fn put(&self, user: User) -> Result<()> {
-        self.users.write().insert(user.name.clone(), user);
+        self.users.write().insert(user.name.clone(), Arc::new(user));
         self.save()
     }
 
     /// Every user, sorted by name.
     pub fn list(&self) -> Vec<User> {
-        let mut all: Vec<User> = self.users.read().values().cloned().collect();
+        let mut all: Vec<User> = self.users.read().values().map(|u| User::clone(u)).collect();
         all.sort_by(|a, b| a.name.cmp(&b.name));
         all
     }
@@ -274,7 +286,7 @@ impl UserStore {
     /// Changes a user in place; false if there is none of that name.
     pub fn update(&self, name: &str, f: impl FnOnce(&mut User)) -> Result<bool> {
         match self.users.write().get_mut(name) {
-            Some(u) => f(u),
+            Some(u) => f(Arc::make_mut(u)),
             None => return Ok(false),
         }
         self.save()?;

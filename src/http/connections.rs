@@ -17,7 +17,7 @@ use crate::core::table_json::table_to_json;
 
 fn connection_json(c: &ConnectionEntry) -> Value {
     let i = &c.info;
-    let client_properties = table_to_json(&i.client_properties);
+    let client_properties = table_to_json(&i.client_properties.unpack());
     let mut out = json!({"name": c.name, "user": c.info.user, "vhost": c.info.vhost, "protocol": c.info.protocol,
            "node": super::overview::NODE, "connected_at": c.connected_at, "channels": c.channel_count(),
            "state": "running", "type": "network", "ssl": i.tls.is_some(), "auth_mechanism": i.auth_mechanism,

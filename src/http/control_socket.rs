@@ -39,7 +39,7 @@ impl ControlSocket {
     pub fn authed(&self, headers: &HeaderMap, state: &HttpState) -> Result<Authed, ApiError> {
         let Some(value) = headers.get(header::AUTHORIZATION) else {
             return Ok(Authed(
-                Identity::Local(Box::new(synthetic_admin(&self.default_user))),
+                Identity::Local(Arc::new(synthetic_admin(&self.default_user))),
                 Trust::ControlSocket,
             ));
         };
@@ -51,9 +51,9 @@ impl ControlSocket {
             .authenticate(&name, &password)
             .ok_or_else(login_failed)?;
         if !user.tags.iter().any(|t| t == "administrator") {
-            user.tags.push("administrator".into());
+            Arc::make_mut(&mut user).tags.push("administrator".into());
         }
-        Ok(Authed(Identity::Local(Box::new(user)), Trust::ControlSocket))
+        Ok(Authed(Identity::Local(user), Trust::ControlSocket))
     }
 }
 

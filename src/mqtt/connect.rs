@@ -119,7 +119,7 @@ pub async fn admit(ctx: &MqttContext, connect: &Connect, peer: &Peer) -> Result<
     let identity = match (&connect.username, &connect.password) {
         // Anonymous clients are the certificate's user or the default user,
         // as with RabbitMQ's `mqtt.ssl_cert_login` and `mqtt.allow_anonymous`.
-        (None, _) => Identity::Local(Box::new(ctx.broker.users.get(&user).ok_or_else(bad_credentials)?)),
+        (None, _) => Identity::Local(ctx.broker.users.shared(&user).ok_or_else(bad_credentials)?),
         (Some(_), Some(password)) => {
             let password = std::str::from_utf8(password).map_err(|_| bad_credentials())?;
             let broker = &ctx.broker;

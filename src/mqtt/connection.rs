@@ -87,113 +87,14 @@ where
         let (mut rd, mut wr) = tokio::io::split(stream);
         // The buffer grows with the traffic (see `ReadSizing`).
         let mut buf = BytesMut::with_capacity(QUIET_CAPACITY);
-        let connect = match read_connect(&mut rd, &mut buf, ctx.settings().max_packet_size).await {
-            Ok(c) => c,
-            Err(ConnectError::Malformed(DecodeError::UnsupportedProtocolLevel(level))) => {
-                tracing::info!("unsupported protocol level {level} [MQTT-3.1.2-2]");
-                let refusal = refusal(ReasonCode::UNSUPPORTED_PROTOCOL_VERSION);
-                send_and_close(&mut wr, &Packet::Connack(refusal), ProtocolVersion::V3_1_1).await;
-                return;
-            }
-            Err(e) => {
-                tracing::info!("connection closed: {e}");
-                let _ = wr.shutdown().await;
-                return;
-            }
+        // Boxed: CONNECT, authentication and the session's opening are large
+        // and needed once, not for the life of the connection's task.
+        let establishing = Box::pin(establish(&ctx, &mut rd, &mut wr, &mut buf, &peer));
+        let Some((mut conn, outbox)) = establishing.await else {
+            return;
         };
-        let version = connect.protocol;
-        let logins = &ctx.broker.logins;
-        let source = peer.addr.ip();
-        // The creation rate is checked first: the login's password hashing
-        // is the cost it saves. MQTT 3.1.1 has no code for it but "unavailable".
-        let admitted = match ctx.broker.connections.admit_new() {
-            Err(why) if version.is_v5() => Err((ReasonCode::CONNECTION_RATE_EXCEEDED, why)),
-            Err(why) => Err((ReasonCode::SERVER_UNAVAILABLE, why)),
-            Ok(()) => match logins.admit(source) {
-                Admission::Refused(left) => Err((ReasonCode::CONNECTION_RATE_EXCEEDED, Admission::refusal_text(left))),
-                // Boxed: authentication's state is large and needed once, not
-                // for the life of the connection's task.
-                Admission::Check => Box::pin(admit(&ctx, &connect, &peer)).await,
-            },
-        };
-        let admitted = match admitted {
-            Ok(a) => {
-                logins.succeeded(source);
-                a
-            }
-            Err((code, why)) => {
-                tracing::warn!("connection refused ({code}): {why}");
-                if code == ReasonCode::BAD_USER_NAME_OR_PASSWORD {
-                    tokio::time::sleep(logins.failed(source)).await;
-                }
-                send_and_close(&mut wr, &Packet::Connack(refusal(code)), version).await;
-                return;
-            }
-        };
-        let id = ctx.broker.connections.next_id();
-        let mut client_properties = FieldTable::new();
-        client_properties.insert(
-            "client_id",
-            FieldValue::LongStr(Bytes::from(admitted.client_id.clone())),
-        );
-        let info = ConnectionInfo {
-            id,
-            protocol: match version {
-                ProtocolVersion::V3_1 => "MQTT 3.1",
-                ProtocolVersion::V3_1_1 => "MQTT 3.1.1",
-                ProtocolVersion::V5 => "MQTT 5.0",
-            },
-            user: admitted.user.clone(),
-            vhost: admitted.vhost.name.clone(),
-            peer: peer.addr,
-            local: peer.local,
-            auth_mechanism: admitted.mechanism.into(),
-            client_properties,
-            frame_max: 0,
-            channel_max: 0,
-            heartbeat: connect.keep_alive,
-            tls: peer.tls_info(),
-        };
-        let limits = ConnectionLimits {
-            vhost: admitted.vhost.max_connections(),
-            user: crate::core::limits::in_force(admitted.identity.limits().max_connections),
-        };
-        let registration = match ctx.broker.connections.register(info, Message::now_ms(), limits) {
-            Ok(r) => r,
-            Err(reached) => {
-                tracing::warn!("connection refused: {}", reached.describe(&admitted.vhost.name, &admitted.user));
-                send_and_close(&mut wr, &Packet::Connack(refusal(ReasonCode::QUOTA_EXCEEDED)), version).await;
-                return;
-            }
-        };
-        let client_id = admitted.client_id.clone();
-        let clean_start = connect.clean_session;
-        let expiry = session_expiry(&connect);
-        let claim = ctx.sessions.claim(&admitted.vhost.name, &client_id, id, clean_start).await;
-        let opened = Session::open(&admitted.vhost, &client_id, clean_start, expiry, id);
-        let (session, present) = match opened {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::error!(client_id, "cannot open the session: {e}");
-                ctx.sessions.release(&admitted.vhost.name, &client_id, id, clean_start);
-                let refusal = refusal(ReasonCode::SERVER_UNAVAILABLE);
-                send_and_close(&mut wr, &Packet::Connack(refusal), version).await;
-                return;
-            }
-        };
-        tracing::info!(vhost = %admitted.vhost.name, user = %admitted.user, client_id, clean_start, present, ?version, "connection established");
-        let outbox = Arc::new(Outbox::default());
-        let connack = Connack {
-            session_present: present,
-            code: ReasonCode::SUCCESS,
-            properties: version.is_v5().then(|| connack_properties(&ctx, &admitted, &connect)),
-        };
-        outbox.write(|out| {
-            // The CONNACK's strings are a client id and fit.
-            let _ = write_connack(out, &connack, version);
-        });
-        let span = tracing::info_span!("session", vhost = %admitted.vhost.name, client_id);
-        let mut conn = Connection::new(&ctx, registration, session, claim, outbox.clone(), &admitted, &connect);
+        drop(peer);
+        let span = tracing::info_span!("session", vhost = %conn.session.vhost.name, client_id = %conn.client_id);
         // The session is whole again before the client reads its CONNACK: a
         // message published right after it reaches the shared subscriptions.
         let resumed = span.in_scope(|| conn.resume());
@@ -208,6 +109,139 @@ where
     }
     .instrument(span)
     .await
+}
+
+/// Reads the CONNECT, admits and registers the client and opens its
+/// session, with the CONNACK queued in the returned outbox; `None` when the
+/// client was refused (its CONNACK sent and the socket closed) or left.
+async fn establish<R, W>(
+    ctx: &Arc<MqttContext>,
+    rd: &mut R,
+    wr: &mut W,
+    buf: &mut BytesMut,
+    peer: &Peer,
+) -> Option<(Connection, Arc<Outbox>)>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let connect = match read_connect(rd, buf, ctx.settings().max_packet_size).await {
+        Ok(c) => c,
+        Err(ConnectError::Malformed(DecodeError::UnsupportedProtocolLevel(level))) => {
+            tracing::info!("unsupported protocol level {level} [MQTT-3.1.2-2]");
+            let refusal = refusal(ReasonCode::UNSUPPORTED_PROTOCOL_VERSION);
+            send_and_close(wr, &Packet::Connack(refusal), ProtocolVersion::V3_1_1).await;
+            return None;
+        }
+        Err(e) => {
+            tracing::info!("connection closed: {e}");
+            let _ = wr.shutdown().await;
+            return None;
+        }
+    };
+    let version = connect.protocol;
+    let logins = &ctx.broker.logins;
+    let source = peer.addr.ip();
+    // The creation rate is checked first: the login's password hashing
+    // is the cost it saves. MQTT 3.1.1 has no code for it but "unavailable".
+    let admitted = match ctx.broker.connections.admit_new() {
+        Err(why) if version.is_v5() => Err((ReasonCode::CONNECTION_RATE_EXCEEDED, why)),
+        Err(why) => Err((ReasonCode::SERVER_UNAVAILABLE, why)),
+        Ok(()) => match logins.admit(source) {
+            Admission::Refused(left) => Err((ReasonCode::CONNECTION_RATE_EXCEEDED, Admission::refusal_text(left))),
+            Admission::Check => admit(ctx, &connect, peer).await,
+        },
+    };
+    let admitted = match admitted {
+        Ok(a) => {
+            logins.succeeded(source);
+            a
+        }
+        Err((code, why)) => {
+            tracing::warn!("connection refused ({code}): {why}");
+            if code == ReasonCode::BAD_USER_NAME_OR_PASSWORD {
+                tokio::time::sleep(logins.failed(source)).await;
+            }
+            send_and_close(wr, &Packet::Connack(refusal(code)), version).await;
+            return None;
+        }
+    };
+    let id = ctx.broker.connections.next_id();
+    let info = ConnectionInfo {
+        id,
+        protocol: match version {
+            ProtocolVersion::V3_1 => "MQTT 3.1",
+            ProtocolVersion::V3_1_1 => "MQTT 3.1.1",
+            ProtocolVersion::V5 => "MQTT 5.0",
+        },
+        user: admitted.user.clone(),
+        vhost: admitted.vhost.name.clone(),
+        peer: peer.addr,
+        local: peer.local,
+        auth_mechanism: admitted.mechanism.into(),
+        client_properties: client_properties(&admitted.client_id),
+        frame_max: 0,
+        channel_max: 0,
+        heartbeat: connect.keep_alive,
+        tls: peer.tls_info(),
+    };
+    let limits = ConnectionLimits {
+        vhost: admitted.vhost.max_connections(),
+        user: crate::core::limits::in_force(admitted.identity.limits().max_connections),
+    };
+    let registration = match ctx.broker.connections.register(info, Message::now_ms(), limits) {
+        Ok(r) => r,
+        Err(reached) => {
+            tracing::warn!(
+                "connection refused: {}",
+                reached.describe(&admitted.vhost.name, &admitted.user)
+            );
+            send_and_close(wr, &Packet::Connack(refusal(ReasonCode::QUOTA_EXCEEDED)), version).await;
+            return None;
+        }
+    };
+    let client_id = admitted.client_id.as_str();
+    let clean_start = connect.clean_session;
+    let expiry = session_expiry(&connect);
+    let claim = ctx
+        .sessions
+        .claim(&admitted.vhost.name, client_id, id, clean_start)
+        .await;
+    let opened = Session::open(&admitted.vhost, client_id, clean_start, expiry, id);
+    let (session, present) = match opened {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(client_id, "cannot open the session: {e}");
+            ctx.sessions.release(&admitted.vhost.name, client_id, id, clean_start);
+            let refusal = refusal(ReasonCode::SERVER_UNAVAILABLE);
+            send_and_close(wr, &Packet::Connack(refusal), version).await;
+            return None;
+        }
+    };
+    tracing::info!(vhost = %admitted.vhost.name, user = %admitted.user, client_id, clean_start, present, ?version, "connection established");
+    let outbox = Arc::new(Outbox::default());
+    let connack = Connack {
+        session_present: present,
+        code: ReasonCode::SUCCESS,
+        properties: version.is_v5().then(|| connack_properties(ctx, &admitted, &connect)),
+    };
+    outbox.write(|out| {
+        // The CONNACK's strings are a client id and fit.
+        let _ = write_connack(out, &connack, version);
+    });
+    let conn = Connection::new(ctx, registration, session, claim, outbox.clone(), &admitted, &connect);
+    Some((conn, outbox))
+}
+
+/// The client properties an MQTT connection shows in the management API:
+/// its client id.
+fn client_properties(client_id: &str) -> crate::wire::PackedTable {
+    let mut table = FieldTable::new();
+    table.insert(
+        "client_id",
+        FieldValue::LongStr(Bytes::copy_from_slice(client_id.as_bytes())),
+    );
+    crate::wire::PackedTable::from(&table)
 }
 
 /// How long the session of `connect` outlives its connection.

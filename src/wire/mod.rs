@@ -12,4 +12,4 @@ pub mod table;
 pub use error::CodecError;
 pub use properties::BasicProperties;
 pub use shortstr::ShortStr;
-pub use table::{FieldTable, FieldValue};
+pub use table::{FieldTable, FieldValue, PackedTable};

@@ -346,19 +346,6 @@ impl FieldTable {
         Ok(FieldTable(entries))
     }
 
-    /// A copy whose strings live in one allocation of their own. A decoded
-    /// table's strings are slices of the buffer it was read from and keep
-    /// all of it alive: a table kept for a connection's life (its client
-    /// properties) should not keep its read buffer.
-    pub fn compacted(&self) -> FieldTable {
-        let mut encoded = BytesMut::new();
-        if self.encode(&mut encoded).is_err() {
-            return self.clone();
-        }
-        let mut tight = Bytes::copy_from_slice(&encoded);
-        FieldTable::decode(&mut tight).unwrap_or_else(|_| self.clone())
-    }
-
     /// Writes the table with its 32-bit length prefix.
     pub fn encode(&self, buf: &mut BytesMut) -> Result<(), CodecError> {
         let pos = reserve_u32(buf);
@@ -367,6 +354,36 @@ impl FieldTable {
             v.encode(buf)?;
         }
         patch_u32_len(buf, pos)
+    }
+}
+
+/// A field table kept as its encoded bytes, in one allocation of its own.
+///
+/// For tables held long and read rarely: a connection's client properties
+/// live as long as the connection and are read only when the management API
+/// lists it. Decoded, such a table costs a vector per nested table and an
+/// enum slot per value (about five times its encoded size), and its strings
+/// would be slices of the read buffer, keeping all of it alive.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PackedTable(Bytes);
+
+impl PackedTable {
+    /// The table, decoded again.
+    pub fn unpack(&self) -> FieldTable {
+        // These bytes were encoded from a table, so they decode.
+        FieldTable::decode(&mut self.0.clone()).unwrap_or_default()
+    }
+}
+
+impl From<&FieldTable> for PackedTable {
+    fn from(table: &FieldTable) -> PackedTable {
+        let mut encoded = BytesMut::new();
+        match table.encode(&mut encoded) {
+            Ok(()) => PackedTable(Bytes::copy_from_slice(&encoded)),
+            // Only a table too big for its length prefix fails to encode; a
+            // decoded one never is.
+            Err(_) => PackedTable::default(),
+        }
     }
 }
 
@@ -417,14 +434,16 @@ mod tests {
     }
 
     #[test]
-    fn a_compacted_table_equals_the_original_and_holds_none_of_its_buffer() {
+    fn a_packed_table_unpacks_to_the_original_and_holds_none_of_its_buffer() {
         let mut encoded = BytesMut::new();
         sample().encode(&mut encoded).unwrap();
         encoded.extend_from_slice(&[0u8; 4096]);
         let big = encoded.freeze();
         let decoded = FieldTable::decode(&mut big.clone()).unwrap();
-        let compact = decoded.compacted();
+        let packed = PackedTable::from(&decoded);
+        let compact = packed.unpack();
         assert_eq!(compact, decoded);
+        assert!(!big.as_ptr_range().contains(&packed.0.as_ptr()));
         let Some(FieldValue::LongStr(s)) = compact.get("str") else {
             panic!("str is a long string");
         };

@@ -625,6 +625,7 @@ async fn second_connection_takes_client_id_over() {
             .filter(|c| {
                 c.info
                     .client_properties
+                    .unpack()
                     .get("client_id")
                     .and_then(FieldValue::as_str)
                     .is_some_and(|id| id == "twin")
