@@ -4,7 +4,10 @@
 # own name, data dir and ports, started by scripts/start-rabbitmq.sh and stopped
 # again at the end), alternating, ROUNDS rounds.
 # Prints the median of each scenario, the ratio ours/RabbitMQ, peak RSS during
-# each scenario, and a memory section: RSS idle, with 1,000 queues, with 1,000
+# each scenario, the broker's CPU time per message (user + system time of the
+# broker process over the run, from /proc, divided by the messages the rate
+# counts: it does not depend on how much CPU the load generator takes), and a
+# memory section: RSS idle, with 1,000 queues, with 1,000
 # connections (measured once, first, on fresh brokers), idle again after the
 # rounds, and optionally with a big backlog (on restarted brokers).
 #   DURATION     seconds per run (default 5)    ROUNDS  rounds (default 3)
@@ -240,16 +243,29 @@ await_no_clients() {
 
 port_of() { echo "${1##*:}"; }
 
+CLK_TCK=$(getconf CLK_TCK)
+# CPU time (user + system) the process has used, in clock ticks. The fields
+# after the command name (which may hold spaces) start at the state, field 3:
+# utime and stime are fields 14 and 15.
+cpu_ticks() {
+    local t
+    t=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | awk '{print $12 + $13}' || true)
+    echo "${t:-0}"
+}
+
 # Runs a command (lavinmqperf, or a function running several) in the background,
 # samples the broker's peak RSS meanwhile, appends a result line:
-#   rate|scenario|broker|rate or "failed"|peak_rss_kb
+#   rate|scenario|broker|rate or "failed"|peak_rss_kb|broker CPU µs per message
+# (the messages are the rate times lavinmqperf's elapsed seconds; empty for the
+# churn modes)
 # `how` says where the rate is: json:FIELD (the last line, lavinmqperf -j) or
 # summary (the "average N things/s" of the churn modes).
 run() {
     local scenario=$1 broker=$2 pid=$3 how=$4
     shift 4
-    local peak=0 rc=0 r rate=""
+    local peak=0 rc=0 r rate="" cpu="" ticks
     echo "  [${SECONDS}s] $broker: $scenario" >&2
+    ticks=$(cpu_ticks "$pid")
     "$@" >"$WORK/out" 2>"$WORK/err" &
     local perf=$!
     while kill -0 "$perf" 2>/dev/null; do
@@ -258,10 +274,16 @@ run() {
         sleep 0.5
     done
     wait "$perf" || rc=$?
+    ticks=$(($(cpu_ticks "$pid") - ticks))
     case $how in
     json:*)
         rate=$(tail -1 "$WORK/out" | python3 -c "import json,sys; print(json.load(sys.stdin)['${how#json:}'])" \
             2>/dev/null || true)
+        cpu=$(tail -1 "$WORK/out" | python3 -c "
+import json, sys
+r = json.load(sys.stdin)
+msgs = r['${how#json:}'] * r['elapsed_seconds']
+print(f'{$ticks / $CLK_TCK / msgs * 1e6:.3f}' if msgs else '')" 2>/dev/null || true)
         ;;
     summary) rate=$(sed -n 's/^Summary: .* average \([0-9.]*\) .*/\1/p' "$WORK/out" | tail -1) ;;
     esac
@@ -269,7 +291,7 @@ run() {
         echo "$scenario on $broker failed (exit $rc): $(tail -2 "$WORK/err" | tr '\n' ' ')" >&2
         rate=failed
     fi
-    echo "rate|$scenario|$broker|$rate|$peak" >>"$RESULTS"
+    echo "rate|$scenario|$broker|$rate|$peak|$cpu" >>"$RESULTS"
 }
 
 if "$PERF" bind-churn --help 2>/dev/null | grep -q -- '--durable'; then
@@ -320,7 +342,7 @@ scenarios() {
         run "bind+unbind, durable queue (pairs/s)" "$broker" "$pid" summary \
             "$PERF" bind-churn --durable --unbind -z "$DURATION" --uri "$uri"
     else
-        echo "rate|bind churn, durable queue (bindings/s)|$broker|n/a|0" >>"$RESULTS"
+        echo "rate|bind churn, durable queue (bindings/s)|$broker|n/a|0|" >>"$RESULTS"
     fi
     await_no_clients "$(port_of "$uri")"
 }
@@ -447,10 +469,13 @@ python3 - "$RESULTS" "$DURATION" "$ROUNDS" "$RMQ" "$DURABLE_BIND" <<'PY'
 import statistics, sys
 path, duration, rounds, rmq, durable_bind = sys.argv[1:]
 rows, rss, notes = {}, {}, []
+cpu = {}
 for line in open(path):
-    kind, label, broker, value, extra = line.rstrip("\n").split("|")
+    kind, label, broker, value, extra, *more = line.rstrip("\n").split("|")
     if kind == "rate":
         rows.setdefault(label, {}).setdefault(broker, []).append((value, int(extra)))
+        if more and more[0]:
+            cpu.setdefault(label, {}).setdefault(broker, []).append(float(more[0]))
     else:
         rss.setdefault(label, {})[broker] = (value, int(extra))
 
@@ -476,6 +501,16 @@ for label, by in rows.items():
     mb = lambda v: f"{v:6.0f}" if v else f"{'-':>6}"
     ratio = f"{l / r:6.1f}x" if l and r else "      -"
     print(f"{label:40} {lt:>12} {mb(lrss)} {rt:>12} {mb(rrss)} {ratio}")
+
+print()
+print("Broker CPU per message (user + system time of the broker process over the run, µs; median)")
+print(f"{'scenario':40} {'lavinmq':>9} {'RabbitMQ':>9} {'ratio':>7}")
+for label, by in cpu.items():
+    l = statistics.median(by["lavinmq"]) if by.get("lavinmq") else None
+    r = statistics.median(by["rabbitmq"]) if by.get("rabbitmq") else None
+    us = lambda v: f"{v:9.2f}" if v is not None else f"{'-':>9}"
+    ratio = f"{l / r:6.2f}x" if l and r else "      -"
+    print(f"{label:40} {us(l)} {us(r)} {ratio}")
 for n in notes:
     print(f"  note: {n}")
 if durable_bind == "0":

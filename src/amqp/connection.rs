@@ -2,11 +2,11 @@
 //! frame loop that hands methods and content to channels, enforces heartbeats, and
 //! closes with the right reply code when a client breaks the protocol.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
+use rustc_hash::FxHashMap;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tracing::Instrument;
 
@@ -213,9 +213,11 @@ struct Connection {
     registration: crate::core::connections::Registration,
     info: ConnInfo,
     outbox: Arc<Outbox>,
-    /// Boxed: a map's table holds room for several entries, and a channel
-    /// inline in each of them would cost an idle connection kilobytes.
-    channels: HashMap<u16, Box<Channel>>,
+    /// By number; looked up for every frame, so hashed with FxHash (the
+    /// numbers are bounded by channel_max: nothing to flood). Boxed: a map's
+    /// table holds room for several entries, and a channel inline in each of
+    /// them would cost an idle connection kilobytes.
+    channels: FxHashMap<u16, Box<Channel>>,
     /// The resource alarms: while one is on, a connection that publishes is
     /// not read.
     alarms: tokio::sync::watch::Receiver<Alarms>,
@@ -275,7 +277,7 @@ impl Connection {
             registration,
             info,
             outbox,
-            channels: HashMap::new(),
+            channels: FxHashMap::default(),
             alarms,
             published: false,
             told_blocked: false,

@@ -119,7 +119,7 @@ pub fn parse_frame(buf: &mut BytesMut, frame_max: u32) -> Result<Option<Frame>, 
             let body_size = get_u64(&mut payload, "body-size").map_err(truncated)?;
             let raw_properties = payload;
             let mut cursor = raw_properties.clone();
-            let properties = BasicProperties::decode(&mut cursor)?;
+            let properties = BasicProperties::decode_boxed(&mut cursor)?;
             if !cursor.is_empty() {
                 return Err(CodecError::Malformed(format!(
                     "{} trailing bytes after content header properties",
@@ -130,7 +130,7 @@ pub fn parse_frame(buf: &mut BytesMut, frame_max: u32) -> Result<Option<Frame>, 
                 channel,
                 class_id,
                 body_size,
-                properties: Box::new(properties),
+                properties,
                 raw_properties,
             }
         }
