@@ -55,6 +55,16 @@ thread_local! {
     static TARGET: Target = start();
 }
 
+/// Reads what is there, again when libFuzzer's timer signal interrupted it.
+fn read(socket: &mut TcpStream, buf: &mut [u8]) -> std::io::Result<usize> {
+    loop {
+        match socket.read(buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            r => return r,
+        }
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
     let Some((&first, frames)) = data.split_first() else {
         return;
@@ -72,7 +82,7 @@ fuzz_target!(|data: &[u8]| {
     let mut answer = Vec::new();
     let mut chunk = [0u8; 512];
     while !answer.windows(4).any(|w| w == b"\r\n\r\n") {
-        match socket.read(&mut chunk) {
+        match read(&mut socket, &mut chunk) {
             Ok(0) => break,
             Ok(n) => answer.extend_from_slice(&chunk[..n]),
             Err(e) => panic!("no answer to the upgrade request: {e}"),
@@ -88,7 +98,7 @@ fuzz_target!(|data: &[u8]| {
     let _ = socket.shutdown(Shutdown::Write);
     // Until the broker closes: the connection is over before the next input.
     loop {
-        match socket.read(&mut chunk) {
+        match read(&mut socket, &mut chunk) {
             Ok(0) => break,
             Ok(_) => {}
             Err(e) => {

@@ -153,6 +153,9 @@ pub struct Channel {
     consumer_qos_set: bool,
     last_queue: String,
     pub(super) route_buf: Vec<Arc<Queue>>,
+    /// The default exchange's last route, once the channel publishes (boxed:
+    /// many channels never do, and an idle one stays small).
+    pub(super) default_route: Option<Box<crate::core::default_route::DefaultRoute>>,
     /// The exchange of the previous publish, to skip the lookup for the next.
     pub(super) last_exchange: Option<Arc<crate::core::exchange::Exchange>>,
     /// The name of [`Channel::last_exchange`], kept in the channel: the
@@ -209,6 +212,7 @@ impl Channel {
             consumer_qos_set: false,
             last_queue: String::new(),
             route_buf: Vec::new(),
+            default_route: None,
             last_exchange: None,
             last_exchange_name: smallvec::SmallVec::new(),
             write_allowed: None,

@@ -290,7 +290,8 @@ impl Channel {
             (true, true)
         } else {
             let mut queues = std::mem::take(&mut self.route_buf);
-            vhost.route(&exchange, &msg, &extra_refs, &mut queues);
+            let cache = self.default_route.get_or_insert_default();
+            vhost.route_cached(&exchange, &msg, &extra_refs, &mut queues, cache);
             let had_route = !queues.is_empty();
             if immediate {
                 queues.retain(|q| q.has_ready_consumer());

@@ -10,6 +10,7 @@ pub mod consistent_hash;
 pub mod consumer;
 pub mod dead_letter;
 pub mod dedup;
+pub mod default_route;
 pub mod definitions;
 pub mod definitions_log;
 pub mod delayed;

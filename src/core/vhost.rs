@@ -11,6 +11,7 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 
 use super::dead_letter::{self, DeadLetter};
+use super::default_route::DefaultRoute;
 use super::definitions;
 use super::definitions_log::DefinitionsLog;
 use super::exchange::{Destination, Exchange, ExchangeKind};
@@ -84,6 +85,10 @@ pub struct VHost {
     settings: StoreSettings,
     exchanges: RwLock<HashMap<String, Arc<Exchange>>>,
     queues: RwLock<HashMap<String, Arc<Queue>>>,
+    /// Counts additions to and removals from `queues`: a publisher's
+    /// remembered default-exchange route ([`DefaultRoute`]) is good while it
+    /// is unchanged.
+    queues_generation: std::sync::atomic::AtomicU64,
     /// The log of durable definition changes (absent while replaying it).
     definitions: Mutex<Option<DefinitionsLog>>,
     /// Changes written to the definitions log since the vhost opened: a reply
@@ -294,6 +299,7 @@ impl VHost {
             settings,
             exchanges: RwLock::default(),
             queues: RwLock::default(),
+            queues_generation: std::sync::atomic::AtomicU64::new(0),
             definitions: Mutex::new(None),
             definition_changes: std::sync::atomic::AtomicU64::new(0),
             declare_lock: Mutex::new(()),
@@ -400,6 +406,7 @@ impl VHost {
                         // its definition and files, until an operator restarts it.
                         let q = Queue::open_or_closed(spec, self, self.me.clone(), &dir, self.settings.segment_size);
                         self.queues.write().insert(name.to_string(), q);
+                        self.queues_changed();
                     }
                     Ok(())
                 }
@@ -508,6 +515,7 @@ impl VHost {
             q.delete();
         }
         self.queues.write().clear();
+        self.queues_changed();
         for e in self.exchanges() {
             e.mark_deleted();
         }
@@ -834,6 +842,7 @@ impl VHost {
         let q = self.open_queue(spec, &dir)?;
         self.apply_policies_to_queue(&q);
         self.queues.write().insert(name.to_string(), q.clone());
+        self.queues_changed();
         self.churn.queue_created.incr();
         // Every queue is bound to the default exchange implicitly (routed by name).
         if persistent {
@@ -912,6 +921,7 @@ impl VHost {
             match queues.get(&q.name) {
                 Some(current) if Arc::ptr_eq(current, q) => {
                     queues.remove(&q.name);
+                    self.queues_changed();
                     self.churn.queue_deleted.incr();
                 }
                 _ => return 0,
@@ -1100,6 +1110,50 @@ impl VHost {
         } else {
             exchange.counters.publish_out.incr();
         }
+    }
+
+    /// As [`Self::route`], for a publisher that keeps `cache`: a message to
+    /// the default exchange (without CC/BCC keys) for the queue it reached last
+    /// finds it without a lookup.
+    pub fn route_cached(
+        &self,
+        exchange: &Exchange,
+        msg: &Message,
+        extra_keys: &[&str],
+        out: &mut Vec<Arc<Queue>>,
+        cache: &mut DefaultRoute,
+    ) {
+        if !exchange.name.is_empty() || !extra_keys.is_empty() {
+            return self.route(exchange, msg, extra_keys, out);
+        }
+        out.clear();
+        exchange.counters.publish_in.incr();
+        if exchange.is_duplicate(msg.properties.headers.as_ref(), msg.timestamp) {
+            return;
+        }
+        // Read before the lookup: a change after it makes the next message look again.
+        let generation = self.queues_generation.load(std::sync::atomic::Ordering::Acquire);
+        let queue = match cache.get(&msg.routing_key, generation) {
+            Some(q) => q,
+            None => {
+                let q = self.queues.read().get(&*msg.routing_key).cloned();
+                cache.set(&msg.routing_key, generation, q.as_ref());
+                q
+            }
+        };
+        match queue {
+            Some(q) => {
+                out.push(q);
+                exchange.counters.publish_out.incr();
+            }
+            None => exchange.counters.unroutable.incr(),
+        }
+    }
+
+    /// Counts a change of the queue map (after it).
+    fn queues_changed(&self) {
+        self.queues_generation
+            .fetch_add(1, std::sync::atomic::Ordering::Release);
     }
 
     fn route_unchecked(&self, exchange: &Exchange, msg: &Message, extra_keys: &[&str], out: &mut Vec<Arc<Queue>>) {

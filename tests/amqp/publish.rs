@@ -118,6 +118,44 @@ async fn confirms_ack_every_publish() {
     assert_eq!(message_count(&conn, &q).await, 2005);
 }
 
+/// A channel publishing to one routing key on the default exchange while
+/// another deletes the queue of that name and declares it again: each message
+/// reaches the queue of that name at the time, or nothing while there is none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_exchange_follows_its_queue_deleted_and_declared_again() {
+    let broker = start().await;
+    let (_conn, ch) = broker.channel().await;
+    let (_admin_conn, admin) = broker.channel().await;
+    let q = uniq("again");
+    confirm_select(&ch).await;
+    // No queue yet: unroutable.
+    publish_confirmed(&ch, "", &q, b"before").await;
+    declare_queue(&admin, &q).await;
+    publish_confirmed(&ch, "", &q, b"one").await;
+    publish_confirmed(&ch, "", &q, b"two").await;
+    assert_eq!(drain(&admin, &q).await, [b"one".to_vec(), b"two".to_vec()]);
+    within(
+        "queue.delete",
+        admin.queue_delete(q.as_str().into(), Default::default()),
+    )
+    .await
+    .expect("queue.delete");
+    publish_confirmed(&ch, "", &q, b"gone").await;
+    declare_queue(&admin, &q).await;
+    publish_confirmed(&ch, "", &q, b"three").await;
+    assert_eq!(drain(&admin, &q).await, [b"three".to_vec()]);
+    // Replaced between two publishes.
+    within(
+        "queue.delete",
+        admin.queue_delete(q.as_str().into(), Default::default()),
+    )
+    .await
+    .expect("queue.delete");
+    declare_queue(&admin, &q).await;
+    publish_confirmed(&ch, "", &q, b"four").await;
+    assert_eq!(drain(&admin, &q).await, [b"four".to_vec()]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mandatory_unroutable_is_returned_312() {
     let broker = start().await;
