@@ -291,7 +291,7 @@ impl Channel {
         } else {
             let mut queues = std::mem::take(&mut self.route_buf);
             let cache = self.default_route.get_or_insert_default();
-            vhost.route_cached(&exchange, &msg, &extra_refs, &mut queues, cache);
+            vhost.route_cached(&exchange, &msg, &extra_refs, &mut queues, Some(cache));
             let had_route = !queues.is_empty();
             if immediate {
                 queues.retain(|q| q.has_ready_consumer());

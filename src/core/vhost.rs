@@ -698,7 +698,7 @@ impl VHost {
     /// being released) and stores it in the queues it reaches.
     pub fn publish_routed(&self, exchange: &Exchange, msg: &Message, scratch: &mut bytes::BytesMut) {
         let mut queues = Vec::new();
-        self.route_unchecked(exchange, msg, &[], &mut queues);
+        self.route_unchecked(exchange, msg, &[], &mut queues, None);
         for q in queues {
             match q.publish(msg, scratch) {
                 Ok(p) if p.woke => q.wake_consumers(),
@@ -1099,17 +1099,7 @@ impl VHost {
     /// exchange-to-exchange bindings and alternate exchanges. `out` is cleared first
     /// and holds each queue once.
     pub fn route(&self, exchange: &Exchange, msg: &Message, extra_keys: &[&str], out: &mut Vec<Arc<Queue>>) {
-        out.clear();
-        exchange.counters.publish_in.incr();
-        if exchange.is_duplicate(msg.properties.headers.as_ref(), msg.timestamp) {
-            return;
-        }
-        self.route_unchecked(exchange, msg, extra_keys, out);
-        if out.is_empty() {
-            exchange.counters.unroutable.incr();
-        } else {
-            exchange.counters.publish_out.incr();
-        }
+        self.route_cached(exchange, msg, extra_keys, out, None);
     }
 
     /// As [`Self::route`], for a publisher that keeps `cache`: a message to
@@ -1121,33 +1111,37 @@ impl VHost {
         msg: &Message,
         extra_keys: &[&str],
         out: &mut Vec<Arc<Queue>>,
-        cache: &mut DefaultRoute,
+        cache: Option<&mut DefaultRoute>,
     ) {
-        if !exchange.name.is_empty() || !extra_keys.is_empty() {
-            return self.route(exchange, msg, extra_keys, out);
-        }
         out.clear();
         exchange.counters.publish_in.incr();
         if exchange.is_duplicate(msg.properties.headers.as_ref(), msg.timestamp) {
             return;
         }
+        // With CC/BCC keys each message looks up several names: nothing to remember.
+        let cache = cache.filter(|_| extra_keys.is_empty());
+        self.route_unchecked(exchange, msg, extra_keys, out, cache);
+        if out.is_empty() {
+            exchange.counters.unroutable.incr();
+        } else {
+            exchange.counters.publish_out.incr();
+        }
+    }
+
+    /// The queue named `key` (the default exchange's route), from `cache`
+    /// while no queue was added or removed since it was filled.
+    fn default_route(&self, key: &str, cache: Option<&mut DefaultRoute>) -> Option<Arc<Queue>> {
+        let Some(cache) = cache else {
+            return self.queues.read().get(key).cloned();
+        };
         // Read before the lookup: a change after it makes the next message look again.
         let generation = self.queues_generation.load(std::sync::atomic::Ordering::Acquire);
-        let queue = match cache.get(&msg.routing_key, generation) {
-            Some(q) => q,
-            None => {
-                let q = self.queues.read().get(&*msg.routing_key).cloned();
-                cache.set(&msg.routing_key, generation, q.as_ref());
-                q
-            }
-        };
-        match queue {
-            Some(q) => {
-                out.push(q);
-                exchange.counters.publish_out.incr();
-            }
-            None => exchange.counters.unroutable.incr(),
+        if let Some(q) = cache.get(key, generation) {
+            return q;
         }
+        let q = self.queues.read().get(key).cloned();
+        cache.set(key, generation, q.as_ref());
+        q
     }
 
     /// Counts a change of the queue map (after it).
@@ -1156,14 +1150,21 @@ impl VHost {
             .fetch_add(1, std::sync::atomic::Ordering::Release);
     }
 
-    fn route_unchecked(&self, exchange: &Exchange, msg: &Message, extra_keys: &[&str], out: &mut Vec<Arc<Queue>>) {
+    fn route_unchecked(
+        &self,
+        exchange: &Exchange,
+        msg: &Message,
+        extra_keys: &[&str],
+        out: &mut Vec<Arc<Queue>>,
+        mut cache: Option<&mut DefaultRoute>,
+    ) {
         let headers = msg.properties.headers.as_ref();
         let mut visited: smallvec::SmallVec<[*const Exchange; 8]> = smallvec::SmallVec::new();
         let keys = std::iter::once(&*msg.routing_key).chain(extra_keys.iter().copied());
         for key in keys {
             if exchange.name.is_empty() {
-                if let Some(q) = self.queues.read().get(key) {
-                    out.push(q.clone());
+                if let Some(q) = self.default_route(key, cache.as_deref_mut()) {
+                    out.push(q);
                 }
                 continue;
             }
