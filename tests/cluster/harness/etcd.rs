@@ -8,7 +8,10 @@ use std::time::Duration;
 
 use rustix::process::Signal;
 
-use super::{Output, TAIL_LINES, TIMEOUT, capture, drain, free_port, http_request, signal, unique_suffix, wait_child};
+use super::{
+    Output, TAIL_LINES, TIMEOUT, capture, drain, free_port, http_request, signal, stop_process, unique_suffix,
+    wait_child,
+};
 
 /// How long etcd gets to exit on SIGTERM before it is killed.
 const STOP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -277,7 +280,7 @@ impl Etcd {
     pub fn pause(&self) {
         let mut proc = self.lock();
         let pid = proc.child.as_ref().map(Child::id).expect("etcd is not running");
-        assert!(signal(pid, Signal::STOP), "SIGSTOP etcd {pid}");
+        assert!(stop_process(pid), "SIGSTOP etcd {pid}");
         proc.paused = true;
         self.out.mark("etcd paused (SIGSTOP)");
     }

@@ -281,6 +281,40 @@ fn signal(pid: u32, signal: rustix::process::Signal) -> bool {
     rustix::process::kill_process(pid, signal).is_ok()
 }
 
+/// Sends SIGSTOP to `pid` and waits until every thread of it is stopped.
+///
+/// `kill` only queues the signal: a thread running on another core goes on
+/// for a moment, long enough to answer one more request. A test that expects a
+/// frozen process to be silent needs the freeze to have happened.
+fn stop_process(pid: u32) -> bool {
+    if !signal(pid, rustix::process::Signal::STOP) {
+        return false;
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if all_threads_stopped(pid) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    false
+}
+
+/// Whether `/proc/PID/task/*/stat` shows every thread stopped (`T`) or traced (`t`).
+fn all_threads_stopped(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().all(|task| {
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        // The state follows the command name, which is in parentheses and may hold spaces.
+        let state = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.trim_start().chars().next());
+        matches!(state, Some('T' | 't'))
+    })
+}
+
 /// Polls `child` until it exits, for at most `timeout`.
 fn wait_child(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
     let deadline = Instant::now() + timeout;

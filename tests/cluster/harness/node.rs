@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use rustix::process::Signal;
 
-use super::{Output, POLL, TAIL_LINES, TIMEOUT, capture, drain, free_port, signal, wait_child};
+use super::{Output, POLL, TAIL_LINES, TIMEOUT, capture, drain, free_port, signal, stop_process, wait_child};
 
 /// The broker binary cargo built for these tests.
 pub const BIN: &str = env!("CARGO_BIN_EXE_lavinmq");
@@ -396,7 +396,7 @@ impl Node {
         let mut proc = self.lock();
         let pid = proc.child.as_ref().map(Child::id);
         let pid = pid.unwrap_or_else(|| panic!("sigstop: {} is not running", self.cfg.name));
-        assert!(signal(pid, Signal::STOP), "SIGSTOP {pid}");
+        assert!(stop_process(pid), "SIGSTOP {pid}");
         proc.stopped = true;
         self.out.mark(&format!("{} stopped (SIGSTOP)", self.cfg.name));
     }
