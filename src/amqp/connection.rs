@@ -5,16 +5,20 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::BytesMut;
+use bytes::{Buf, BytesMut};
 use rustc_hash::FxHashMap;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tracing::Instrument;
 
 use super::channel::Channel;
-use super::codec::{Frame, Method, ShortStr, parse_frame, write_heartbeat, write_method};
+use super::codec::publish_frames::peek_publish;
+use super::codec::{
+    CodecError, Frame, Method, ShortStr, decode_properties, parse_frame, write_heartbeat, write_method,
+};
 use super::context::AmqpContext;
 use super::error::{AmqpError, AmqpResult, Scope, code};
 use super::handshake::handshake;
+use super::publish::WholePublish;
 use crate::core::alarms::Alarms;
 use crate::core::exchange::{Exchange, ExchangeKind};
 use crate::core::message::Message;
@@ -246,6 +250,14 @@ fn is_publish(frame: &Frame) -> bool {
     )
 }
 
+/// What the frame loop takes off the read buffer next.
+enum Step {
+    /// A frame for [`Connection::handle_frame`].
+    Frame(Frame),
+    /// A whole publish the fast path has already handled, with its outcome.
+    Handled(AmqpResult<Next>),
+}
+
 /// What the frame loop does after a frame.
 enum Next {
     Continue,
@@ -310,52 +322,55 @@ impl Connection {
             let alarm = self.alarms.borrow().any();
             loop {
                 let next = match self.held.take() {
-                    Some(frame) if !alarm => Ok(Some(*frame)),
+                    Some(frame) if !alarm => Ok(Some(Step::Frame(*frame))),
                     Some(frame) => {
                         self.held = Some(frame);
                         break;
                     }
-                    None => parse_frame(buf, self.info.frame_max),
+                    // While an alarm holds publishes back, they take the general path.
+                    None if !alarm => match self.whole_publish(buf) {
+                        Ok(Some(handled)) => Ok(Some(Step::Handled(handled))),
+                        Ok(None) => parse_frame(buf, self.info.frame_max).map(|f| f.map(Step::Frame)),
+                        Err(e) => Err(e),
+                    },
+                    None => parse_frame(buf, self.info.frame_max).map(|f| f.map(Step::Frame)),
                 };
-                match next {
-                    Ok(Some(frame)) if alarm && is_publish(&frame) => {
+                let handled = match next {
+                    Ok(Some(Step::Handled(handled))) => handled,
+                    Ok(Some(Step::Frame(frame))) if alarm && is_publish(&frame) => {
                         // A resource alarm is on: hold this publish (and everything
                         // after it) until it clears.
                         self.published = true;
                         self.held = Some(Box::new(frame));
                         break;
                     }
-                    Ok(Some(Frame::Method {
+                    Ok(Some(Step::Frame(Frame::Method {
                         channel: 0,
                         method: Method::ConnectionUpdateSecret { new_secret, .. },
-                    })) => {
+                    }))) => {
                         // Boxed: it may fetch the token issuer's keys, a large
                         // future this loop would otherwise carry all the time.
-                        if let Err(e) = Box::pin(self.update_secret(&new_secret)).await {
-                            self.end_of_batch();
-                            self.fail(e);
-                            self.await_close_ok(rd, buf).await;
-                            return;
-                        }
+                        Box::pin(self.update_secret(&new_secret)).await.map(|()| Next::Continue)
                     }
-                    Ok(Some(frame)) => match self.handle_frame(frame) {
-                        Ok(Next::Continue) => {}
-                        Ok(Next::Stop) => {
-                            self.end_of_batch();
-                            return;
-                        }
-                        Err(e) => {
-                            self.end_of_batch();
-                            self.fail(e);
-                            self.await_close_ok(rd, buf).await;
-                            return;
-                        }
-                    },
+                    Ok(Some(Step::Frame(frame))) => self.handle_frame(frame),
                     Ok(None) => break,
                     Err(e) => {
                         self.end_of_batch();
                         tracing::warn!("malformed frame: {e}");
                         self.fail(AmqpError::connection(e.reply_code(), e));
+                        return;
+                    }
+                };
+                match handled {
+                    Ok(Next::Continue) => {}
+                    Ok(Next::Stop) => {
+                        self.end_of_batch();
+                        return;
+                    }
+                    Err(e) => {
+                        self.end_of_batch();
+                        self.fail(e);
+                        self.await_close_ok(rd, buf).await;
                         return;
                     }
                 }
@@ -554,6 +569,57 @@ impl Connection {
             }
         };
         let _ = tokio::time::timeout(CLOSE_TIMEOUT, wait).await;
+    }
+
+    /// The publish fast path: a `basic.publish` whose content header and body
+    /// are in the buffer too goes to its channel as one message, without a
+    /// [`Frame`] per part (see [`peek_publish`] for what qualifies).
+    /// `Ok(None)` leaves the buffer to the general parser: also when the
+    /// channel is not open, is closing or expects content, where the general
+    /// path's answers apply. An error is a malformed frame, as the general
+    /// parser would report it.
+    fn whole_publish(&mut self, buf: &mut BytesMut) -> Result<Option<AmqpResult<Next>>, CodecError> {
+        let Some(p) = peek_publish(buf, self.info.frame_max) else {
+            return Ok(None);
+        };
+        let Some(ch) = self.channels.get_mut(&p.channel) else {
+            return Ok(None);
+        };
+        if ch.closing || ch.publish.is_some() {
+            return Ok(None);
+        }
+        let mut frames = buf.split_to(p.len).freeze();
+        let shortstr = |range: std::ops::Range<usize>, what| {
+            if range.is_empty() {
+                return Ok(ShortStr::default());
+            }
+            ShortStr::from_bytes(frames.slice(range)).map_err(|_| CodecError::InvalidUtf8(what))
+        };
+        let exchange = shortstr(p.exchange, "exchange")?;
+        let routing_key = shortstr(p.routing_key, "routing-key")?;
+        let raw_properties = frames.slice(p.properties);
+        let properties = decode_properties(&raw_properties)?;
+        // The body is what is left of the frames: no count taken on the
+        // shared buffer for it.
+        frames.truncate(p.body.end);
+        frames.advance(p.body.start);
+        let publish = WholePublish {
+            exchange,
+            routing_key,
+            mandatory: p.mandatory,
+            immediate: p.immediate,
+            properties,
+            raw_properties,
+            body: frames,
+        };
+        self.published = true;
+        Ok(Some(match ch.publish_whole(&self.info, publish) {
+            Err(e) if e.scope == Scope::Channel => {
+                self.close_channel(p.channel, e);
+                Ok(Next::Continue)
+            }
+            r => r.map(|()| Next::Continue),
+        }))
     }
 
     fn handle_frame(&mut self, frame: Frame) -> AmqpResult<Next> {

@@ -17,6 +17,7 @@ use super::error::{AmqpError, AmqpResult, code};
 use crate::core::message::Message;
 use crate::core::topic_permissions::TopicAccess;
 use crate::store::SyncWaiter;
+use crate::wire::shortstr::same_bytes;
 
 /// Prefix of routing keys that address a direct reply-to consumer.
 const REPLY_TO_PREFIX: &str = "amq.rabbitmq.reply-to.";
@@ -62,6 +63,36 @@ impl TxBuffer {
         self.publishes.clear();
         self.settles.drain(..).flat_map(|(e, _)| e).collect()
     }
+}
+
+/// The parts of a publish that arrived whole, for [`Channel::publish_whole`].
+pub struct WholePublish {
+    /// Exchange it is published to.
+    pub exchange: ShortStr,
+    /// Its routing key.
+    pub routing_key: ShortStr,
+    /// The mandatory flag.
+    pub mandatory: bool,
+    /// The immediate flag.
+    pub immediate: bool,
+    /// The decoded properties.
+    pub properties: Box<BasicProperties>,
+    /// The properties as received.
+    pub raw_properties: Bytes,
+    /// The whole body.
+    pub body: Bytes,
+}
+
+/// Refuses a body larger than the configured `max_message_size`.
+fn check_size(info: &ConnInfo, body_size: u64) -> AmqpResult {
+    let max = info.ctx.settings().max_message_size;
+    if body_size > max {
+        return Err(precondition(format!(
+            "message size {body_size} is larger than configured max size {max}"
+        ))
+        .on(60, 40));
+    }
+    Ok(())
 }
 
 fn precondition(text: impl std::fmt::Display) -> AmqpError {
@@ -119,13 +150,9 @@ impl Channel {
                 format!("content header for class {class_id}, expected 60"),
             ));
         }
-        let max = info.ctx.settings().max_message_size;
-        if body_size > max {
+        if let Err(e) = check_size(info, body_size) {
             self.publish = None;
-            return Err(precondition(format!(
-                "message size {body_size} is larger than configured max size {max}"
-            ))
-            .on(60, 40));
+            return Err(e);
         }
         p.header = Some((properties, raw, body_size));
         if body_size == 0 {
@@ -181,7 +208,7 @@ impl Channel {
             Body::One(b) => b,
             Body::Many(b) => b.freeze(),
         };
-        let mut msg = Message {
+        let msg = Message {
             timestamp: info.now_ms.get(),
             exchange: p.exchange,
             routing_key: p.routing_key,
@@ -189,12 +216,36 @@ impl Channel {
             raw_properties: Some(raw),
             body,
         };
+        self.publish_assembled(info, msg, p.mandatory, p.immediate)
+    }
+
+    /// A publish whose method, header and body frames were all in one read
+    /// (the fast path, see [`super::codec::publish_frames`]): what
+    /// [`Channel::start_publish`], [`Channel::on_header`] and
+    /// [`Channel::on_body`] do together, without the pending state between
+    /// them. The caller checked that no other publish is pending.
+    pub(super) fn publish_whole(&mut self, info: &ConnInfo, p: WholePublish) -> AmqpResult {
+        check_size(info, p.body.len() as u64)?;
+        let msg = Message {
+            timestamp: info.now_ms.get(),
+            exchange: p.exchange,
+            routing_key: p.routing_key,
+            properties: p.properties,
+            raw_properties: Some(p.raw_properties),
+            body: p.body,
+        };
+        self.publish_assembled(info, msg, p.mandatory, p.immediate)
+    }
+
+    /// A complete message: validated, then held for the transaction or
+    /// published.
+    fn publish_assembled(&mut self, info: &ConnInfo, mut msg: Message, mandatory: bool, immediate: bool) -> AmqpResult {
         self.validate(info, &mut msg).map_err(|e| e.on(60, 40))?;
         if let Some(tx) = self.tx.as_mut() {
-            tx.publishes.push((msg, p.mandatory, p.immediate));
+            tx.publishes.push((msg, mandatory, immediate));
             return Ok(());
         }
-        self.publish_message(info, msg, p.mandatory, p.immediate)
+        self.publish_message(info, msg, mandatory, immediate)
             .map(|_| ())
             .map_err(|e| e.on(60, 40))
     }
@@ -243,7 +294,7 @@ impl Channel {
     ) -> AmqpResult<bool> {
         let vhost = &info.vhost;
         let exchange = match &self.last_exchange {
-            Some(e) if *self.last_exchange_name == *msg.exchange.as_bytes() && !e.is_deleted() => e.clone(),
+            Some(e) if same_bytes(&self.last_exchange_name, msg.exchange.as_bytes()) && !e.is_deleted() => e.clone(),
             _ => {
                 let Some(e) = vhost.exchange(&msg.exchange) else {
                     let text = format!("no exchange '{}' in vhost '{}'", msg.exchange, vhost.name);

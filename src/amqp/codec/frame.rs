@@ -71,6 +71,20 @@ pub enum Frame {
     },
 }
 
+/// Decodes a content header's properties (flags and fields), which must
+/// take all of `raw`.
+pub fn decode_properties(raw: &Bytes) -> Result<Box<BasicProperties>, CodecError> {
+    let mut cursor = raw.clone();
+    let properties = BasicProperties::decode_boxed(&mut cursor)?;
+    if !cursor.is_empty() {
+        return Err(CodecError::Malformed(format!(
+            "{} trailing bytes after content header properties",
+            cursor.len()
+        )));
+    }
+    Ok(properties)
+}
+
 /// Splits one complete frame off the front of `buf`.
 ///
 /// Returns `Ok(None)` (leaving `buf` untouched) while the frame is incomplete.
@@ -118,14 +132,7 @@ pub fn parse_frame(buf: &mut BytesMut, frame_max: u32) -> Result<Option<Frame>, 
             let _weight = get_u16(&mut payload, "weight").map_err(truncated)?;
             let body_size = get_u64(&mut payload, "body-size").map_err(truncated)?;
             let raw_properties = payload;
-            let mut cursor = raw_properties.clone();
-            let properties = BasicProperties::decode_boxed(&mut cursor)?;
-            if !cursor.is_empty() {
-                return Err(CodecError::Malformed(format!(
-                    "{} trailing bytes after content header properties",
-                    cursor.len()
-                )));
-            }
+            let properties = decode_properties(&raw_properties)?;
             Frame::Header {
                 channel,
                 class_id,

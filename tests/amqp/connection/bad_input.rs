@@ -262,3 +262,77 @@ async fn qos_with_prefetch_size_is_not_implemented_540() {
     assert_eq!(close.code, 540, "{close:?}");
     assert_broker_alive(&broker).await;
 }
+
+/// `basic.publish`, its header and its body as one buffer: what a client's
+/// single write of a small message looks like to the broker.
+fn whole_publish(channel: u16, routing_key: &[u8], properties: &[u8], bodies: &[&[u8]]) -> Vec<u8> {
+    let mut a = 0u16.to_be_bytes().to_vec();
+    a.extend(shortstr(""));
+    a.push(routing_key.len() as u8);
+    a.extend_from_slice(routing_key);
+    a.push(0);
+    let mut v = method_frame(channel, 60, 40, &a);
+    let size: usize = bodies.iter().map(|b| b.len()).sum();
+    let mut h = 60u16.to_be_bytes().to_vec();
+    h.extend_from_slice(&0u16.to_be_bytes());
+    h.extend_from_slice(&(size as u64).to_be_bytes());
+    h.extend_from_slice(properties);
+    v.extend(frame(FRAME_HEADER, channel, &h));
+    for body in bodies {
+        v.extend(frame(FRAME_BODY, channel, body));
+    }
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publishes_sent_whole_in_one_write_are_stored_or_refused_like_frame_by_frame_ones() {
+    let broker = start().await;
+    let (_conn, ch) = broker.channel().await;
+    let q = uniq("whole");
+    declare_queue(&ch, &q).await;
+    let no_properties = [0u8, 0];
+
+    // In one write: a whole publish, one whose body comes in two frames, one
+    // with an empty body (no body frame), and one carrying a property.
+    let mut raw = open_with_channel(&broker).await;
+    let mut batch = whole_publish(1, q.as_bytes(), &no_properties, &[b"one"]);
+    batch.extend(whole_publish(1, q.as_bytes(), &no_properties, &[b"t", b"wo"]));
+    batch.extend(whole_publish(1, q.as_bytes(), &no_properties, &[]));
+    let mut typed = 0x8000u16.to_be_bytes().to_vec(); // content-type
+    typed.extend(shortstr("text/plain"));
+    batch.extend(whole_publish(1, q.as_bytes(), &typed, &[b"four"]));
+    raw.send(&batch).await;
+    eventually("four messages stored", || async { queue_count(&ch, &q).await == 4 }).await;
+    let mut got = Vec::new();
+    for _ in 0..4 {
+        got.push(get(&ch, &q, true).await.expect("a message").delivery);
+    }
+    let bodies: Vec<_> = got.iter().map(|m| m.data.as_slice()).collect();
+    assert_eq!(bodies, [&b"one"[..], b"two", b"", b"four"]);
+    let content_type = got[3].properties.content_type().as_ref().map(|s| s.as_str());
+    assert_eq!(content_type, Some("text/plain"));
+
+    // A routing key that is not UTF-8: a syntax error.
+    let mut raw = open_with_channel(&broker).await;
+    raw.send(&whole_publish(1, &[b'q', 0xFF], &no_properties, &[b"x"]))
+        .await;
+    let close = expect_close_frame(&mut raw).await;
+    assert_eq!(close.code, 502, "routing key not UTF-8: {close:?}");
+    // Bytes after the properties: a syntax error.
+    let mut raw = open_with_channel(&broker).await;
+    raw.send(&whole_publish(1, q.as_bytes(), &[0, 0, 7], &[b"x"])).await;
+    let close = expect_close_frame(&mut raw).await;
+    assert_eq!(close.code, 502, "trailing property bytes: {close:?}");
+    // A channel that is not open: a channel error naming basic.publish.
+    let mut raw = open_with_channel(&broker).await;
+    raw.send(&whole_publish(5, q.as_bytes(), &no_properties, &[b"x"])).await;
+    let close = expect_close_frame(&mut raw).await;
+    assert_eq!(
+        (close.code, close.class_id, close.method_id),
+        (504, 60, 40),
+        "{close:?}"
+    );
+
+    assert_eq!(queue_count(&ch, &q).await, 0, "nothing refused was stored");
+    assert_broker_alive(&broker).await;
+}
