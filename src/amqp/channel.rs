@@ -153,9 +153,9 @@ pub struct Channel {
     consumer_qos_set: bool,
     last_queue: String,
     pub(super) route_buf: Vec<Arc<Queue>>,
-    /// The default exchange's last route, once the channel publishes (boxed:
+    /// The last route of the channel's publishes, once it publishes (boxed:
     /// many channels never do, and an idle one stays small).
-    pub(super) default_route: Option<Box<crate::core::default_route::DefaultRoute>>,
+    pub(super) route_cache: Option<Box<crate::core::route_cache::RouteCache>>,
     /// The exchange of the previous publish, to skip the lookup for the next.
     pub(super) last_exchange: Option<Arc<crate::core::exchange::Exchange>>,
     /// The name of [`Channel::last_exchange`], kept in the channel: the
@@ -212,7 +212,7 @@ impl Channel {
             consumer_qos_set: false,
             last_queue: String::new(),
             route_buf: Vec::new(),
-            default_route: None,
+            route_cache: None,
             last_exchange: None,
             last_exchange_name: smallvec::SmallVec::new(),
             write_allowed: None,

@@ -341,7 +341,7 @@ impl Channel {
             (true, true)
         } else {
             let mut queues = std::mem::take(&mut self.route_buf);
-            let cache = self.default_route.get_or_insert_default();
+            let cache = self.route_cache.get_or_insert_default();
             vhost.route_cached(&exchange, &msg, &extra_refs, &mut queues, Some(cache));
             let had_route = !queues.is_empty();
             if immediate {

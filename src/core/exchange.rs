@@ -164,6 +164,10 @@ pub struct Exchange {
     /// Declaration arguments.
     pub arguments: FieldTable,
     bindings: RwLock<Bindings>,
+    /// Changes whenever what a message routes to through this exchange alone
+    /// may change (a binding, the policy's alternate exchange), so that
+    /// publishers can keep their last route ([`super::route_cache::RouteCache`]).
+    route_generation: std::sync::atomic::AtomicU64,
     deleted: std::sync::atomic::AtomicBool,
     /// The alternate exchange a policy sets (the argument wins over it).
     policy_alternate_exchange: RwLock<Option<String>>,
@@ -226,6 +230,7 @@ impl Exchange {
             internal,
             arguments,
             bindings: RwLock::new(bindings),
+            route_generation: std::sync::atomic::AtomicU64::new(super::route_cache::next_generation()),
             deleted: std::sync::atomic::AtomicBool::new(false),
             policy_alternate_exchange: RwLock::new(None),
             policy: RwLock::new(None),
@@ -312,6 +317,7 @@ impl Exchange {
             .and_then(|v| v.as_str())
             .map(str::to_string);
         *self.policy_alternate_exchange.write() = ae;
+        self.routes_changed();
         // As in LavinMQ, only a boolean `true` makes the exchange delayed.
         let delaying = definition.and_then(|d| d.get("delayed-message")) == Some(&Value::Bool(true));
         self.policy_delaying.store(delaying, Ordering::Release);
@@ -387,6 +393,7 @@ impl Exchange {
             | ExchangeKind::FederationUpstream => {}
         }
         b.generation += 1;
+        self.routes_changed();
         b.all.insert(Binding {
             destination,
             routing_key: routing_key.to_string(),
@@ -404,6 +411,7 @@ impl Exchange {
             return false;
         }
         b.generation += 1;
+        self.routes_changed();
         if !b.all.has_key(destination, routing_key) {
             match self.kind {
                 ExchangeKind::Direct => {
@@ -474,6 +482,28 @@ impl Exchange {
     /// True when the exchange has no bindings.
     pub fn has_bindings(&self) -> bool {
         !self.bindings.read().all.is_empty()
+    }
+
+    /// The generation of this exchange's routes: equal values mean equal
+    /// routes, as far as this exchange's own bindings decide them.
+    pub fn route_generation(&self) -> u64 {
+        self.route_generation.load(Ordering::Acquire)
+    }
+
+    /// Starts a new route generation (after the change).
+    fn routes_changed(&self) {
+        self.route_generation
+            .store(super::route_cache::next_generation(), Ordering::Release);
+    }
+
+    /// Whether a route through this exchange depends on the routing key and
+    /// the bindings alone (not on headers, a hash ring or hop counts), so that
+    /// a publisher may remember it.
+    pub fn routes_by_key(&self) -> bool {
+        matches!(
+            self.kind,
+            ExchangeKind::Direct | ExchangeKind::Topic | ExchangeKind::Fanout
+        )
     }
 
     /// Calls `f` for every destination this exchange's bindings select; destinations

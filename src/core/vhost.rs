@@ -11,7 +11,6 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 
 use super::dead_letter::{self, DeadLetter};
-use super::default_route::DefaultRoute;
 use super::definitions;
 use super::definitions_log::DefinitionsLog;
 use super::exchange::{Destination, Exchange, ExchangeKind};
@@ -21,6 +20,7 @@ use super::message::Message;
 use super::policy::{self, ApplyTo, Policy};
 use super::queue::{ConnectionId, Queue, QueueSpec};
 use super::queue_settings::{QueueSettings, QueueType};
+use super::route_cache::RouteCache;
 use super::stats::ChurnCounters;
 use super::table_json::{json_to_table, table_to_json};
 use super::{Error, FieldTable, FieldValue, Result};
@@ -299,7 +299,7 @@ impl VHost {
             settings,
             exchanges: RwLock::default(),
             queues: RwLock::default(),
-            queues_generation: std::sync::atomic::AtomicU64::new(0),
+            queues_generation: std::sync::atomic::AtomicU64::new(super::route_cache::next_generation()),
             definitions: Mutex::new(None),
             definition_changes: std::sync::atomic::AtomicU64::new(0),
             declare_lock: Mutex::new(()),
@@ -698,7 +698,7 @@ impl VHost {
     /// being released) and stores it in the queues it reaches.
     pub fn publish_routed(&self, exchange: &Exchange, msg: &Message, scratch: &mut bytes::BytesMut) {
         let mut queues = Vec::new();
-        self.route_unchecked(exchange, msg, &[], &mut queues, None);
+        self.route_unchecked(exchange, msg, &[], &mut queues);
         for q in queues {
             match q.publish(msg, scratch) {
                 Ok(p) if p.woke => q.wake_consumers(),
@@ -1102,25 +1102,28 @@ impl VHost {
         self.route_cached(exchange, msg, extra_keys, out, None);
     }
 
-    /// As [`Self::route`], for a publisher that keeps `cache`: a message to
-    /// the default exchange (without CC/BCC keys) for the queue it reached last
-    /// finds it without a lookup.
+    /// As [`Self::route`], for a publisher that keeps `cache`: a message
+    /// (without CC/BCC keys) with the routing key of the one before finds the
+    /// same queues without routing, while nothing they were found from changed
+    /// (see [`RouteCache`]).
     pub fn route_cached(
         &self,
         exchange: &Exchange,
         msg: &Message,
         extra_keys: &[&str],
         out: &mut Vec<Arc<Queue>>,
-        cache: Option<&mut DefaultRoute>,
+        cache: Option<&mut RouteCache>,
     ) {
         out.clear();
         exchange.counters.publish_in.incr();
         if exchange.is_duplicate(msg.properties.headers.as_ref(), msg.timestamp) {
             return;
         }
-        // With CC/BCC keys each message looks up several names: nothing to remember.
-        let cache = cache.filter(|_| extra_keys.is_empty());
-        self.route_unchecked(exchange, msg, extra_keys, out, cache);
+        match cache {
+            // With CC/BCC keys each message routes several keys: nothing to remember.
+            Some(cache) if extra_keys.is_empty() => self.route_remembered(exchange, msg, out, cache),
+            _ => self.route_unchecked(exchange, msg, extra_keys, out),
+        }
         if out.is_empty() {
             exchange.counters.unroutable.incr();
         } else {
@@ -1128,53 +1131,60 @@ impl VHost {
         }
     }
 
-    /// The queue named `key` (the default exchange's route), from `cache`
-    /// while no queue was added or removed since it was filled.
-    fn default_route(&self, key: &str, cache: Option<&mut DefaultRoute>) -> Option<Arc<Queue>> {
-        let Some(cache) = cache else {
-            return self.queues.read().get(key).cloned();
-        };
-        // Read before the lookup: a change after it makes the next message look again.
-        let generation = self.queues_generation.load(std::sync::atomic::Ordering::Acquire);
-        if let Some(q) = cache.get(key, generation) {
-            return q;
+    /// Routes `msg` through `cache`: the default exchange's queue lookup
+    /// (also when it finds nothing), and routes of direct, topic and fanout
+    /// exchanges that reached queues bound to the exchange itself. A route that
+    /// reached nothing, or went on through other exchanges, is not kept: it
+    /// depends on more than the exchange's own bindings.
+    fn route_remembered(&self, exchange: &Exchange, msg: &Message, out: &mut Vec<Arc<Queue>>, cache: &mut RouteCache) {
+        let key = &*msg.routing_key;
+        // Read before routing: a change after it makes the next message route again.
+        if exchange.name.is_empty() {
+            let generation = self.queues_generation.load(std::sync::atomic::Ordering::Acquire);
+            if cache.get(0, key, generation, out) {
+                return;
+            }
+            out.extend(self.queues.read().get(key).cloned());
+            cache.set(0, key, generation, out);
+            return;
         }
-        let q = self.queues.read().get(key).cloned();
-        cache.set(key, generation, q.as_ref());
-        q
+        if !exchange.routes_by_key() {
+            return self.route_unchecked(exchange, msg, &[], out);
+        }
+        let source = exchange as *const Exchange as usize;
+        let generation = exchange.route_generation();
+        if cache.get(source, key, generation, out) {
+            return;
+        }
+        let mut visited: smallvec::SmallVec<[*const Exchange; 8]> = smallvec::SmallVec::new();
+        self.route_from(exchange, key, msg.properties.headers.as_ref(), out, &mut visited);
+        dedup(out);
+        if !out.is_empty() && visited.len() == 1 {
+            cache.set(source, key, generation, out);
+        }
     }
 
     /// Counts a change of the queue map (after it).
     fn queues_changed(&self) {
-        self.queues_generation
-            .fetch_add(1, std::sync::atomic::Ordering::Release);
+        self.queues_generation.store(
+            super::route_cache::next_generation(),
+            std::sync::atomic::Ordering::Release,
+        );
     }
 
-    fn route_unchecked(
-        &self,
-        exchange: &Exchange,
-        msg: &Message,
-        extra_keys: &[&str],
-        out: &mut Vec<Arc<Queue>>,
-        mut cache: Option<&mut DefaultRoute>,
-    ) {
+    fn route_unchecked(&self, exchange: &Exchange, msg: &Message, extra_keys: &[&str], out: &mut Vec<Arc<Queue>>) {
         let headers = msg.properties.headers.as_ref();
         let mut visited: smallvec::SmallVec<[*const Exchange; 8]> = smallvec::SmallVec::new();
         let keys = std::iter::once(&*msg.routing_key).chain(extra_keys.iter().copied());
         for key in keys {
             if exchange.name.is_empty() {
-                if let Some(q) = self.default_route(key, cache.as_deref_mut()) {
-                    out.push(q);
-                }
+                out.extend(self.queues.read().get(key).cloned());
                 continue;
             }
             visited.clear();
             self.route_from(exchange, key, headers, out, &mut visited);
         }
-        if out.len() > 1 {
-            out.sort_unstable_by_key(Arc::as_ptr);
-            out.dedup_by(|a, b| Arc::ptr_eq(a, b));
-        }
+        dedup(out);
     }
 
     fn route_from(
@@ -1500,6 +1510,14 @@ fn resolve_type(kind: &str, arguments: &FieldTable) -> Result<(ExchangeKind, boo
     };
     let delayed = arguments.get("x-delayed-exchange").and_then(|v| v.as_bool()) == Some(true);
     Ok((parsed, delayed))
+}
+
+/// Leaves each queue once in `out` (a route may reach one through several bindings).
+fn dedup(out: &mut Vec<Arc<Queue>>) {
+    if out.len() > 1 {
+        out.sort_unstable_by_key(Arc::as_ptr);
+        out.dedup_by(|a, b| Arc::ptr_eq(a, b));
+    }
 }
 
 #[cfg(test)]

@@ -100,17 +100,18 @@ pub fn encoded(props: BasicProperties) -> (Box<BasicProperties>, Bytes) {
 
 /// A message published over MQTT (or a retained copy) to the topic whose
 /// routing key is `routing_key`, as the core routes it through `amq.topic`.
-pub fn topic_message(routing_key: String, origin: Origin, payload: Bytes) -> Message {
+pub fn topic_message(routing_key: ShortStr, origin: Origin, payload: Bytes) -> Message {
     let (properties, raw) = publish_properties(origin);
     message_with(routing_key, properties, raw, payload)
 }
 
 /// A message to `amq.topic` with properties already encoded.
-pub fn message_with(routing_key: String, properties: Box<BasicProperties>, raw: Bytes, payload: Bytes) -> Message {
+pub fn message_with(routing_key: ShortStr, properties: Box<BasicProperties>, raw: Bytes, payload: Bytes) -> Message {
     Message {
-        timestamp: Message::now_ms(),
+        // The coarse clock: MQTT expiry intervals count in seconds.
+        timestamp: Message::coarse_now_ms(),
         exchange: ShortStr::from_static(super::session::TOPIC_EXCHANGE),
-        routing_key: ShortStr::from(routing_key),
+        routing_key,
         properties,
         raw_properties: Some(raw),
         body: payload,

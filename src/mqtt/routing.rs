@@ -15,7 +15,9 @@ use super::topic_map::topic_to_routing_key;
 use crate::core::exchange::Exchange;
 use crate::core::message::Message;
 use crate::core::queue::Queue;
+use crate::core::route_cache::RouteCache;
 use crate::core::vhost::VHost;
+use crate::wire::ShortStr;
 
 /// Why a message could not be published.
 #[derive(Debug, thiserror::Error)]
@@ -52,7 +54,7 @@ pub struct Outgoing<'a> {
 }
 
 /// The core message for a publish.
-pub fn build_message(routing_key: String, m: &Outgoing<'_>) -> Message {
+pub fn build_message(routing_key: ShortStr, m: &Outgoing<'_>) -> Message {
     let origin = Origin {
         qos: m.qos,
         retained_copy: false,
@@ -63,7 +65,7 @@ pub fn build_message(routing_key: String, m: &Outgoing<'_>) -> Message {
 
 /// A message to `amq.topic` recording `origin` and mapping MQTT 5
 /// `properties` onto the core's.
-pub fn core_message(routing_key: String, origin: Origin, properties: Option<&Properties>, payload: Bytes) -> Message {
+pub fn core_message(routing_key: ShortStr, origin: Origin, properties: Option<&Properties>, payload: Bytes) -> Message {
     match properties {
         None => topic_message(routing_key, origin, payload),
         Some(p) => {
@@ -75,11 +77,17 @@ pub fn core_message(routing_key: String, origin: Origin, properties: Option<&Pro
     }
 }
 
-/// Reusable buffers of a publisher.
+/// Reusable buffers of a publisher, and what it published last: a client
+/// that publishes to one topic again and again has its topic translated and
+/// routed once.
 #[derive(Default)]
 pub struct Publisher {
     queues: Vec<Arc<Queue>>,
     scratch: BytesMut,
+    /// The last topic published to, and its routing key.
+    last_topic: String,
+    last_routing_key: ShortStr,
+    route: RouteCache,
     /// Queues that got their first ready message; the caller wakes them.
     pub wakes: Vec<Arc<Queue>>,
 }
@@ -96,9 +104,14 @@ impl Publisher {
         m: &Outgoing<'_>,
         skip: impl Fn(&Arc<Queue>) -> bool,
     ) -> Result<Routed, RouteError> {
-        let routing_key = topic_to_routing_key(m.topic);
-        if routing_key.len() > 255 {
-            return Err(RouteError::TopicTooLong(routing_key.len()));
+        if self.last_topic != m.topic || self.last_topic.is_empty() {
+            let routing_key = topic_to_routing_key(m.topic);
+            if routing_key.len() > 255 {
+                return Err(RouteError::TopicTooLong(routing_key.len()));
+            }
+            self.last_routing_key = ShortStr::from(routing_key.into_owned());
+            self.last_topic.clear();
+            self.last_topic.push_str(m.topic);
         }
         if m.retain {
             let properties = m.properties.filter(|p| p.check().is_ok()).map(|p| {
@@ -111,9 +124,9 @@ impl Publisher {
                 .and_then(|store| store.set(m.topic, m.qos, m.payload.clone(), properties))
                 .map_err(|e| RouteError::Retained(e.to_string()))?;
         }
-        let msg = build_message(routing_key.into_owned(), m);
+        let msg = build_message(self.last_routing_key.clone(), m);
         let mut queues = std::mem::take(&mut self.queues);
-        vhost.route(exchange, &msg, &[], &mut queues);
+        vhost.route_cached(exchange, &msg, &[], &mut queues, Some(&mut self.route));
         let mut routed = Routed::default();
         for q in queues.iter().filter(|q| !skip(q)) {
             match q.publish(&msg, &mut self.scratch) {

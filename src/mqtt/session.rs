@@ -351,7 +351,12 @@ impl Session {
                 }
                 p.message_expiry_interval = u32::try_from(left_ms.saturating_add(999) / 1000).ok();
             }
-            let msg = core_message(routing_key.into_owned(), origin, properties.as_deref(), r.payload);
+            let msg = core_message(
+                crate::wire::ShortStr::from(routing_key.into_owned()),
+                origin,
+                properties.as_deref(),
+                r.payload,
+            );
             match self.queue.publish(&msg, scratch) {
                 Ok(p) => wake |= p.woke,
                 Err(e) => tracing::error!(queue = %self.queue.name, "cannot queue a retained message: {e}"),

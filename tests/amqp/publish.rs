@@ -157,6 +157,71 @@ async fn the_default_exchange_follows_its_queue_deleted_and_declared_again() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_topic_publish_follows_binds_unbinds_and_queue_deletion() {
+    let broker = start().await;
+    let (_conn, ch) = broker.channel().await;
+    let (_admin_conn, admin) = broker.channel().await;
+    let (a, b) = (uniq("route-a"), uniq("route-b"));
+    declare_queue(&admin, &a).await;
+    declare_queue(&admin, &b).await;
+    let bind = |q: String, key: &'static str| {
+        let admin = admin.clone();
+        async move {
+            within(
+                "queue.bind",
+                admin.queue_bind(
+                    q.as_str().into(),
+                    "amq.topic".into(),
+                    key.into(),
+                    Default::default(),
+                    Default::default(),
+                ),
+            )
+            .await
+            .expect("queue.bind");
+        }
+    };
+    confirm_select(&ch).await;
+    bind(a.clone(), "sensor.*").await;
+    publish_confirmed(&ch, "amq.topic", "sensor.1", b"one").await;
+    publish_confirmed(&ch, "amq.topic", "sensor.1", b"two").await;
+    // A second queue bound: the same key now reaches both.
+    bind(b.clone(), "#").await;
+    publish_confirmed(&ch, "amq.topic", "sensor.1", b"three").await;
+    assert_eq!(
+        drain(&admin, &a).await,
+        [b"one".to_vec(), b"two".to_vec(), b"three".to_vec()]
+    );
+    assert_eq!(drain(&admin, &b).await, [b"three".to_vec()]);
+    // Unbound: only the other queue.
+    within(
+        "queue.unbind",
+        admin.queue_unbind(
+            a.as_str().into(),
+            "amq.topic".into(),
+            "sensor.*".into(),
+            Default::default(),
+        ),
+    )
+    .await
+    .expect("queue.unbind");
+    publish_confirmed(&ch, "amq.topic", "sensor.1", b"four").await;
+    assert_eq!(drain(&admin, &b).await, [b"four".to_vec()]);
+    assert_eq!(queue_count(&admin, &a).await, 0);
+    // The other queue deleted: the key reaches nothing.
+    within(
+        "queue.delete",
+        admin.queue_delete(b.as_str().into(), Default::default()),
+    )
+    .await
+    .expect("queue.delete");
+    publish_confirmed(&ch, "amq.topic", "sensor.1", b"five").await;
+    bind(a.clone(), "sensor.1").await;
+    publish_confirmed(&ch, "amq.topic", "sensor.1", b"six").await;
+    assert_eq!(drain(&admin, &a).await, [b"six".to_vec()]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mandatory_unroutable_is_returned_312() {
     let broker = start().await;
     let (conn, ch) = broker.channel().await;
