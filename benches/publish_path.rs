@@ -2,9 +2,10 @@
 //!
 //! * `publish_path/*`: "parse + route + append". A pre-encoded buffer of
 //!   [`MESSAGES`] basic.publish + content header + body frames (16-byte bodies) is
-//!   split into frames with `parse_frame`, each publish is turned into a
-//!   [`Message`] the way `src/amqp/publish.rs` does, routed with `VHost::route`
-//!   and appended with `Queue::publish` to the queue's memory-mapped segments.
+//!   taken apart with the publish fast path's `peek_publish`, each publish is
+//!   turned into a [`Message`] the way the connection's fast path does, routed
+//!   with `VHost::route_cached` (the channel's route cache) and appended with
+//!   `Queue::publish` to the queue's memory-mapped segments.
 //!   Variants: default exchange -> 1 queue, topic exchange with 100 bindings ->
 //!   1 queue, fanout -> 3 queues.
 //! * `frame_codec/parse_publish`: `parse_frame` alone over the same buffer.
@@ -18,15 +19,17 @@
 use std::hint::black_box;
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use lavinmq::amqp::codec::publish_frames::peek_publish;
 use lavinmq::amqp::codec::{
-    BasicProperties, Frame, Method, ShortStr, parse_frame, write_basic_deliver, write_body, write_header,
+    BasicProperties, Method, ShortStr, decode_properties, parse_frame, write_basic_deliver, write_body, write_header,
     write_header_raw, write_method,
 };
 use lavinmq::core::FieldTable;
 use lavinmq::core::message::Message;
 use lavinmq::core::queue::{ConnectionId, Queue};
+use lavinmq::core::route_cache::RouteCache;
 use lavinmq::core::vhost::{ExchangeOptions, QueueOptions, StoreSettings, VHost};
 
 /// Messages per measured iteration.
@@ -168,75 +171,57 @@ impl Fixture {
 /// Builds one variant's fixture.
 type MakeFixture = fn() -> Fixture;
 
-/// State of one channel's publish in progress, as `PendingPublish` keeps it.
-struct Pending {
-    exchange: ShortStr,
-    routing_key: ShortStr,
-    header: Option<(Box<BasicProperties>, Bytes)>,
-}
-
-/// What the connection and channel do per message: parse the three frames, build
-/// the message, look up the exchange, route, and store in every queue reached; then,
-/// once per buffer (a read batch), wake the queues that were empty.
+/// What the connection and channel do per message on the publish fast path
+/// (`Connection::whole_publish`): recognise the three frames in place, split
+/// them off, build the message, look up the exchange, route through the
+/// channel's route cache, and store in every queue reached; then, once per
+/// buffer (a read batch), wake the queues that were empty.
 /// Returns the number of messages published.
 fn parse_route_append(
     vhost: &VHost,
     mut buf: BytesMut,
     route_buf: &mut Vec<Arc<Queue>>,
+    cache: &mut RouteCache,
     scratch: &mut BytesMut,
 ) -> usize {
-    let mut pending: Option<Pending> = None;
     let mut wakes: Vec<Arc<Queue>> = Vec::new();
     let mut published = 0;
-    while let Some(frame) = parse_frame(&mut buf, FRAME_MAX).expect("parse") {
-        match frame {
-            Frame::Method {
-                method: Method::BasicPublish {
-                    exchange, routing_key, ..
-                },
-                ..
-            } => {
-                pending = Some(Pending {
-                    exchange,
-                    routing_key,
-                    header: None,
-                });
+    while let Some(p) = peek_publish(&buf, FRAME_MAX) {
+        let mut frames = buf.split_to(p.len).freeze();
+        let shortstr = |range: std::ops::Range<usize>| {
+            if range.is_empty() {
+                return ShortStr::default();
             }
-            Frame::Header {
-                properties,
-                raw_properties,
-                ..
-            } => {
-                let p = pending.as_mut().expect("header after publish");
-                p.header = Some((properties, raw_properties));
+            ShortStr::from_bytes(frames.slice(range)).expect("UTF-8")
+        };
+        let exchange = shortstr(p.exchange);
+        let routing_key = shortstr(p.routing_key);
+        let raw = frames.slice(p.properties);
+        let properties = decode_properties(&raw).expect("properties");
+        frames.truncate(p.body.end);
+        frames.advance(p.body.start);
+        let msg = Message {
+            timestamp: Message::now_ms(),
+            exchange,
+            routing_key,
+            properties,
+            raw_properties: Some(raw),
+            body: frames,
+        };
+        // As Channel::publish_message: exchange lookup, route, store.
+        let exchange = vhost.exchange(&msg.exchange).expect("exchange exists");
+        vhost.route_cached(&exchange, &msg, &[], route_buf, Some(&mut *cache));
+        for q in route_buf.iter() {
+            // `true`: the queue was empty, its consumers are woken at the end of
+            // the read batch (as `ConnInfo::defer_wake` does).
+            if q.publish(&msg, scratch).expect("publish").woke && !wakes.iter().any(|w| Arc::ptr_eq(w, q)) {
+                wakes.push(q.clone());
             }
-            Frame::Body { payload, .. } => {
-                let p = pending.take().expect("body after header");
-                let (properties, raw) = p.header.expect("header");
-                let msg = Message {
-                    timestamp: Message::now_ms(),
-                    exchange: p.exchange,
-                    routing_key: p.routing_key,
-                    properties,
-                    raw_properties: Some(raw),
-                    body: payload,
-                };
-                // As Channel::publish_message: exchange lookup, route, store.
-                let exchange = vhost.exchange(&msg.exchange).expect("exchange exists");
-                vhost.route(&exchange, &msg, &[], route_buf);
-                for q in route_buf.iter() {
-                    // `true`: the queue was empty, its consumers are woken at the end of
-                    // the read batch (as `ConnInfo::defer_wake` does).
-                    if q.publish(&msg, scratch).expect("publish").woke && !wakes.iter().any(|w| Arc::ptr_eq(w, q)) {
-                        wakes.push(q.clone());
-                    }
-                }
-                route_buf.clear();
-                published += 1;
-            }
-            other => panic!("unexpected frame {other:?}"),
         }
+        route_buf.clear();
+        published += 1;
     }
+    assert!(buf.is_empty(), "every publish took the fast path");
     for q in wakes.drain(..) {
         q.wake_consumers();
     }
@@ -256,8 +241,15 @@ fn bench_publish_path(c: &mut Criterion) {
         // Sanity check (outside the measurement): every message reaches every queue.
         let before = fixture.total_messages();
         let mut route_buf = Vec::new();
+        let mut cache = RouteCache::default();
         let mut scratch = BytesMut::new();
-        let n = parse_route_append(&fixture.vhost, fixture.setup(), &mut route_buf, &mut scratch);
+        let n = parse_route_append(
+            &fixture.vhost,
+            fixture.setup(),
+            &mut route_buf,
+            &mut cache,
+            &mut scratch,
+        );
         assert_eq!(n, MESSAGES);
         assert_eq!(
             fixture.total_messages() - before,
@@ -267,7 +259,7 @@ fn bench_publish_path(c: &mut Criterion) {
         group.bench_function(name, |b| {
             b.iter_batched(
                 || fixture.setup(),
-                |buf| parse_route_append(&fixture.vhost, buf, &mut route_buf, &mut scratch),
+                |buf| parse_route_append(&fixture.vhost, buf, &mut route_buf, &mut cache, &mut scratch),
                 // One 1000-message buffer per timed call: the purge in setup then
                 // bounds the store, and the timer overhead is negligible.
                 BatchSize::PerIteration,

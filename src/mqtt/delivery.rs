@@ -172,18 +172,26 @@ impl Deliveries {
         };
         if released {
             self.state.released.lock().insert(packet_id);
+            queue.ack([pos]);
         } else {
-            self.in_use.fetch_sub(1, Ordering::AcqRel);
+            queue.ack([pos]);
+            self.release_id();
         }
-        queue.ack([pos]);
-        self.wake_all();
         true
     }
 
     /// PUBCOMP for `packet_id`: the QoS 2 exchange is complete and the id free.
     pub fn completed(&self, packet_id: u16) {
         if self.state.released.lock().remove(&packet_id) {
-            self.in_use.fetch_sub(1, Ordering::AcqRel);
+            self.release_id();
+        }
+    }
+
+    /// One packet identifier less in use. The consumers are woken only when
+    /// that ends a stall at `max_inflight`: below it they never wait for an
+    /// acknowledgement, and a wake-up per PUBACK would switch tasks per message.
+    fn release_id(&self) {
+        if self.in_use.fetch_sub(1, Ordering::AcqRel) >= self.max_inflight {
             self.wake_all();
         }
     }

@@ -35,7 +35,7 @@ pub fn routing_key_to_topic(routing_key: &str) -> Cow<'_, str> {
 /// that a delivery loop can reuse one buffer instead of allocating per message.
 pub fn write_topic(routing_key: &str, out: &mut String) {
     out.clear();
-    out.extend(routing_key.chars().map(to_mqtt));
+    push_translated(routing_key, to_mqtt, out);
 }
 
 /// The MQTT topic filter an AMQP binding key corresponds to, e.g. to list
@@ -44,28 +44,46 @@ pub fn binding_key_to_filter(binding_key: &str) -> Cow<'_, str> {
     translate(binding_key, to_mqtt)
 }
 
-fn to_amqp(c: char) -> char {
-    match c {
-        '/' => '.',
-        '+' => '*',
+fn to_amqp(b: u8) -> u8 {
+    match b {
+        b'/' => b'.',
+        b'+' => b'*',
         other => other,
     }
 }
 
-fn to_mqtt(c: char) -> char {
-    match c {
-        '.' => '/',
-        '*' => '+',
+fn to_mqtt(b: u8) -> u8 {
+    match b {
+        b'.' => b'/',
+        b'*' => b'+',
         other => other,
     }
 }
 
-/// Applies `map` to every character, borrowing `s` when nothing changes.
-fn translate(s: &str, map: fn(char) -> char) -> Cow<'_, str> {
-    if s.chars().all(|c| map(c) == c) {
+/// Applies `map` to every byte, borrowing `s` when nothing changes. `map`
+/// changes only ASCII bytes, into ASCII bytes; the bytes of a multi-byte UTF-8
+/// character are never ASCII, so they pass unchanged and the result stays
+/// UTF-8. Byte by byte rather than char by char: this runs for every MQTT
+/// delivery.
+fn translate(s: &str, map: fn(u8) -> u8) -> Cow<'_, str> {
+    if s.bytes().all(|b| map(b) == b) {
         return Cow::Borrowed(s);
     }
-    Cow::Owned(s.chars().map(map).collect())
+    let mut out = String::with_capacity(s.len());
+    push_translated(s, map, &mut out);
+    Cow::Owned(out)
+}
+
+/// Appends `s` with `map` applied (see [`translate`]) to `out`.
+fn push_translated(s: &str, map: fn(u8) -> u8, out: &mut String) {
+    let mut rest = s;
+    while let Some(i) = rest.bytes().position(|b| map(b) != b) {
+        // `i` is an ASCII byte's index: a character boundary on both sides.
+        out.push_str(&rest[..i]);
+        out.push(char::from(map(rest.as_bytes()[i])));
+        rest = &rest[i + 1..];
+    }
+    out.push_str(rest);
 }
 
 #[cfg(test)]
