@@ -19,12 +19,12 @@
 use std::hint::black_box;
 use std::sync::Arc;
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
-use lavinmq::amqp::codec::publish_frames::peek_publish;
+use lavinmq::amqp::codec::publish_frames::{WholePublish, peek_publish};
 use lavinmq::amqp::codec::{
-    BasicProperties, Method, ShortStr, decode_properties, parse_frame, write_basic_deliver, write_body, write_header,
-    write_header_raw, write_method,
+    BasicProperties, Method, ShortStr, parse_frame, write_basic_deliver, write_body, write_header, write_header_raw,
+    write_method,
 };
 use lavinmq::core::FieldTable;
 use lavinmq::core::message::Message;
@@ -187,26 +187,14 @@ fn parse_route_append(
     let mut wakes: Vec<Arc<Queue>> = Vec::new();
     let mut published = 0;
     while let Some(p) = peek_publish(&buf, FRAME_MAX) {
-        let mut frames = buf.split_to(p.len).freeze();
-        let shortstr = |range: std::ops::Range<usize>| {
-            if range.is_empty() {
-                return ShortStr::default();
-            }
-            ShortStr::from_bytes(frames.slice(range)).expect("UTF-8")
-        };
-        let exchange = shortstr(p.exchange);
-        let routing_key = shortstr(p.routing_key);
-        let raw = frames.slice(p.properties);
-        let properties = decode_properties(&raw).expect("properties");
-        frames.truncate(p.body.end);
-        frames.advance(p.body.start);
+        let whole = WholePublish::split_off(&mut buf, &p).expect("well-formed");
         let msg = Message {
             timestamp: Message::now_ms(),
-            exchange,
-            routing_key,
-            properties,
-            raw_properties: Some(raw),
-            body: frames,
+            exchange: whole.exchange,
+            routing_key: whole.routing_key,
+            properties: whole.properties,
+            raw_properties: Some(whole.raw_properties),
+            body: whole.body,
         };
         // As Channel::publish_message: exchange lookup, route, store.
         let exchange = vhost.exchange(&msg.exchange).expect("exchange exists");

@@ -5,20 +5,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Buf, BytesMut};
+use bytes::BytesMut;
 use rustc_hash::FxHashMap;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tracing::Instrument;
 
 use super::channel::Channel;
-use super::codec::publish_frames::peek_publish;
-use super::codec::{
-    CodecError, Frame, Method, ShortStr, decode_properties, parse_frame, write_heartbeat, write_method,
-};
+use super::codec::publish_frames::{WholePublish, peek_publish};
+use super::codec::{CodecError, Frame, Method, ShortStr, parse_frame, write_heartbeat, write_method};
 use super::context::AmqpContext;
 use super::error::{AmqpError, AmqpResult, Scope, code};
 use super::handshake::handshake;
-use super::publish::WholePublish;
 use crate::core::alarms::Alarms;
 use crate::core::exchange::{Exchange, ExchangeKind};
 use crate::core::message::Message;
@@ -588,30 +585,7 @@ impl Connection {
         if ch.closing || ch.publish.is_some() {
             return Ok(None);
         }
-        let mut frames = buf.split_to(p.len).freeze();
-        let shortstr = |range: std::ops::Range<usize>, what| {
-            if range.is_empty() {
-                return Ok(ShortStr::default());
-            }
-            ShortStr::from_bytes(frames.slice(range)).map_err(|_| CodecError::InvalidUtf8(what))
-        };
-        let exchange = shortstr(p.exchange, "exchange")?;
-        let routing_key = shortstr(p.routing_key, "routing-key")?;
-        let raw_properties = frames.slice(p.properties);
-        let properties = decode_properties(&raw_properties)?;
-        // The body is what is left of the frames: no count taken on the
-        // shared buffer for it.
-        frames.truncate(p.body.end);
-        frames.advance(p.body.start);
-        let publish = WholePublish {
-            exchange,
-            routing_key,
-            mandatory: p.mandatory,
-            immediate: p.immediate,
-            properties,
-            raw_properties,
-            body: frames,
-        };
+        let publish = WholePublish::split_off(buf, &p)?;
         self.published = true;
         Ok(Some(match ch.publish_whole(&self.info, publish) {
             Err(e) if e.scope == Scope::Channel => {

@@ -8,6 +8,7 @@ use bytes::{Bytes, BytesMut};
 use smallvec::SmallVec;
 
 use super::channel::{Channel, ChannelShared, REPLY_TO_QUEUE, REPLY_TO_QUEUE_ALT, Settle, settle_entries};
+use super::codec::publish_frames::WholePublish;
 use super::codec::{
     BasicProperties, FieldValue, ShortStr, write_basic_ack, write_basic_deliver, write_basic_nack, write_basic_return,
     write_body, write_header_raw,
@@ -63,24 +64,6 @@ impl TxBuffer {
         self.publishes.clear();
         self.settles.drain(..).flat_map(|(e, _)| e).collect()
     }
-}
-
-/// The parts of a publish that arrived whole, for [`Channel::publish_whole`].
-pub struct WholePublish {
-    /// Exchange it is published to.
-    pub exchange: ShortStr,
-    /// Its routing key.
-    pub routing_key: ShortStr,
-    /// The mandatory flag.
-    pub mandatory: bool,
-    /// The immediate flag.
-    pub immediate: bool,
-    /// The decoded properties.
-    pub properties: Box<BasicProperties>,
-    /// The properties as received.
-    pub raw_properties: Bytes,
-    /// The whole body.
-    pub body: Bytes,
 }
 
 /// Refuses a body larger than the configured `max_message_size`.

@@ -24,7 +24,10 @@
 
 use std::ops::Range;
 
-use super::frame::{FRAME_BODY, FRAME_END, FRAME_HEADER, FRAME_METHOD, FRAME_OVERHEAD};
+use bytes::{Buf, Bytes, BytesMut};
+
+use super::frame::{FRAME_BODY, FRAME_END, FRAME_HEADER, FRAME_METHOD, FRAME_OVERHEAD, decode_properties};
+use crate::wire::{BasicProperties, CodecError, ShortStr};
 
 /// Length of a frame's header: type, channel, size.
 const HEADER_LEN: usize = 7;
@@ -58,6 +61,56 @@ pub struct PublishFrames {
     pub body: Range<usize>,
     /// Bytes the frames take, from the start of the buffer.
     pub len: usize,
+}
+
+/// The parts of a publish that arrived whole, taken off the read buffer.
+pub struct WholePublish {
+    /// Exchange it is published to.
+    pub exchange: ShortStr,
+    /// Its routing key.
+    pub routing_key: ShortStr,
+    /// The mandatory flag.
+    pub mandatory: bool,
+    /// The immediate flag.
+    pub immediate: bool,
+    /// The decoded properties.
+    pub properties: Box<BasicProperties>,
+    /// The properties as received.
+    pub raw_properties: Bytes,
+    /// The whole body.
+    pub body: Bytes,
+}
+
+impl WholePublish {
+    /// Splits the publish `p` (found by [`peek_publish`] at the start of
+    /// `buf`) off `buf` and checks what `peek_publish` left to check. An
+    /// error is a malformed frame, as the general parser would report it.
+    pub fn split_off(buf: &mut BytesMut, p: &PublishFrames) -> Result<WholePublish, CodecError> {
+        let mut frames = buf.split_to(p.len).freeze();
+        let shortstr = |range: &Range<usize>, what| {
+            if range.is_empty() {
+                return Ok(ShortStr::default());
+            }
+            ShortStr::from_bytes(frames.slice(range.clone())).map_err(|_| CodecError::InvalidUtf8(what))
+        };
+        let exchange = shortstr(&p.exchange, "exchange")?;
+        let routing_key = shortstr(&p.routing_key, "routing-key")?;
+        let raw_properties = frames.slice(p.properties.clone());
+        let properties = decode_properties(&raw_properties)?;
+        // The body is what is left of the frames: no count taken on the
+        // shared buffer for it.
+        frames.truncate(p.body.end);
+        frames.advance(p.body.start);
+        Ok(WholePublish {
+            exchange,
+            routing_key,
+            mandatory: p.mandatory,
+            immediate: p.immediate,
+            properties,
+            raw_properties,
+            body: frames,
+        })
+    }
 }
 
 /// One frame's type, channel and payload range, if it is complete in `buf`
