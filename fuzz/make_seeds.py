@@ -67,6 +67,8 @@ PROPS = struct.pack(">H", 0x8000 | 0x2000 | 0x1000 | 0x0800 | 0x0100) + shortstr
 start_ok = method(0, 10, 11, table([("product", b"S", longstr("fuzz")), ("capabilities", b"F", table([("publisher_confirms", b"t", b"\x01")]))]) + shortstr("PLAIN") + longstr(b"\x00guest\x00guest") + shortstr("en_US"))
 seed("amqp_frame", "handshake", start_ok + method(0, 10, 31, struct.pack(">HIH", 2047, 131072, 60)) + method(0, 10, 40, shortstr("/") + b"\x00\x00"))
 seed("amqp_frame", "publish", method(1, 20, 10, shortstr("")) + method(1, 60, 40, b"\x00\x00" + shortstr("amq.topic") + shortstr("a.b") + b"\x00") + header(1, 5, PROPS) + body(1, b"hello"))
+# Starting with the publish itself: what the publish fast path takes whole.
+seed("amqp_frame", "publish_whole", method(1, 60, 40, b"\x00\x00" + shortstr("") + shortstr("q") + b"\x01") + header(1, 5, PROPS) + body(1, b"hello") + method(1, 60, 40, b"\x00\x00" + shortstr("x") + shortstr("") + b"\x00") + header(1, 0, PROPS))
 seed("amqp_frame", "declare", method(1, 50, 10, b"\x00\x00" + shortstr("q") + b"\x02" + SAMPLE_TABLE) + method(1, 40, 10, b"\x00\x00" + shortstr("x") + shortstr("x-consistent-hash") + b"\x00" + table([])))
 seed("amqp_frame", "consume_ack", method(1, 60, 20, b"\x00\x00" + shortstr("q") + shortstr("tag") + b"\x00" + table([("x-priority", b"I", struct.pack(">i", 3))])) + method(1, 60, 80, struct.pack(">Q", 1) + b"\x01") + b"\x08\x00\x00\x00\x00\x00\x00\xce")
 seed("field_table", "table", SAMPLE_TABLE)
