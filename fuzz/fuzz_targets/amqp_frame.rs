@@ -28,14 +28,28 @@ fuzz_target!(|data: &[u8]| {
     let mut general = BytesMut::from(data);
     let Ok(Some(Frame::Method { method, .. })) = parse_frame(&mut general, FRAME_MAX) else {
         // The method did not parse: neither may the fast path's parts.
-        assert!(whole.is_err(), "the fast path took a publish the general parser refused");
+        assert!(
+            whole.is_err(),
+            "the fast path took a publish the general parser refused"
+        );
         return;
     };
-    let Method::BasicPublish { exchange, routing_key, mandatory, immediate } = method else {
+    let Method::BasicPublish {
+        exchange,
+        routing_key,
+        mandatory,
+        immediate,
+    } = method
+    else {
         panic!("the fast path took a method other than basic.publish");
     };
     let header = parse_frame(&mut general, FRAME_MAX);
-    let Ok(Some(Frame::Header { raw_properties, body_size, .. })) = header else {
+    let Ok(Some(Frame::Header {
+        raw_properties,
+        body_size,
+        ..
+    })) = header
+    else {
         assert!(whole.is_err(), "the fast path took a header the general parser refused");
         return;
     };

@@ -8,7 +8,9 @@ use lavinmq::mqtt::codec::{ProtocolVersion, parse_packet};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&pick, stream)) = data.split_first() else { return };
+    let Some((&pick, stream)) = data.split_first() else {
+        return;
+    };
     let version = match pick % 3 {
         0 => ProtocolVersion::V3_1,
         1 => ProtocolVersion::V3_1_1,

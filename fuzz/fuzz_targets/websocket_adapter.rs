@@ -72,7 +72,9 @@ fuzz_target!(|data: &[u8]| {
     let path = if first & 1 == 1 { "/mqtt" } else { "/" };
     let http = TARGET.with(|t| t.http);
     let mut socket = TcpStream::connect(http).expect("connect to the HTTP listener");
-    socket.set_read_timeout(Some(Duration::from_secs(8))).expect("read timeout");
+    socket
+        .set_read_timeout(Some(Duration::from_secs(8)))
+        .expect("read timeout");
     let request = format!(
         "GET {path} HTTP/1.1\r\nHost: {http}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
@@ -102,7 +104,11 @@ fuzz_target!(|data: &[u8]| {
             Ok(0) => break,
             Ok(_) => {}
             Err(e) => {
-                assert_ne!(e.kind(), std::io::ErrorKind::WouldBlock, "the broker did not close the connection");
+                assert_ne!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock,
+                    "the broker did not close the connection"
+                );
                 break;
             }
         }
