@@ -20,6 +20,7 @@ use std::sync::{Arc, Weak};
 use smallvec::SmallVec;
 
 use super::queue::Queue;
+use crate::wire::shortstr::same_bytes;
 
 /// The source of generations for everything a route is computed from.
 static GENERATIONS: AtomicU64 = AtomicU64::new(1);
@@ -48,7 +49,13 @@ impl RouteCache {
     /// to `out`; false (with `out` unchanged) when the route has to be
     /// computed again.
     pub(crate) fn get(&self, source: usize, key: &str, generation: u64, out: &mut Vec<Arc<Queue>>) -> bool {
-        if !self.valid || self.source != source || self.generation != generation || self.key != key {
+        // `same_bytes`: a fanout publish's key is empty, and comparing empty
+        // strings with `memcmp` stalls (see its doc).
+        if !self.valid
+            || self.source != source
+            || self.generation != generation
+            || !same_bytes(self.key.as_bytes(), key.as_bytes())
+        {
             return false;
         }
         let before = out.len();
