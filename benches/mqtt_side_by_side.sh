@@ -7,7 +7,10 @@
 # persistent session (for lavinmq a durable queue, acknowledged after fsync;
 # Mosquitto without persistence keeps it in memory), in MQTT 3.1.1, and QoS 0
 # and 1 with clean sessions in MQTT 5; for lavinmq it also prints the MQTT 5
-# rate as a share of the 3.1.1 rate.
+# rate as a share of the 3.1.1 rate. Beside each rate it prints the broker's CPU
+# time per message: the user + system time of the broker process over the run
+# (from /proc), divided by the messages consumed, so that the figure does not
+# depend on how much CPU the load generator takes.
 #   DURATION  seconds per run (default 5)    ROUNDS  rounds (default 3)
 #   LPORT     lavinmq's MQTT port (default 1893)   MPORT  Mosquitto's (default 1894)
 set -euo pipefail
@@ -58,55 +61,76 @@ else
     echo "mosquitto not installed: measuring lavinmq only" >&2
 fi
 
-# run SCENARIO BROKER PORT FLAGS...: appends "scenario|broker|consume rate|publish rate"
+CLK_TCK=$(getconf CLK_TCK)
+# CPU time (user + system) of process $1 in clock ticks: utime and stime are
+# fields 14 and 15, the 12th and 13th after the command name.
+cpu_ticks() {
+    local t
+    t=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | awk '{print $12 + $13}' || true)
+    echo "${t:-0}"
+}
+
+# run SCENARIO BROKER PID PORT FLAGS...: appends
+#   "scenario|broker|consume rate|publish rate|broker CPU µs per consumed message"
 run() {
-    local scenario=$1 broker=$2 port=$3
-    shift 3
+    local scenario=$1 broker=$2 pid=$3 port=$4
+    shift 4
     echo "  $broker: $scenario" >&2
-    local out
+    local out ticks
+    ticks=$(cpu_ticks "$pid")
     if out=$(target/release/lavinmqperf mqtt throughput -u "mqtt://127.0.0.1:$port" -z "$DURATION" -q -j "$@" 2>"$WORK/err" | tail -1); then
-        python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print("|".join([sys.argv[2], sys.argv[3], str(d["avg_consume_rate"]), str(d["avg_pub_rate"])]))' \
-            "$out" "$scenario" "$broker" >>"$RESULTS"
+        ticks=$(($(cpu_ticks "$pid") - ticks))
+        python3 -c '
+import json, sys
+d = json.loads(sys.argv[1])
+msgs = d["avg_consume_rate"] * d["elapsed_seconds"]
+cpu = f"{int(sys.argv[4]) / int(sys.argv[5]) / msgs * 1e6:.3f}" if msgs else "failed"
+print("|".join([sys.argv[2], sys.argv[3], str(d["avg_consume_rate"]), str(d["avg_pub_rate"]), cpu]))' \
+            "$out" "$scenario" "$broker" "$ticks" "$CLK_TCK" >>"$RESULTS"
     else
         echo "$scenario on $broker failed: $(tail -2 "$WORK/err")" >&2
-        echo "$scenario|$broker|failed|failed" >>"$RESULTS"
+        echo "$scenario|$broker|failed|failed|failed" >>"$RESULTS"
     fi
 }
 
 # A topic per run: a persistent session outlives its run and would otherwise
 # receive the next run's messages.
 scenarios() {
-    local broker=$1 port=$2 round=$3
-    run "QoS 0, clean session" "$broker" "$port" --qos 0 --clean-session -t "q0-$round"
-    run "QoS 1, clean session" "$broker" "$port" --qos 1 --clean-session -t "q1-$round"
-    run "QoS 1, persistent session" "$broker" "$port" --qos 1 -t "q1p-$round"
-    run "MQTT 5 QoS 0, clean session" "$broker" "$port" --protocol-version 5 --qos 0 --clean-session -t "v5q0-$round"
-    run "MQTT 5 QoS 1, clean session" "$broker" "$port" --protocol-version 5 --qos 1 --clean-session -t "v5q1-$round"
+    local broker=$1 pid=$2 port=$3 round=$4
+    run "QoS 0, clean session" "$broker" "$pid" "$port" --qos 0 --clean-session -t "q0-$round"
+    run "QoS 1, clean session" "$broker" "$pid" "$port" --qos 1 --clean-session -t "q1-$round"
+    run "QoS 1, persistent session" "$broker" "$pid" "$port" --qos 1 -t "q1p-$round"
+    run "MQTT 5 QoS 0, clean session" "$broker" "$pid" "$port" --protocol-version 5 --qos 0 --clean-session -t "v5q0-$round"
+    run "MQTT 5 QoS 1, clean session" "$broker" "$pid" "$port" --protocol-version 5 --qos 1 --clean-session -t "v5q1-$round"
 }
 
 for round in $(seq "$ROUNDS"); do
     echo "round $round of $ROUNDS" >&2
-    scenarios lavinmq "$LPORT" "$round"
-    [ -n "$MPID" ] && scenarios mosquitto "$MPORT" "$round"
+    scenarios lavinmq "$LPID" "$LPORT" "$round"
+    [ -n "$MPID" ] && scenarios mosquitto "$MPID" "$MPORT" "$round"
 done
 
 python3 - "$RESULTS" "$DURATION" "$ROUNDS" <<'PY'
 import statistics, sys
 path, duration, rounds = sys.argv[1:]
-rows = {}
+rows, cpu = {}, {}
 for line in open(path):
-    scenario, broker, consume, publish = line.rstrip("\n").split("|")
+    scenario, broker, consume, publish, us = line.rstrip("\n").split("|")
     rows.setdefault(scenario, {}).setdefault(broker, []).append(consume)
+    cpu.setdefault(scenario, {}).setdefault(broker, []).append(us)
 def med(values):
     ok = [float(v) for v in values or [] if v != "failed"]
     return statistics.median(ok) if ok else None
-print(f"MQTT, 16-byte payloads, 1 publisher 1 subscriber: median consume rate of {rounds} rounds, {duration} s each (msgs/s)")
-print(f"{'scenario':28} {'lavinmq':>12} {'Mosquitto':>12} {'ratio':>7}")
+print(f"MQTT, 16-byte payloads, 1 publisher 1 subscriber: median of {rounds} rounds, {duration} s each")
+print(f"{'scenario':28} {'lavinmq msgs/s':>15} {'µs/msg':>7} {'Mosquitto msgs/s':>17} {'µs/msg':>7} {'rate':>6} {'CPU':>6}")
 for scenario, by in rows.items():
     l, m = med(by.get("lavinmq")), med(by.get("mosquitto"))
-    cell = lambda v: f"{v:,.0f}" if v else "-"
-    ratio = f"{l / m:6.1f}x" if l and m else "      -"
-    print(f"{scenario:28} {cell(l):>12} {cell(m):>12} {ratio}")
+    lc, mc = med(cpu[scenario].get("lavinmq")), med(cpu[scenario].get("mosquitto"))
+    cell = lambda v, f="{:,.0f}": f.format(v) if v else "-"
+    ratio = f"{l / m:5.1f}x" if l and m else "     -"
+    cpu_ratio = f"{mc / lc:5.1f}x" if lc and mc else "     -"
+    print(f"{scenario:28} {cell(l):>15} {cell(lc, '{:.2f}'):>7} {cell(m):>17} {cell(mc, '{:.2f}'):>7} {ratio:>6} {cpu_ratio:>6}")
+print("rate: our consume rate / Mosquitto's; CPU: Mosquitto's CPU per message / ours (above 1: we use less)")
 for qos in (0, 1):
     v3 = med(rows.get(f"QoS {qos}, clean session", {}).get("lavinmq"))
     v5 = med(rows.get(f"MQTT 5 QoS {qos}, clean session", {}).get("lavinmq"))

@@ -34,8 +34,10 @@ use crate::core::connections::{ConnectionInfo, ConnectionLimits, Registration};
 use crate::core::login_throttle::Admission;
 use crate::core::message::Message;
 use crate::core::permissions::{Access, Compiled};
+use crate::core::queue::Queue;
 use crate::core::topic_permissions::TopicAccess;
 use crate::core::{FieldTable, FieldValue};
+use crate::store::SegPos;
 use crate::transport::BUSY_READ;
 use crate::transport::outbox::Outbox;
 use crate::transport::peer::Peer;
@@ -340,6 +342,8 @@ struct Connection {
     perms: (u64, Compiled),
     publisher: Publisher,
     scratch: BytesMut,
+    /// Deliveries PUBACKed in the current read, acked in their queues at its end.
+    settled: Vec<(Arc<Queue>, SegPos)>,
 }
 
 impl Connection {
@@ -396,6 +400,7 @@ impl Connection {
             perms: (0, Compiled::none()),
             publisher: Publisher::default(),
             scratch: BytesMut::new(),
+            settled: Vec::new(),
         }
     }
 
@@ -521,9 +526,11 @@ impl Connection {
         }
     }
 
-    /// Wakes the consumers of queues that got their first messages and sends
-    /// every answer of the batch in one write.
+    /// Acks the deliveries the batch's PUBACKs settled, wakes the consumers of
+    /// queues that got their first messages and sends every answer of the
+    /// batch in one write.
     fn end_of_batch(&mut self) {
+        Deliveries::ack_settled(&mut self.settled);
         self.publisher.wake();
         self.outbox.flush();
     }
@@ -541,7 +548,7 @@ impl Connection {
         match packet {
             Packet::Publish(p) => self.on_publish(p)?,
             Packet::Puback(a) => {
-                if !self.deliveries.acknowledged(a.packet_id, false) {
+                if !self.deliveries.puback(a.packet_id, &mut self.settled) {
                     tracing::debug!(packet_id = a.packet_id, "PUBACK for an unknown packet id");
                 }
             }

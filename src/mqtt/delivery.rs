@@ -180,6 +180,28 @@ impl Deliveries {
         true
     }
 
+    /// PUBACK for `packet_id`: frees the id and moves the delivery into
+    /// `settled`, for [`Deliveries::ack_settled`] to remove from its queue with
+    /// the other PUBACKs of the same read (one queue lock per batch rather than
+    /// per message). False when no delivery has that id.
+    pub fn puback(&self, packet_id: u16, settled: &mut Vec<(Arc<Queue>, SegPos)>) -> bool {
+        let Some(delivery) = self.inflight.lock().by_id.remove(&packet_id) else {
+            return false;
+        };
+        settled.push(delivery);
+        self.release_id();
+        true
+    }
+
+    /// Removes the deliveries collected by [`Deliveries::puback`] from their
+    /// queues, a run of the same queue at a time.
+    pub fn ack_settled(settled: &mut Vec<(Arc<Queue>, SegPos)>) {
+        for run in settled.chunk_by(|a, b| Arc::ptr_eq(&a.0, &b.0)) {
+            run[0].0.ack(run.iter().map(|(_, pos)| *pos));
+        }
+        settled.clear();
+    }
+
     /// PUBCOMP for `packet_id`: the QoS 2 exchange is complete and the id free.
     pub fn completed(&self, packet_id: u16) {
         if self.state.released.lock().remove(&packet_id) {

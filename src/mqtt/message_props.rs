@@ -78,14 +78,17 @@ pub fn origin_properties(origin: Origin) -> BasicProperties {
 pub fn publish_properties(origin: Origin) -> (Box<BasicProperties>, Bytes) {
     let qos = origin.qos;
     if qos != QoS::ExactlyOnce && !origin.retained_copy && !origin.retain_published {
-        let props = origin_properties(origin);
+        // Filled in place on the heap: building the (large) value first and
+        // boxing it afterwards copied it twice per message.
+        let mut props = Box::<BasicProperties>::default();
+        props.delivery_mode = Some(if qos == QoS::AtMostOnce { 1 } else { 2 });
         // Only the flags word and the delivery mode: encoded once, not per message.
         let raw: &'static [u8] = if qos == QoS::AtMostOnce {
             &[0x10, 0x00, 1]
         } else {
             &[0x10, 0x00, 2]
         };
-        return (Box::new(props), Bytes::from_static(raw));
+        return (props, Bytes::from_static(raw));
     }
     encoded(origin_properties(origin))
 }

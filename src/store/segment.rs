@@ -151,6 +151,11 @@ pub struct Segment {
     msgs_ref: Option<FileRef>,
     /// The ack log as registered for replication (clustered only).
     acks_ref: Option<FileRef>,
+    /// Records before this offset were appended by this process, so the reader
+    /// steps over them without checking their checksum again: checksums guard
+    /// against torn writes and damage at rest, which only records found on disk
+    /// at start can have.
+    written_here: usize,
 }
 
 impl Segment {
@@ -198,6 +203,7 @@ impl Segment {
             released: 0,
             msgs_ref,
             acks_ref: None,
+            written_here: SEGMENT_HEADER,
         })
     }
 
@@ -223,6 +229,7 @@ impl Segment {
             released: 0,
             msgs_ref: replication::register(&path),
             acks_ref: None,
+            written_here: 0,
         };
         let len = seg.file.metadata()?.len() as usize;
         let mut damage = Vec::new();
@@ -341,6 +348,7 @@ impl Segment {
     ) -> io::Result<u32> {
         let total = record::size(exchange, routing_key, properties, body)?;
         let pos = self.end;
+        let mut wrote = true;
         if total >= WRITE_THROUGH_FILE {
             use std::os::unix::fs::FileExt;
             let head = record::head(timestamp, exchange, routing_key, properties, body);
@@ -364,6 +372,12 @@ impl Segment {
                 body,
             );
             replication::wrote(self.msgs_ref, pos as u64, &[&map[pos..pos + total]]);
+        } else {
+            wrote = false;
+        }
+        // Trusted only when every record before it was too (and this one was written).
+        if self.written_here == pos && wrote {
+            self.written_here = pos + total;
         }
         self.end += total;
         self.msgs += 1;
@@ -466,6 +480,7 @@ impl Segment {
         let Some(map) = self.map.as_ref() else { return Ok(None) };
         let data = &map[p..self.end];
         match record::total_len(data) {
+            Ok(Some(total)) if p + total <= self.written_here => Ok(Some((p + total) as u32)),
             Ok(Some(total)) if record::verify(data, total).is_ok() => Ok(Some((p + total) as u32)),
             Ok(None) if !self.sealed => Ok(None),
             _ => Err(resync(map, p + 1, self.end).unwrap_or(self.end) as u32),
@@ -570,5 +585,25 @@ mod tests {
         let (s, _, damage) = Segment::open(dir.path(), 1).unwrap();
         assert_eq!(s.msgs, 9);
         assert_eq!(damage.len(), 1);
+    }
+
+    #[test]
+    fn records_written_in_this_run_are_stepped_over_and_reopened_ones_are_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = filled(dir.path(), 3);
+        let second = s.step(SEGMENT_HEADER as u32).unwrap().unwrap();
+        let third = s.step(second).unwrap().unwrap();
+        s.seal().unwrap();
+        drop(s);
+        let path = dir.path().join(msgs_name(1));
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[second as usize + 12] ^= 0x55;
+        std::fs::write(&path, bytes).unwrap();
+        // Reopened from its metadata: nothing was scanned, so the reader checks.
+        let (mut s, _, damage) = Segment::open(dir.path(), 1).unwrap();
+        assert!(damage.is_empty());
+        s.ensure_mapped().unwrap();
+        assert_eq!(s.step(SEGMENT_HEADER as u32), Ok(Some(second)));
+        assert_eq!(s.step(second), Err(third));
     }
 }

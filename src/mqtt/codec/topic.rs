@@ -50,18 +50,46 @@ pub fn is_dollar_topic(topic: &str) -> bool {
 /// A filter starting with `+` or `#` does not match a topic starting with `$`
 /// [MQTT-4.7.2-1]; `a/#` matches `a` itself; `+` matches an empty level.
 pub fn matches(filter: &str, topic: &str) -> bool {
-    if is_dollar_topic(topic) && filter.starts_with(['+', '#']) {
+    // Byte by byte, one level at a time: this runs for every delivery, and
+    // splitting both strings into levels cost more than the comparison.
+    let (f, t) = (filter.as_bytes(), topic.as_bytes());
+    if is_dollar_topic(topic) && matches!(f.first(), Some(b'+' | b'#')) {
         return false;
     }
-    let mut filter_levels = filter.split('/');
-    let mut topic_levels = topic.split('/');
+    let (mut fi, mut ti) = (0, 0);
     loop {
-        match (filter_levels.next(), topic_levels.next()) {
-            (Some("#"), _) => return true,
-            (Some("+"), Some(_)) => {}
-            (Some(f), Some(t)) if f == t => {}
-            (None, None) => return true,
-            _ => return false,
+        // Both at the start of a level.
+        match f.get(fi) {
+            Some(b'#') => return true,
+            Some(b'+') => {
+                fi += 1;
+                while t.get(ti).is_some_and(|&b| b != b'/') {
+                    ti += 1;
+                }
+            }
+            _ => {
+                while let Some(&b) = f.get(fi).filter(|&&b| b != b'/') {
+                    if t.get(ti) != Some(&b) {
+                        return false;
+                    }
+                    fi += 1;
+                    ti += 1;
+                }
+                if t.get(ti).is_some_and(|&b| b != b'/') {
+                    return false;
+                }
+            }
+        }
+        // Both at a `/` or at their end.
+        match (fi < f.len(), ti < t.len()) {
+            (false, false) => return true,
+            (true, true) => {
+                fi += 1;
+                ti += 1;
+            }
+            // `a/#` matches `a` too.
+            (true, false) => return &f[fi..] == b"/#",
+            (false, true) => return false,
         }
     }
 }
@@ -176,5 +204,54 @@ mod tests {
         assert!(matches("a/+", "a/$b"));
         assert!(is_dollar_topic("$SYS"));
         assert!(!is_dollar_topic("SYS"));
+    }
+
+    /// The matcher as the specification words it, level by level.
+    fn matches_by_levels(filter: &str, topic: &str) -> bool {
+        if is_dollar_topic(topic) && filter.starts_with(['+', '#']) {
+            return false;
+        }
+        let mut filter_levels = filter.split('/');
+        let mut topic_levels = topic.split('/');
+        loop {
+            match (filter_levels.next(), topic_levels.next()) {
+                (Some("#"), _) => return true,
+                (Some("+"), Some(_)) => {}
+                (Some(f), Some(t)) if f == t => {}
+                (None, None) => return true,
+                _ => return false,
+            }
+        }
+    }
+
+    /// Every string of up to `n` symbols from `alphabet`.
+    fn strings(alphabet: &[char], n: usize) -> Vec<String> {
+        let mut all = vec![String::new()];
+        let mut last = vec![String::new()];
+        for _ in 0..n {
+            last = last
+                .iter()
+                .flat_map(|s| alphabet.iter().map(move |c| format!("{s}{c}")))
+                .collect();
+            all.extend(last.iter().cloned());
+        }
+        all
+    }
+
+    #[test]
+    fn byte_matcher_agrees_with_the_level_by_level_one() {
+        let topics: Vec<String> = strings(&['a', 'b', '/', '$'], 4)
+            .into_iter()
+            .filter(|t| validate_topic_name(t).is_ok())
+            .collect();
+        let filters: Vec<String> = strings(&['a', '/', '+', '#', '$'], 5)
+            .into_iter()
+            .filter(|f| validate_topic_filter(f).is_ok())
+            .collect();
+        for f in &filters {
+            for t in &topics {
+                assert_eq!(matches(f, t), matches_by_levels(f, t), "filter {f:?} topic {t:?}");
+            }
+        }
     }
 }
