@@ -794,7 +794,12 @@ impl Queue {
                 continue;
             }
             let consumer = &st.consumers[i];
-            let count = st.delivery_counts.get(&pos).copied().unwrap_or(0);
+            // Most queues never requeue: no hashing per delivery for them.
+            let count = if st.delivery_counts.is_empty() {
+                0
+            } else {
+                st.delivery_counts.get(&pos).copied().unwrap_or(0)
+            };
             let settled = if count > 0 {
                 let view = with_delivery_count(view, count, &mut st.props_scratch);
                 consumer.deliver(&view, pos, redelivered)
@@ -804,7 +809,9 @@ impl Queue {
             st.counts.redeliver += u64::from(redelivered);
             if settled {
                 st.counts.deliver_no_ack += 1;
-                st.delivery_counts.remove(&pos);
+                if count > 0 {
+                    st.delivery_counts.remove(&pos);
+                }
                 if let Err(e) = st.store.ack(pos) {
                     tracing::error!(queue = %self.name, "cannot record ack: {e}");
                 }

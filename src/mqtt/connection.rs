@@ -526,11 +526,12 @@ impl Connection {
         }
     }
 
-    /// Acks the deliveries the batch's PUBACKs settled, wakes the consumers of
-    /// queues that got their first messages and sends every answer of the
-    /// batch in one write.
+    /// Acks the deliveries the batch's PUBACKs settled, asks for the sync its
+    /// QoS 1 and 2 publishes wait for, wakes the consumers of queues that got
+    /// their first messages and sends every answer of the batch in one write.
     fn end_of_batch(&mut self) {
         Deliveries::ack_settled(&mut self.settled);
+        self.acks.await_sync(&self.ctx.broker.sync);
         self.publisher.wake();
         self.outbox.flush();
     }
@@ -729,11 +730,10 @@ impl Connection {
     /// Sends PUBACK or PUBREC for a publish (nothing for QoS 0), after the
     /// sync when the message went to disk.
     fn acknowledge(&self, qos: QoS, packet_id: u16, reason: ReasonCode, needs_sync: bool) {
-        let sync = &self.ctx.broker.sync;
         match qos {
             QoS::AtMostOnce => {}
-            QoS::AtLeastOnce => self.acks.ack(PublishAck::Puback(packet_id, reason), needs_sync, sync),
-            QoS::ExactlyOnce => self.acks.ack(PublishAck::Pubrec(packet_id, reason), needs_sync, sync),
+            QoS::AtLeastOnce => self.acks.ack(PublishAck::Puback(packet_id, reason), needs_sync),
+            QoS::ExactlyOnce => self.acks.ack(PublishAck::Pubrec(packet_id, reason), needs_sync),
         }
     }
 

@@ -2,9 +2,12 @@
 //! message is safe: a message stored persistently waits for the group commit
 //! that covers it. Acknowledgements leave in the order the PUBLISHes arrived
 //! [MQTT-4.6.0-2], so once one waits for a sync, the ones after it wait too.
+//! The connection asks for the sync once per read ([`PublishAcks::await_sync`]),
+//! not once per publish.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::BytesMut;
 use parking_lot::Mutex;
@@ -45,6 +48,8 @@ pub struct PublishAcks {
     waiting: Mutex<VecDeque<(u64, PublishAck)>>,
     /// Sequence of the last acknowledgement queued behind a sync.
     seq: Mutex<u64>,
+    /// The newest sequence a sync was asked for.
+    registered: AtomicU64,
 }
 
 impl PublishAcks {
@@ -55,12 +60,15 @@ impl PublishAcks {
             version,
             waiting: Mutex::default(),
             seq: Mutex::new(0),
+            registered: AtomicU64::new(0),
         })
     }
 
     /// Acknowledges a publish: at once, unless the message waits for a sync
-    /// (`needs_sync`) or an earlier acknowledgement still does.
-    pub fn ack(self: &Arc<Self>, ack: PublishAck, needs_sync: bool, sync: &GroupSync) {
+    /// (`needs_sync`) or an earlier acknowledgement still does. Then it is
+    /// queued, and sent once [`PublishAcks::await_sync`] asked for a sync and
+    /// that sync is done.
+    pub fn ack(&self, ack: PublishAck, needs_sync: bool) {
         let mut waiting = self.waiting.lock();
         if !needs_sync && waiting.is_empty() {
             drop(waiting);
@@ -73,9 +81,16 @@ impl PublishAcks {
             *seq
         };
         waiting.push_back((seq, ack));
-        drop(waiting);
-        let waiter: Arc<dyn SyncWaiter> = self.clone();
-        sync.register(&waiter, seq);
+    }
+
+    /// Asks `sync` to tell when the acknowledgements queued so far may go;
+    /// called at the end of every batch of packets read.
+    pub fn await_sync(self: &Arc<Self>, sync: &GroupSync) {
+        let seq = *self.seq.lock();
+        if self.registered.swap(seq, Ordering::AcqRel) != seq {
+            let waiter: Arc<dyn SyncWaiter> = self.clone();
+            sync.register(&waiter, seq);
+        }
     }
 }
 
