@@ -18,55 +18,54 @@ use std::borrow::Cow;
 
 /// The AMQP routing key an MQTT PUBLISH to `topic` is routed with.
 pub fn topic_to_routing_key(topic: &str) -> Cow<'_, str> {
-    translate(topic, to_amqp)
+    translate(topic, TO_AMQP)
 }
 
 /// The AMQP binding key for an MQTT subscription to `filter`.
 pub fn filter_to_binding_key(filter: &str) -> Cow<'_, str> {
-    translate(filter, to_amqp)
+    translate(filter, TO_AMQP)
 }
 
 /// The MQTT topic name a message routed with `routing_key` is delivered under.
 pub fn routing_key_to_topic(routing_key: &str) -> Cow<'_, str> {
-    translate(routing_key, to_mqtt)
+    translate(routing_key, TO_MQTT)
 }
 
 /// Writes the MQTT topic name of `routing_key` into `out` (cleared first), so
 /// that a delivery loop can reuse one buffer instead of allocating per message.
 pub fn write_topic(routing_key: &str, out: &mut String) {
     out.clear();
-    push_translated(routing_key, to_mqtt, out);
+    push_translated(routing_key, TO_MQTT, out);
 }
 
 /// The MQTT topic filter an AMQP binding key corresponds to, e.g. to list
 /// an MQTT session's bindings as subscriptions.
 pub fn binding_key_to_filter(binding_key: &str) -> Cow<'_, str> {
-    translate(binding_key, to_mqtt)
+    translate(binding_key, TO_MQTT)
 }
 
-fn to_amqp(b: u8) -> u8 {
-    match b {
-        b'/' => b'.',
-        b'+' => b'*',
-        other => other,
-    }
+/// The two ASCII bytes one direction replaces, and their replacements.
+#[derive(Clone, Copy)]
+struct Mapping {
+    from: [u8; 2],
+    to: [u8; 2],
 }
 
-fn to_mqtt(b: u8) -> u8 {
-    match b {
-        b'.' => b'/',
-        b'*' => b'+',
-        other => other,
-    }
-}
+const TO_AMQP: Mapping = Mapping {
+    from: [b'/', b'+'],
+    to: [b'.', b'*'],
+};
 
-/// Applies `map` to every byte, borrowing `s` when nothing changes. `map`
-/// changes only ASCII bytes, into ASCII bytes; the bytes of a multi-byte UTF-8
-/// character are never ASCII, so they pass unchanged and the result stays
-/// UTF-8. Byte by byte rather than char by char: this runs for every MQTT
-/// delivery.
-fn translate(s: &str, map: fn(u8) -> u8) -> Cow<'_, str> {
-    if s.bytes().all(|b| map(b) == b) {
+const TO_MQTT: Mapping = Mapping {
+    from: [b'.', b'*'],
+    to: [b'/', b'+'],
+};
+
+/// Applies `map` to `s`, borrowing it when nothing changes. Only ASCII bytes
+/// are replaced, by ASCII bytes; the bytes of a multi-byte UTF-8 character
+/// are never ASCII, so they pass unchanged and the result stays UTF-8.
+fn translate(s: &str, map: Mapping) -> Cow<'_, str> {
+    if memchr::memchr2(map.from[0], map.from[1], s.as_bytes()).is_none() {
         return Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len());
@@ -74,13 +73,19 @@ fn translate(s: &str, map: fn(u8) -> u8) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// Appends `s` with `map` applied (see [`translate`]) to `out`.
-fn push_translated(s: &str, map: fn(u8) -> u8, out: &mut String) {
+/// Appends `s` with `map` applied (see [`translate`]) to `out`. This runs for
+/// every MQTT delivery: it copies the runs between replaced bytes whole.
+fn push_translated(s: &str, map: Mapping, out: &mut String) {
     let mut rest = s;
-    while let Some(i) = rest.bytes().position(|b| map(b) != b) {
+    while let Some(i) = memchr::memchr2(map.from[0], map.from[1], rest.as_bytes()) {
         // `i` is an ASCII byte's index: a character boundary on both sides.
         out.push_str(&rest[..i]);
-        out.push(char::from(map(rest.as_bytes()[i])));
+        let to = if rest.as_bytes()[i] == map.from[0] {
+            map.to[0]
+        } else {
+            map.to[1]
+        };
+        out.push(char::from(to));
         rest = &rest[i + 1..];
     }
     out.push_str(rest);
