@@ -441,8 +441,10 @@ impl Connection {
         // way to present a fresh token on an open connection).
         let expires = self.identity.deadline();
         loop {
+            // Read once per batch, not per packet: settings change rarely.
+            let max_packet_size = self.ctx.settings().max_packet_size;
             loop {
-                match parse_packet(&mut buf, self.ctx.settings().max_packet_size, self.version) {
+                match parse_packet(&mut buf, max_packet_size, self.version) {
                     Ok(Some(packet)) => match self.handle(packet) {
                         Ok(None) => {}
                         Ok(Some(end)) => {

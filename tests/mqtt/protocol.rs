@@ -338,3 +338,58 @@ async fn mqtt_3_1_client_connects() {
     c.ping().await;
     c.disconnect().await;
 }
+
+/// PUBACKs that arrive in one write settle together (the broker removes them
+/// from the queue once per read): none of the acknowledged messages comes
+/// back when the persistent session resumes, the one left unacknowledged
+/// does, and a PUBACK for an unknown packet id among them changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pubacks_sent_in_one_write_settle_together() {
+    let broker = start().await;
+    let addr = mqtt(&broker);
+    let client_id = uniq("batch-acker");
+    let (mut sub, _) = MqttRaw::connect(addr, &client_id, false).await;
+    assert_eq!(sub.subscribe("batch/t", 1).await, 1, "SUBACK");
+    let (mut publisher, _) = MqttRaw::connect(addr, &uniq("batch-pub"), true).await;
+    for i in 0..20 {
+        publisher.publish("batch/t", 1, false, format!("m{i}").as_bytes()).await;
+    }
+    // Read without acknowledging: the helper's next_publish would ack each.
+    let mut deliveries = Vec::new();
+    while deliveries.len() < 20 {
+        let p = sub.read_packet().await.expect("a PUBLISH");
+        deliveries.push(RawPublish::parse(&p));
+    }
+    let payloads: Vec<String> = deliveries
+        .iter()
+        .map(|d| String::from_utf8_lossy(&d.payload).into_owned())
+        .collect();
+    assert_eq!(payloads, (0..20).map(|i| format!("m{i}")).collect::<Vec<_>>());
+    let mut acks = Vec::new();
+    for (i, d) in deliveries[..19].iter().enumerate() {
+        if i == 10 {
+            acks.extend(id_packet(PUBACK << 4, 60_000));
+        }
+        acks.extend(id_packet(PUBACK << 4, d.packet_id));
+    }
+    acks.extend([PINGREQ << 4, 0]);
+    sub.send(&acks).await;
+    let pong = sub.read_packet().await.expect("PINGRESP");
+    assert_eq!(pong.kind(), PINGRESP, "got {pong:?}");
+    // The PINGRESP follows the batch: its acks are in the queue by now.
+    let queue = broker
+        .server()
+        .broker
+        .vhost("/")
+        .and_then(|v| v.queue(&format!("mqtt-subscription-{client_id}qos1")))
+        .expect("the session's queue");
+    let stats = queue.stats();
+    assert_eq!((stats.ready, stats.unacked), (0, 1), "only m19 left, unacknowledged");
+    sub.disconnect().await;
+
+    let (mut sub, present) = MqttRaw::connect(addr, &client_id, false).await;
+    assert!(present, "the session was kept");
+    let again = sub.next_publish().await;
+    assert_eq!((again.payload.as_slice(), again.dup), (&b"m19"[..], true));
+    sub.assert_no_publish().await;
+}
