@@ -88,6 +88,10 @@ pub struct Publisher {
     last_topic: String,
     last_routing_key: ShortStr,
     route: RouteCache,
+    /// The last plain message (QoS 0 or 1, no RETAIN, no MQTT 5 properties)
+    /// with its QoS, kept to publish the next plain one without allocating
+    /// its properties again.
+    spare: Option<(QoS, Message)>,
     /// Queues that got their first ready message; the caller wakes them.
     pub wakes: Vec<Arc<Queue>>,
 }
@@ -124,7 +128,16 @@ impl Publisher {
                 .and_then(|store| store.set(m.topic, m.qos, m.payload.clone(), properties))
                 .map_err(|e| RouteError::Retained(e.to_string()))?;
         }
-        let msg = build_message(self.last_routing_key.clone(), m);
+        let plain = m.properties.is_none() && !m.retain && m.qos != QoS::ExactlyOnce;
+        let msg = match self.spare.take() {
+            Some((qos, mut msg)) if plain && qos == m.qos => {
+                msg.timestamp = Message::coarse_now_ms();
+                msg.routing_key = self.last_routing_key.clone();
+                msg.body = m.payload.clone();
+                msg
+            }
+            _ => build_message(self.last_routing_key.clone(), m),
+        };
         let mut queues = std::mem::take(&mut self.queues);
         vhost.route_cached(exchange, &msg, &[], &mut queues, Some(&mut self.route));
         let mut routed = Routed::default();
@@ -142,6 +155,12 @@ impl Publisher {
         }
         queues.clear();
         self.queues = queues;
+        if plain {
+            // The payload is a slice of the read buffer: not kept past the publish.
+            let mut msg = msg;
+            msg.body = Bytes::new();
+            self.spare = Some((m.qos, msg));
+        }
         Ok(routed)
     }
 
