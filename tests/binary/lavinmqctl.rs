@@ -1192,6 +1192,15 @@ async fn shovels_are_added_listed_restarted_and_deleted() {
     let api = Api::new(&b);
     let definition = r#"{"src-uri":"amqp://","src-queue":"ctl-in","dest-uri":"amqp://","dest-queue":"ctl-out"}"#;
     ctl(&b, &["add_shovel", "mover", definition]).await.ok();
+    // The shovel declares both queues once it has connected, after the
+    // command returned.
+    for queue in ["ctl-in", "ctl-out"] {
+        let path = format!("/api/queues/%2F/{queue}");
+        eventually(&format!("the shovel declared {queue}"), || async {
+            api.get(&path).await.0.is_success()
+        })
+        .await;
+    }
     let (_conn, ch) = b.channel().await;
     publish(&ch, "", "ctl-in", b"moved by the shovel").await;
     let mut consumer = consume(&ch, "ctl-out").await;
