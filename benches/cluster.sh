@@ -73,7 +73,7 @@ wait_for() { # wait_for file text [seconds]
     echo "timed out waiting for '$2' in $1" >&2
     return 1
 }
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+. benches/proc_cpu.sh
 
 # A setup: 0 = clustering off; N >= 1 = a leader (node 0) and N-1 followers.
 setup() {
@@ -106,7 +106,7 @@ measure() {
     stop_nodes
     rate=$(echo "$out" | python3 -c "import json,sys; print(int(json.load(sys.stdin).get('$field', 0)))" 2>/dev/null || echo 0)
     python3 -c "
-rate=$rate; ticks=$t1-$t0; hz=$(getconf CLK_TCK)
+rate=$rate; ticks=$t1-$t0; hz=$CLK_TCK
 total=rate*$DURATION
 print(rate, '%.2f' % (ticks/hz*1e6/total) if total else 'n/a')"
 }

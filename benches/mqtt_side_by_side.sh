@@ -61,14 +61,7 @@ else
     echo "mosquitto not installed: measuring lavinmq only" >&2
 fi
 
-CLK_TCK=$(getconf CLK_TCK)
-# CPU time (user + system) of process $1 in clock ticks: utime and stime are
-# fields 14 and 15, the 12th and 13th after the command name.
-cpu_ticks() {
-    local t
-    t=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | awk '{print $12 + $13}' || true)
-    echo "${t:-0}"
-}
+. benches/proc_cpu.sh
 
 # run SCENARIO BROKER PID PORT FLAGS...: appends
 #   "scenario|broker|consume rate|publish rate|broker CPU µs per consumed message"

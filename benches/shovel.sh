@@ -19,7 +19,6 @@ ACK_MODES=${ACK_MODES:-"on-confirm on-publish no-ack"}
 cargo build --release --bin lavinmq --bin lavinmqperf >&2
 PERF=target/release/lavinmqperf
 WORK=$(mktemp -d)
-TICK=$(getconf CLK_TCK)
 LAVINMQ_PIDS=()
 RABBIT_BASES=()
 cleanup() {
@@ -32,7 +31,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+. benches/proc_cpu.sh
 listener_pid() { ss -ltnpH "sport = :$1" 2>/dev/null | grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2; }
 wait_listening() {
     local _
@@ -89,7 +88,7 @@ run() {
     s1=$(cpu_ticks "$src_pid")
     d1=$(cpu_ticks "$dst_pid")
     curl -sf -u guest:guest -X DELETE "http://127.0.0.1:$http/api/parameters/shovel/%2F/$q" >/dev/null || true
-    awk -v b="$brand" -v m="$mode" -v n="$N" -v t0="$t0" -v t1="$t1" -v tick="$TICK" \
+    awk -v b="$brand" -v m="$mode" -v n="$N" -v t0="$t0" -v t1="$t1" -v tick="$CLK_TCK" \
         -v s="$((s1 - s0))" -v d="$((d1 - d0))" 'BEGIN {
         printf "%-9s %-11s %10.0f %14.2f %14.2f\n", b, m, n / (t1 - t0), s / tick * 1e6 / n, d / tick * 1e6 / n }'
 }

@@ -243,15 +243,7 @@ await_no_clients() {
 
 port_of() { echo "${1##*:}"; }
 
-CLK_TCK=$(getconf CLK_TCK)
-# CPU time (user + system) the process has used, in clock ticks. The fields
-# after the command name (which may hold spaces) start at the state, field 3:
-# utime and stime are fields 14 and 15.
-cpu_ticks() {
-    local t
-    t=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | awk '{print $12 + $13}' || true)
-    echo "${t:-0}"
-}
+. benches/proc_cpu.sh
 
 # Runs a command (lavinmqperf, or a function running several) in the background,
 # samples the broker's peak RSS meanwhile, appends a result line:

@@ -54,7 +54,7 @@ const CONTENT_ENCODING_FLAG: u16 = 0x4000;
 /// The core properties recording `origin`, before any MQTT 5 properties.
 pub fn origin_properties(origin: Origin) -> BasicProperties {
     let mut props = BasicProperties {
-        delivery_mode: Some(if origin.qos == QoS::AtMostOnce { 1 } else { 2 }),
+        delivery_mode: Some(delivery_mode_of(origin.qos)),
         ..BasicProperties::default()
     };
     if origin.qos == QoS::ExactlyOnce || origin.retained_copy || origin.retain_published {
@@ -81,13 +81,10 @@ pub fn publish_properties(origin: Origin) -> (Box<BasicProperties>, Bytes) {
         // Filled in place on the heap: building the (large) value first and
         // boxing it afterwards copied it twice per message.
         let mut props = Box::<BasicProperties>::default();
-        props.delivery_mode = Some(if qos == QoS::AtMostOnce { 1 } else { 2 });
+        let mode = delivery_mode_of(qos);
+        props.delivery_mode = Some(mode);
         // Only the flags word and the delivery mode: encoded once, not per message.
-        let raw: &'static [u8] = if qos == QoS::AtMostOnce {
-            &[0x10, 0x00, 1]
-        } else {
-            &[0x10, 0x00, 2]
-        };
+        let raw: &'static [u8] = if mode == 1 { &[0x10, 0x00, 1] } else { &[0x10, 0x00, 2] };
         return (props, Bytes::from_static(raw));
     }
     encoded(origin_properties(origin))
@@ -156,6 +153,12 @@ pub fn origin_of(props: &BasicProperties) -> Origin {
         retained_copy: flag(RETAIN_HEADER),
         retain_published: flag(RETAIN_PUBLISHED_HEADER),
     }
+}
+
+/// The delivery mode a message published with `qos` is stored with: QoS 0
+/// transient (1), QoS 1 and 2 persistent (2), as RabbitMQ's MQTT plugin does.
+fn delivery_mode_of(qos: QoS) -> u8 {
+    if qos == QoS::AtMostOnce { 1 } else { 2 }
 }
 
 fn qos_of_delivery_mode(mode: Option<u8>) -> QoS {

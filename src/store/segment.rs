@@ -151,11 +151,11 @@ pub struct Segment {
     msgs_ref: Option<FileRef>,
     /// The ack log as registered for replication (clustered only).
     acks_ref: Option<FileRef>,
-    /// Records before this offset were appended by this process, so the reader
-    /// steps over them without checking their checksum again: checksums guard
-    /// against torn writes and damage at rest, which only records found on disk
-    /// at start can have.
-    written_here: usize,
+    /// Created by this process, so every record in it was appended by this
+    /// process and the reader steps over them without checking their checksum
+    /// again: checksums guard against torn writes and damage at rest, which
+    /// only records found on disk at start can have.
+    written_here: bool,
 }
 
 impl Segment {
@@ -203,7 +203,7 @@ impl Segment {
             released: 0,
             msgs_ref,
             acks_ref: None,
-            written_here: SEGMENT_HEADER,
+            written_here: true,
         })
     }
 
@@ -229,7 +229,7 @@ impl Segment {
             released: 0,
             msgs_ref: replication::register(&path),
             acks_ref: None,
-            written_here: 0,
+            written_here: false,
         };
         let len = seg.file.metadata()?.len() as usize;
         let mut damage = Vec::new();
@@ -348,7 +348,6 @@ impl Segment {
     ) -> io::Result<u32> {
         let total = record::size(exchange, routing_key, properties, body)?;
         let pos = self.end;
-        let mut wrote = true;
         if total >= WRITE_THROUGH_FILE {
             use std::os::unix::fs::FileExt;
             let head = record::head(timestamp, exchange, routing_key, properties, body);
@@ -373,11 +372,7 @@ impl Segment {
             );
             replication::wrote(self.msgs_ref, pos as u64, &[&map[pos..pos + total]]);
         } else {
-            wrote = false;
-        }
-        // Trusted only when every record before it was too (and this one was written).
-        if self.written_here == pos && wrote {
-            self.written_here = pos + total;
+            return Err(io::Error::other("segment is sealed: no more appends"));
         }
         self.end += total;
         self.msgs += 1;
@@ -480,7 +475,7 @@ impl Segment {
         let Some(map) = self.map.as_ref() else { return Ok(None) };
         let data = &map[p..self.end];
         match record::total_len(data) {
-            Ok(Some(total)) if p + total <= self.written_here => Ok(Some((p + total) as u32)),
+            Ok(Some(total)) if self.written_here => Ok(Some((p + total) as u32)),
             Ok(Some(total)) if record::verify(data, total).is_ok() => Ok(Some((p + total) as u32)),
             Ok(None) if !self.sealed => Ok(None),
             _ => Err(resync(map, p + 1, self.end).unwrap_or(self.end) as u32),

@@ -127,23 +127,25 @@ impl Mounted {
 
 impl Drop for Mounted {
     fn drop(&mut self) {
-        if let Some(session) = self.session.take() {
-            // `join` unmounts, waits for the session thread and unwraps how its
-            // loop ended. At unmount a read of /dev/fuse sometimes fails with
-            // ECONNABORTED rather than ENODEV, which fuser reports as an error
-            // (and `join` then panics) although the mount is gone and the thread
-            // has ended all the same: only that case is tolerated.
-            let joined = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| session.join()));
-            if let Err(panic) = joined {
-                let message = panic
-                    .downcast_ref::<String>()
-                    .map(String::as_str)
-                    .or_else(|| panic.downcast_ref::<&str>().copied())
-                    .unwrap_or("");
-                if !message.contains("ConnectionAborted") {
-                    std::panic::resume_unwind(panic);
-                }
-            }
+        let Some(session) = self.session.take() else { return };
+        // Not `BackgroundSession::join`: it unwraps how the session loop ended,
+        // and at unmount a read of /dev/fuse sometimes fails with ECONNABORTED
+        // rather than ENODEV, which fuser reports as an error although the
+        // mount is gone all the same. Dropping the rest of the session
+        // unmounts; the thread is then waited for, so that no late request
+        // reaches the disk after this returns.
+        let guard = {
+            // `session` moves in here, so the fields left in it (the mount
+            // among them) are dropped at the end of this block.
+            let session = session;
+            let fuser::BackgroundSession { guard, .. } = session;
+            guard
+        };
+        match guard.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionAborted => {}
+            Ok(Err(e)) => panic!("the power-loss filesystem's session failed: {e}"),
+            Err(panic) => std::panic::resume_unwind(panic),
         }
     }
 }
