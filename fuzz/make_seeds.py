@@ -134,19 +134,27 @@ seed("proxy_header", "v2_tcp6", v2_sig + b"\x21\x21" + struct.pack(">H", len(add
 seed("proxy_header", "v2_local", v2_sig + b"\x20\x00\x00\x00")
 
 
-def record(exchange, key, props, data, ts=1700000000000):
+def record(exchange, key, props, data, ts=1700000000000, crc_seed=0):
     payload = struct.pack("<q", ts) + shortstr(exchange) + shortstr(key) + struct.pack("<I", len(props)) + props + struct.pack("<Q", len(data)) + data
-    return struct.pack("<II", len(payload), zlib.crc32(payload)) + payload
+    return struct.pack("<II", len(payload), zlib.crc32(payload, crc_seed)) + payload
 
 
-segment = struct.pack("<I", 1)
-positions = []
-for i in range(4):
-    positions.append(len(segment))
-    segment += record("amq.direct", "k%d" % i, PROPS if i % 2 else b"\x00\x00", b"body %d" % i)
+def segment_file(version):
+    """Format 1: plain checksums. Format 2: seeded with the segment number (1 here)."""
+    data = struct.pack("<I", version)
+    positions = []
+    for i in range(4):
+        positions.append(len(data))
+        data += record("amq.direct", "k%d" % i, PROPS if i % 2 else b"\x00\x00", b"body %d" % i, crc_seed=0 if version == 1 else 1)
+    return data, positions
+
+
+segment, positions = segment_file(1)
 acks = struct.pack("<I", positions[1])
 seed("segment_recovery", "segment", struct.pack("<H", len(segment)) + segment + acks)
 seed("segment_recovery", "torn", struct.pack("<H", len(segment) - 5) + segment[:-5])
+segment, positions = segment_file(2)
+seed("segment_recovery", "segment_v2", struct.pack("<H", len(segment)) + segment + struct.pack("<I", positions[2]))
 
 
 def ws_frame(payload, opcode=2, fin=True, mask=b"\x00\x00\x00\x00"):

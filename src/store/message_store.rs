@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use super::mmap::Map;
 use super::record::{self, RecordView};
 use super::segment::{SEGMENT_HEADER, Segment};
+use super::spare_segments;
 
 /// Where a message lives: segment number and byte offset of its record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -65,6 +66,9 @@ impl MessageStore {
     /// was not acked. Damage is logged (naming `label`, the queue) and skipped.
     pub fn open(dir: &Path, label: &str, segment_size: u64) -> io::Result<Self> {
         std::fs::create_dir_all(dir)?;
+        // Spares are only safe to reuse while segment numbers keep growing,
+        // which they do only within one opening of the store.
+        spare_segments::clear(dir)?;
         let mut ids = Vec::new();
         let mut leftovers = Vec::new();
         for entry in std::fs::read_dir(dir)? {
@@ -413,7 +417,7 @@ impl MessageStore {
             && seg.acked >= seg.msgs
             && let Some(seg) = self.segments.remove(&id)
         {
-            seg.remove()?;
+            seg.retire()?;
         }
         Ok(())
     }
@@ -551,5 +555,41 @@ mod tests {
         }
         push(&mut s, "tail");
         assert!(s.segment_count() <= 2, "{} segments left", s.segment_count());
+    }
+
+    #[test]
+    fn reused_segment_files_recover_exactly_their_new_messages() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = open(dir.path());
+        for round in 0..3 {
+            for i in 0..300 {
+                push(&mut s, &format!("round {round} message {i:03}"));
+            }
+            while let Some((p, _)) = s.shift() {
+                s.ack(p).unwrap();
+            }
+        }
+        for i in 0..300 {
+            push(&mut s, &format!("kept message {i:03}"));
+        }
+        // A crash: nothing sealed, the files as the kernel holds them.
+        drop(s);
+        let mut s = open(dir.path());
+        assert_eq!(s.ready_count(), 300);
+        let mut i = 0;
+        while let Some((p, _)) = s.shift() {
+            assert_eq!(body(&s, p), format!("kept message {i:03}"));
+            i += 1;
+        }
+        assert_eq!(i, 300);
+    }
+
+    #[test]
+    fn spares_left_by_an_earlier_run_are_deleted_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let spare = dir.path().join("spare-4000000000.tmp");
+        std::fs::write(&spare, b"stale").unwrap();
+        let _s = open(dir.path());
+        assert!(!spare.exists());
     }
 }

@@ -10,6 +10,7 @@ pub mod queue_store;
 pub mod record;
 pub mod replication;
 pub mod segment;
+pub mod spare_segments;
 pub mod stream_store;
 pub mod sync_method;
 

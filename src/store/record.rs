@@ -5,6 +5,12 @@
 //! u64 len + body`. The length and checksum let recovery stop at the last whole record
 //! after a torn write, and the layout lets delivery copy exchange, routing key,
 //! properties and body straight out of the mapped file without decoding properties.
+//!
+//! The checksum is seeded (the initial value of the CRC register) by the segment
+//! the record belongs to. A segment file reused for a later segment still holds
+//! the records of its earlier life beyond the new data; seeded with another
+//! value, none of them can pass for a record of the new segment, because the
+//! same bytes never give the same CRC from two different initial values.
 
 /// Bytes before the payload: length and checksum.
 pub const RECORD_HEADER: usize = 8;
@@ -57,8 +63,16 @@ pub fn payload_len(exchange: &str, routing_key: &str, properties: usize, body: u
 }
 
 /// Writes a whole record (header and payload) into `dst`, which must be exactly
-/// `RECORD_HEADER + payload_len(..)` bytes long.
-pub fn write(dst: &mut [u8], timestamp: i64, exchange: &str, routing_key: &str, properties: &[u8], body: &[u8]) {
+/// `RECORD_HEADER + payload_len(..)` bytes long, with its checksum seeded by `seed`.
+pub fn write(
+    dst: &mut [u8],
+    seed: u32,
+    timestamp: i64,
+    exchange: &str,
+    routing_key: &str,
+    properties: &[u8],
+    body: &[u8],
+) {
     let payload = dst.len() - RECORD_HEADER;
     let mut at = RECORD_HEADER;
     let mut put = |bytes: &[u8]| {
@@ -74,7 +88,7 @@ pub fn write(dst: &mut [u8], timestamp: i64, exchange: &str, routing_key: &str, 
     put(properties);
     put(&(body.len() as u64).to_le_bytes());
     put(body);
-    let crc = crc32fast::hash(&dst[RECORD_HEADER..]);
+    let crc = checksum(seed, &dst[RECORD_HEADER..]);
     dst[0..4].copy_from_slice(&(payload as u32).to_le_bytes());
     dst[4..8].copy_from_slice(&crc.to_le_bytes());
 }
@@ -82,7 +96,7 @@ pub fn write(dst: &mut [u8], timestamp: i64, exchange: &str, routing_key: &str, 
 /// Everything of a record but its body: the length and checksum header followed by
 /// the payload up to and including the body length. Writing these bytes and then
 /// the body gives the same record as [`write`].
-pub fn head(timestamp: i64, exchange: &str, routing_key: &str, properties: &[u8], body: &[u8]) -> Vec<u8> {
+pub fn head(seed: u32, timestamp: i64, exchange: &str, routing_key: &str, properties: &[u8], body: &[u8]) -> Vec<u8> {
     let payload = payload_len(exchange, routing_key, properties.len(), body.len());
     let mut v = Vec::with_capacity(RECORD_HEADER + payload - body.len());
     v.extend_from_slice(&[0; RECORD_HEADER]);
@@ -94,7 +108,7 @@ pub fn head(timestamp: i64, exchange: &str, routing_key: &str, properties: &[u8]
     v.extend_from_slice(&(properties.len() as u32).to_le_bytes());
     v.extend_from_slice(properties);
     v.extend_from_slice(&(body.len() as u64).to_le_bytes());
-    let mut crc = crc32fast::Hasher::new();
+    let mut crc = crc32fast::Hasher::new_with_initial(seed);
     crc.update(&v[RECORD_HEADER..]);
     crc.update(body);
     let crc = crc.finalize();
@@ -120,13 +134,21 @@ pub fn total_len(src: &[u8]) -> Result<Option<usize>, RecordError> {
     Ok(Some(total))
 }
 
-/// Checks the checksum of the record at the start of `src`, whose total size is `total`.
-pub fn verify(src: &[u8], total: usize) -> Result<(), RecordError> {
+/// The checksum of a record's payload in a segment whose records are seeded by `seed`.
+fn checksum(seed: u32, payload: &[u8]) -> u32 {
+    let mut crc = crc32fast::Hasher::new_with_initial(seed);
+    crc.update(payload);
+    crc.finalize()
+}
+
+/// Checks the checksum (seeded by `seed`) of the record at the start of `src`,
+/// whose total size is `total`.
+pub fn verify(src: &[u8], total: usize, seed: u32) -> Result<(), RecordError> {
     let Some(rec) = src.get(..total) else {
         return Err(RecordError::Truncated);
     };
     let crc = u32::from_le_bytes([rec[4], rec[5], rec[6], rec[7]]);
-    if crc32fast::hash(&rec[RECORD_HEADER..]) != crc {
+    if checksum(seed, &rec[RECORD_HEADER..]) != crc {
         return Err(RecordError::Checksum);
     }
     parse(rec).map(|_| ())
@@ -190,15 +212,17 @@ mod tests {
     fn encode(body: &[u8]) -> Vec<u8> {
         let n = RECORD_HEADER + payload_len("ex", "rk", 3, body.len());
         let mut v = vec![0u8; n];
-        write(&mut v, 42, "ex", "rk", &[1, 2, 3], body);
+        write(&mut v, SEED, 42, "ex", "rk", &[1, 2, 3], body);
         v
     }
+
+    const SEED: u32 = 7;
 
     #[test]
     fn roundtrip() {
         let v = encode(b"hello");
         assert_eq!(total_len(&v), Ok(Some(v.len())));
-        verify(&v, v.len()).unwrap();
+        verify(&v, v.len(), SEED).unwrap();
         let r = parse(&v).unwrap();
         assert_eq!((r.timestamp, r.exchange, r.routing_key), (42, "ex", "rk"));
         assert_eq!(r.properties, &[1, 2, 3]);
@@ -208,7 +232,7 @@ mod tests {
     #[test]
     fn head_then_body_equals_write() {
         let v = encode(b"some body");
-        let mut h = head(42, "ex", "rk", &[1, 2, 3], b"some body");
+        let mut h = head(SEED, 42, "ex", "rk", &[1, 2, 3], b"some body");
         h.extend_from_slice(b"some body");
         assert_eq!(h, v);
     }
@@ -219,7 +243,21 @@ mod tests {
         let n = v.len();
         assert_eq!(total_len(&v[..n - 1]), Err(RecordError::Truncated));
         v[n - 2] ^= 0xff;
-        assert_eq!(verify(&v, n), Err(RecordError::Checksum));
+        assert_eq!(verify(&v, n, SEED), Err(RecordError::Checksum));
         assert_eq!(total_len(&[0, 0, 0, 0]), Ok(None));
+    }
+
+    #[test]
+    fn a_record_fails_under_any_other_seed() {
+        let v = encode(b"hello");
+        for seed in [0, 1, 6, 8, SEED ^ 0x8000_0000, u32::MAX] {
+            assert_eq!(verify(&v, v.len(), seed), Err(RecordError::Checksum), "seed {seed}");
+        }
+        // Seed 0 is the plain CRC-32 of the first format.
+        let mut plain = vec![0u8; v.len()];
+        write(&mut plain, 0, 42, "ex", "rk", &[1, 2, 3], b"hello");
+        assert_eq!(plain[4..8], crc32fast::hash(&plain[RECORD_HEADER..]).to_le_bytes());
+        // A seed is what zlib calls the running value: crc32(data, seed).
+        assert_eq!((checksum(7, b"abc"), checksum(0, b"abc")), (812_341_063, 891_568_578));
     }
 }

@@ -17,11 +17,18 @@ use std::path::{Path, PathBuf};
 use super::mmap::Map;
 use super::record;
 use super::replication::{self, FileRef};
+use super::spare_segments;
 
 /// Bytes at the start of every segment: the format version.
 pub const SEGMENT_HEADER: usize = 4;
-/// Version number written in [`SEGMENT_HEADER`].
-pub const FORMAT_VERSION: u32 = 1;
+/// Version number written in [`SEGMENT_HEADER`]: record checksums are seeded
+/// with the segment number, so that a reused segment file's stale records
+/// never pass for new ones (see [`super::spare_segments`]).
+pub const FORMAT_VERSION: u32 = 2;
+/// The first format, still read: plain (unseeded) record checksums.
+const UNSEEDED_VERSION: u32 = 1;
+/// Version number of meta files (unchanged since the first format).
+const META_VERSION: u32 = 1;
 /// Smallest possible record, used to size the ack log of a segment.
 const MIN_RECORD: usize = record::RECORD_HEADER + 8 + 1 + 1 + 4 + 8;
 /// How far ahead of the write cursor pages are faulted in, in one call, rather
@@ -89,21 +96,21 @@ struct Scan {
 }
 
 /// Walks the records of `data` from the header on, skipping damaged ranges.
-fn scan(data: &[u8]) -> Scan {
+fn scan(data: &[u8], seed: u32) -> Scan {
     let mut pos = SEGMENT_HEADER;
     let mut msgs = 0;
     let mut damage = Vec::new();
     loop {
         match record::total_len(&data[pos..]) {
             Ok(None) => break,
-            Ok(Some(total)) if record::verify(&data[pos..], total).is_ok() => {
+            Ok(Some(total)) if record::verify(&data[pos..], total, seed).is_ok() => {
                 pos += total;
                 msgs += 1;
                 continue;
             }
             _ => {}
         }
-        match resync(data, pos + 1, data.len()) {
+        match resync(data, pos + 1, data.len(), seed) {
             Some(next) => {
                 damage.push(format!("skipped damaged bytes {pos}..{next}"));
                 pos = next;
@@ -118,11 +125,22 @@ fn scan(data: &[u8]) -> Scan {
 }
 
 /// Finds the first offset in `from..limit` where a whole, valid record starts.
-fn resync(data: &[u8], from: usize, limit: usize) -> Option<usize> {
+fn resync(data: &[u8], from: usize, limit: usize, seed: u32) -> Option<usize> {
     let limit = limit.min(data.len());
     (from..limit).find(|&p| {
-        matches!(record::total_len(&data[p..limit]), Ok(Some(total)) if record::verify(&data[p..limit], total).is_ok())
+        matches!(record::total_len(&data[p..limit]), Ok(Some(total)) if record::verify(&data[p..limit], total, seed).is_ok())
     })
+}
+
+/// The seed of the record checksums of segment `id` written in format `version`,
+/// or `None` for a version this build does not know.
+fn checksum_seed(version: u32, id: u32) -> Option<u32> {
+    match version {
+        FORMAT_VERSION => Some(id),
+        // 0: a segment whose header was never written holds no records either.
+        UNSEEDED_VERSION | 0 => Some(0),
+        _ => None,
+    }
 }
 
 /// A segment with its ack log.
@@ -156,25 +174,30 @@ pub struct Segment {
     /// again: checksums guard against torn writes and damage at rest, which
     /// only records found on disk at start can have.
     written_here: bool,
+    /// The file held an earlier segment: what lies past the data is stale.
+    reused: bool,
+    /// Seed of this segment's record checksums.
+    seed: u32,
 }
 
 impl Segment {
     /// Creates a new, empty segment able to hold `capacity` bytes, with its space
-    /// reserved on disk.
+    /// reserved on disk. A spare file of the same folder is reused when there is
+    /// one (see [`super::spare_segments`]).
     pub fn create(dir: &Path, id: u32, capacity: usize) -> io::Result<Self> {
         // Leftovers of an earlier segment with this number must not count against
         // the new one.
-        for name in [acks_name(id), meta_name(id)] {
-            match std::fs::remove_file(dir.join(&name)) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-                Err(_) => {}
-                Ok(()) => replication::removed(&dir.join(name)),
-            }
-        }
+        remove_files(dir, &[acks_name(id), meta_name(id)])?;
         let path = dir.join(msgs_name(id));
         let capacity = capacity.max(SEGMENT_HEADER + MIN_RECORD);
+        let reused = spare_segments::take(dir, &path);
         let file = open_rw(&path, true)?;
-        if let Err(e) = reserve(&file, capacity as u64) {
+        let sized = if reused && file.metadata()?.len() > capacity as u64 {
+            file.set_len(capacity as u64)
+        } else {
+            reserve(&file, capacity as u64)
+        };
+        if let Err(e) = sized {
             drop(file);
             let _ = std::fs::remove_file(&path);
             return Err(e);
@@ -186,6 +209,9 @@ impl Segment {
         let mut map = map(&file)?;
         let _ = map.advise(memmap2::Advice::Random);
         map[0..4].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        if reused {
+            map[SEGMENT_HEADER..SEGMENT_HEADER + 4].fill(0);
+        }
         let msgs_ref = replication::register(&path);
         replication::wrote(msgs_ref, 0, &[&map[0..4]]);
         Ok(Segment {
@@ -204,6 +230,8 @@ impl Segment {
             msgs_ref,
             acks_ref: None,
             written_here: true,
+            reused,
+            seed: id,
         })
     }
 
@@ -230,8 +258,22 @@ impl Segment {
             msgs_ref: replication::register(&path),
             acks_ref: None,
             written_here: false,
+            reused: false,
+            seed: 0,
         };
         let len = seg.file.metadata()?.len() as usize;
+        if len >= SEGMENT_HEADER {
+            use std::os::unix::fs::FileExt;
+            let mut header = [0u8; SEGMENT_HEADER];
+            seg.file.read_exact_at(&mut header, 0)?;
+            let version = u32::from_le_bytes(header);
+            seg.seed = checksum_seed(version, id).ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("unknown segment format version {version}"),
+                )
+            })?;
+        }
         let mut damage = Vec::new();
         let meta = seg.read_meta();
         match meta {
@@ -247,14 +289,7 @@ impl Segment {
                 }
                 if len >= SEGMENT_HEADER {
                     let map = map(&seg.file)?;
-                    let version = u32::from_le_bytes([map[0], map[1], map[2], map[3]]);
-                    if version != FORMAT_VERSION && version != 0 {
-                        return Err(io::Error::new(
-                            io::ErrorKind::InvalidData,
-                            format!("unknown segment format version {version}"),
-                        ));
-                    }
-                    let s = scan(&map);
+                    let s = scan(&map, seg.seed);
                     seg.msgs = s.msgs;
                     seg.end = s.end;
                     damage = s.damage;
@@ -277,7 +312,7 @@ impl Segment {
             return None;
         }
         let word = |i: usize| u32::from_le_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
-        if word(0) != FORMAT_VERSION || crc32fast::hash(&bytes[..12]) != word(12) {
+        if word(0) != META_VERSION || crc32fast::hash(&bytes[..12]) != word(12) {
             return None;
         }
         Some((word(4), word(8) as usize))
@@ -285,7 +320,7 @@ impl Segment {
 
     fn write_meta(&self) -> io::Result<()> {
         let mut bytes = Vec::with_capacity(META_LEN);
-        bytes.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        bytes.extend_from_slice(&META_VERSION.to_le_bytes());
         bytes.extend_from_slice(&self.msgs.to_le_bytes());
         bytes.extend_from_slice(&(self.end as u32).to_le_bytes());
         let crc = crc32fast::hash(&bytes);
@@ -350,7 +385,7 @@ impl Segment {
         let pos = self.end;
         if total >= WRITE_THROUGH_FILE {
             use std::os::unix::fs::FileExt;
-            let head = record::head(timestamp, exchange, routing_key, properties, body);
+            let head = record::head(self.seed, timestamp, exchange, routing_key, properties, body);
             self.file.write_all_at(&head, pos as u64)?;
             self.file.write_all_at(body, (pos + head.len()) as u64)?;
             replication::wrote(self.msgs_ref, pos as u64, &[&head, body]);
@@ -364,6 +399,7 @@ impl Segment {
             }
             record::write(
                 &mut map[pos..pos + total],
+                self.seed,
                 timestamp,
                 exchange,
                 routing_key,
@@ -376,6 +412,15 @@ impl Segment {
         }
         self.end += total;
         self.msgs += 1;
+        if self.reused {
+            // The stale bytes of the file's earlier life start here: a zero length
+            // ends the data for a recovery after a crash of this process (the
+            // kernel keeps the page). After a power cut the zero may be lost, and
+            // the seeded checksums reject what lies beyond instead.
+            if let Some(next) = self.map.as_mut().and_then(|m| m.get_mut(self.end..self.end + 4)) {
+                next.fill(0);
+            }
+        }
         self.release_behind(self.end);
         Ok(pos as u32)
     }
@@ -476,9 +521,9 @@ impl Segment {
         let data = &map[p..self.end];
         match record::total_len(data) {
             Ok(Some(total)) if self.written_here => Ok(Some((p + total) as u32)),
-            Ok(Some(total)) if record::verify(data, total).is_ok() => Ok(Some((p + total) as u32)),
+            Ok(Some(total)) if record::verify(data, total, self.seed).is_ok() => Ok(Some((p + total) as u32)),
             Ok(None) if !self.sealed => Ok(None),
-            _ => Err(resync(map, p + 1, self.end).unwrap_or(self.end) as u32),
+            _ => Err(resync(map, p + 1, self.end, self.seed).unwrap_or(self.end) as u32),
         }
     }
 
@@ -511,15 +556,43 @@ impl Segment {
     pub fn remove(self) -> io::Result<()> {
         let (dir, id) = (self.dir.clone(), self.id);
         drop(self);
-        for name in [msgs_name(id), acks_name(id), meta_name(id)] {
-            match std::fs::remove_file(dir.join(&name)) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-                Err(_) => {}
-                Ok(()) => replication::removed(&dir.join(name)),
+        remove_files(&dir, &[msgs_name(id), acks_name(id), meta_name(id)])
+    }
+
+    /// Removes a consumed segment, keeping its messages file as a spare for the
+    /// folder's next segment when this process wrote it (its records' checksum
+    /// seed is then known to be this segment's number; see
+    /// [`super::spare_segments`]).
+    pub fn retire(self) -> io::Result<()> {
+        if !self.written_here {
+            return self.remove();
+        }
+        let (dir, id) = (self.dir.clone(), self.id);
+        drop(self);
+        let msgs = dir.join(msgs_name(id));
+        // The messages file goes first, as in `remove`: an ack log without its
+        // messages is harmless, messages without their ack log are not.
+        match spare_segments::keep(&dir, &msgs) {
+            Ok(()) => replication::removed(&msgs),
+            Err(e) => {
+                tracing::debug!(segment = id, "cannot keep the segment file as a spare: {e}");
+                remove_files(&dir, &[msgs_name(id)])?;
             }
         }
-        Ok(())
+        remove_files(&dir, &[acks_name(id), meta_name(id)])
     }
+}
+
+/// Removes the files `names` of `dir` that exist, reporting each to replication.
+fn remove_files(dir: &Path, names: &[String]) -> io::Result<()> {
+    for name in names {
+        match std::fs::remove_file(dir.join(name)) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            Err(_) => {}
+            Ok(()) => replication::removed(&dir.join(name)),
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -600,5 +673,60 @@ mod tests {
         s.ensure_mapped().unwrap();
         assert_eq!(s.step(SEGMENT_HEADER as u32), Ok(Some(second)));
         assert_eq!(s.step(second), Err(third));
+    }
+
+    fn spares_in(dir: &Path) -> usize {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_str()
+                    .is_some_and(spare_segments::is_spare_name)
+            })
+            .count()
+    }
+
+    #[test]
+    fn a_reused_file_recovers_only_its_new_records() {
+        let dir = tempfile::tempdir().unwrap();
+        // Same-sized records in both lives, so stale ones sit exactly where the
+        // next new one would start.
+        let mut old = Segment::create(dir.path(), 1, 64 * 1024).unwrap();
+        for i in 0..200 {
+            old.append(1, "e", "k", &[], format!("old {i:03}").as_bytes()).unwrap();
+        }
+        old.seal().unwrap();
+        old.retire().unwrap();
+        assert!(!dir.path().join(msgs_name(1)).exists());
+        assert_eq!(spares_in(dir.path()), 1);
+
+        let mut new = Segment::create(dir.path(), 2, 64 * 1024).unwrap();
+        assert!(new.reused, "the spare of this folder was not taken");
+        assert_eq!(spares_in(dir.path()), 0);
+        for i in 0..3 {
+            new.append(1, "e", "k", &[], format!("new {i:03}").as_bytes()).unwrap();
+        }
+        let end = new.end;
+        // A crash of the process: the kernel keeps the pages, zero after the data.
+        drop(new);
+        let path = dir.path().join(msgs_name(2));
+        let mut bytes = std::fs::read(&path).unwrap();
+        let (s, _, damage) = Segment::open(dir.path(), 2).unwrap();
+        assert_eq!((s.msgs, s.end), (3, end));
+        assert!(damage.is_empty(), "{damage:?}");
+        drop(s);
+
+        // A power cut that lost the zero: the stale record after the data is
+        // whole again, and valid for the segment it was written in.
+        let record = (end - SEGMENT_HEADER) / 3;
+        let stale_len = (record - record::RECORD_HEADER) as u32;
+        bytes[end..end + 4].copy_from_slice(&stale_len.to_le_bytes());
+        assert_eq!(record::verify(&bytes[end..], record, 1), Ok(()));
+        std::fs::write(&path, &bytes).unwrap();
+        std::fs::remove_file(dir.path().join(meta_name(2))).unwrap();
+        let (s, _, _) = Segment::open(dir.path(), 2).unwrap();
+        assert_eq!(s.msgs, 3, "a stale record of the file's earlier life came back");
     }
 }
