@@ -17,23 +17,29 @@
 //!
 //! The pool is bounded ([`MAX_SPARES`] files in the process), so idle queues do
 //! not hold disk space they no longer need: when it is full, the oldest spare is
-//! deleted.
+//! deleted. A spare older than [`MAX_AGE`] is deleted rather than reused: its
+//! pages may have left the page cache, and reusing it would then read stale
+//! data from disk only to overwrite it.
 
 use std::collections::VecDeque;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
 /// Spare files kept in the whole process.
 pub const MAX_SPARES: usize = 8;
+/// How long a spare is kept for reuse.
+pub const MAX_AGE: Duration = Duration::from_secs(30);
 
 /// Prefix and suffix of a spare's file name.
 const PREFIX: &str = "spare-";
 const SUFFIX: &str = ".tmp";
 
-static POOL: Mutex<VecDeque<PathBuf>> = Mutex::new(VecDeque::new());
+/// Spares, oldest first, with when each was kept.
+static POOL: Mutex<VecDeque<(PathBuf, Instant)>> = Mutex::new(VecDeque::new());
 static NEXT_NAME: AtomicU64 = AtomicU64::new(0);
 
 /// True for the file name of a spare.
@@ -48,17 +54,19 @@ pub fn keep(dir: &Path, msgs: &Path) -> io::Result<()> {
     let n = NEXT_NAME.fetch_add(1, Ordering::Relaxed);
     let spare = dir.join(format!("{PREFIX}{n}{SUFFIX}"));
     std::fs::rename(msgs, &spare)?;
-    let evicted = {
+    let dropped = {
         let mut pool = POOL.lock();
-        pool.push_back(spare);
-        if pool.len() > MAX_SPARES {
-            pool.pop_front()
-        } else {
-            None
+        pool.push_back((spare, Instant::now()));
+        let mut dropped = expired(&mut pool, Instant::now());
+        if pool.len() > MAX_SPARES
+            && let Some((oldest, _)) = pool.pop_front()
+        {
+            dropped.push(oldest);
         }
+        dropped
     };
-    if let Some(old) = evicted {
-        discard(&old);
+    for path in dropped {
+        discard(&path);
     }
     Ok(())
 }
@@ -67,14 +75,19 @@ pub fn keep(dir: &Path, msgs: &Path) -> io::Result<()> {
 /// one it had is gone, with its queue).
 pub fn take(dir: &Path, target: &Path) -> bool {
     loop {
-        let spare = {
+        let (spare, dropped) = {
             let mut pool = POOL.lock();
-            let Some(i) = pool.iter().position(|p| p.parent() == Some(dir)) else {
-                return false;
-            };
-            pool.remove(i)
+            let dropped = expired(&mut pool, Instant::now());
+            let spare = pool
+                .iter()
+                .position(|(p, _)| p.parent() == Some(dir))
+                .and_then(|i| pool.remove(i));
+            (spare, dropped)
         };
-        let Some(spare) = spare else { return false };
+        for path in dropped {
+            discard(&path);
+        }
+        let Some((spare, _)) = spare else { return false };
         match std::fs::rename(&spare, target) {
             Ok(()) => return true,
             Err(e) => {
@@ -87,10 +100,24 @@ pub fn take(dir: &Path, target: &Path) -> bool {
     }
 }
 
+/// Takes the spares kept longer than [`MAX_AGE`] out of the pool.
+fn expired(pool: &mut VecDeque<(PathBuf, Instant)>, now: Instant) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    while pool
+        .front()
+        .is_some_and(|(_, kept)| now.duration_since(*kept) > MAX_AGE)
+    {
+        if let Some((path, _)) = pool.pop_front() {
+            out.push(path);
+        }
+    }
+    out
+}
+
 /// Deletes the spares of `dir`, in the pool and on disk (those an earlier run
 /// left): called when a store opens, before it numbers new segments.
 pub fn clear(dir: &Path) -> io::Result<()> {
-    POOL.lock().retain(|p| p.parent() != Some(dir));
+    POOL.lock().retain(|(p, _)| p.parent() != Some(dir));
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
@@ -114,5 +141,27 @@ fn discard(path: &Path) {
             tracing::warn!(spare = %path.display(), "cannot delete a spare segment file: {e}");
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spares_past_their_age_leave_the_pool_oldest_first() {
+        let now = Instant::now();
+        let at = |secs: u64| now.checked_sub(Duration::from_secs(secs)).unwrap_or(now);
+        let mut pool: VecDeque<(PathBuf, Instant)> = [(61, "a"), (31, "b"), (29, "c"), (1, "d")]
+            .into_iter()
+            .map(|(age, name)| (PathBuf::from(name), at(age)))
+            .collect();
+        let gone = expired(&mut pool, now);
+        if now.checked_sub(Duration::from_secs(61)).is_some() {
+            assert_eq!(gone, vec![PathBuf::from("a"), PathBuf::from("b")]);
+            assert_eq!(pool.len(), 2);
+        }
+        assert!(expired(&mut pool, now).is_empty());
+        assert!(is_spare_name("spare-12.tmp") && !is_spare_name("msgs.0000000012"));
     }
 }
