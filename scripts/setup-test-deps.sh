@@ -10,6 +10,8 @@
 #     (tests/compat/node/ui_e2e.js)
 #   - Debian's etcd-server: the clustering tests start private etcd servers
 #   - Debian's fuse3: the power-loss test mounts a FUSE filesystem
+#   - Debian's rabbitmq-server: a shovel test moves messages to and from a
+#     private RabbitMQ node (its own name, ports and data dir)
 # Installs nothing of the broker itself.
 set -euo pipefail
 
@@ -91,6 +93,26 @@ if command -v etcd >/dev/null 2>&1; then
 else
     apt_install etcd-server
     log "etcd installed ($(etcd --version 2>/dev/null | head -n 1))"
+fi
+
+# --- RabbitMQ for the shovel test against a real RabbitMQ ---------------------
+# tests/http/parameters_limits/shovel/rabbitmq.rs runs its own node from
+# /usr/lib/rabbitmq/bin; the package's system service is not used, and must not
+# start: it would take the default ports (5672, 15672) other tests bind.
+if [ -x /usr/lib/rabbitmq/bin/rabbitmq-server ]; then
+    log "rabbitmq-server present"
+else
+    POLICY=/usr/sbin/policy-rc.d
+    ADDED_POLICY=0
+    if [ ! -e "$POLICY" ]; then
+        # Exit code 101 tells Debian's maintainer scripts not to start services.
+        printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$POLICY" >/dev/null
+        $SUDO chmod 755 "$POLICY"
+        ADDED_POLICY=1
+    fi
+    apt_install rabbitmq-server
+    [ "$ADDED_POLICY" = 1 ] && $SUDO rm -f "$POLICY"
+    log "rabbitmq-server installed (service not started)"
 fi
 
 log "done"
