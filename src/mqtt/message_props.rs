@@ -43,6 +43,13 @@ impl Origin {
             retain_published: false,
         }
     }
+
+    /// True when the properties record nothing of this origin but the delivery
+    /// mode (QoS 0 or 1, neither retained nor published with RETAIN): such
+    /// messages share one encoding per QoS.
+    pub fn only_delivery_mode(self) -> bool {
+        self.qos != QoS::ExactlyOnce && !self.retained_copy && !self.retain_published
+    }
 }
 
 const HEADERS_FLAG: u16 = 0x2000;
@@ -77,7 +84,7 @@ pub fn origin_properties(origin: Origin) -> BasicProperties {
 /// Returns the parsed properties and their encoding.
 pub fn publish_properties(origin: Origin) -> (Box<BasicProperties>, Bytes) {
     let qos = origin.qos;
-    if qos != QoS::ExactlyOnce && !origin.retained_copy && !origin.retain_published {
+    if origin.only_delivery_mode() {
         // Filled in place on the heap: building the (large) value first and
         // boxing it afterwards copied it twice per message.
         let mut props = Box::<BasicProperties>::default();

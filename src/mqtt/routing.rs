@@ -55,12 +55,18 @@ pub struct Outgoing<'a> {
 
 /// The core message for a publish.
 pub fn build_message(routing_key: ShortStr, m: &Outgoing<'_>) -> Message {
-    let origin = Origin {
-        qos: m.qos,
-        retained_copy: false,
-        retain_published: m.retain,
-    };
-    core_message(routing_key, origin, m.properties, m.payload.clone())
+    core_message(routing_key, m.origin(), m.properties, m.payload.clone())
+}
+
+impl Outgoing<'_> {
+    /// How this publish is recorded in the message's properties.
+    fn origin(&self) -> Origin {
+        Origin {
+            qos: self.qos,
+            retained_copy: false,
+            retain_published: self.retain,
+        }
+    }
 }
 
 /// A message to `amq.topic` recording `origin` and mapping MQTT 5
@@ -128,7 +134,7 @@ impl Publisher {
                 .and_then(|store| store.set(m.topic, m.qos, m.payload.clone(), properties))
                 .map_err(|e| RouteError::Retained(e.to_string()))?;
         }
-        let plain = m.properties.is_none() && !m.retain && m.qos != QoS::ExactlyOnce;
+        let plain = m.properties.is_none() && m.origin().only_delivery_mode();
         let msg = match self.spare.take() {
             Some((qos, mut msg)) if plain && qos == m.qos => {
                 msg.timestamp = Message::coarse_now_ms();

@@ -67,13 +67,21 @@ impl MessageStore {
     pub fn open(dir: &Path, label: &str, segment_size: u64) -> io::Result<Self> {
         std::fs::create_dir_all(dir)?;
         // Spares are only safe to reuse while segment numbers keep growing,
-        // which they do only within one opening of the store.
-        spare_segments::clear(dir)?;
+        // which they do only within one opening of the store: those of an
+        // earlier opening are deleted.
+        spare_segments::forget(dir);
         let mut ids = Vec::new();
         let mut leftovers = Vec::new();
         for entry in std::fs::read_dir(dir)? {
-            let name = entry?.file_name();
+            let entry = entry?;
+            let name = entry.file_name();
             let Some(name) = name.to_str() else { continue };
+            if spare_segments::is_spare_name(name) {
+                match std::fs::remove_file(entry.path()) {
+                    Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                    _ => continue,
+                }
+            }
             let Some((kind, id)) = name.split_once('.') else {
                 continue;
             };

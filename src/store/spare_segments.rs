@@ -114,25 +114,11 @@ fn expired(pool: &mut VecDeque<(PathBuf, Instant)>, now: Instant) -> Vec<PathBuf
     out
 }
 
-/// Deletes the spares of `dir`, in the pool and on disk (those an earlier run
-/// left): called when a store opens, before it numbers new segments.
-pub fn clear(dir: &Path) -> io::Result<()> {
+/// Forgets the spares of `dir` kept in the pool: called when a store opens,
+/// which deletes the spare files it finds there (see [`is_spare_name`]) before
+/// it numbers new segments.
+pub fn forget(dir: &Path) {
     POOL.lock().retain(|(p, _)| p.parent() != Some(dir));
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e),
-    };
-    for entry in entries {
-        let entry = entry?;
-        if entry.file_name().to_str().is_some_and(is_spare_name) {
-            match std::fs::remove_file(entry.path()) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-                _ => {}
-            }
-        }
-    }
-    Ok(())
 }
 
 fn discard(path: &Path) {
