@@ -301,7 +301,7 @@ impl Connection {
     /// got their first messages, and send every reply in one write.
     fn end_of_batch(&mut self) {
         for q in self.info.wakes.borrow_mut().drain(..) {
-            q.wake_consumers();
+            q.deliver_or_wake();
         }
         self.outbox.flush();
     }

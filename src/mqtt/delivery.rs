@@ -16,10 +16,10 @@
 //! so every consumer of a connection shares one [`Deliveries`].
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use bytes::BytesMut;
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 use rustc_hash::FxHashMap;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -54,8 +54,44 @@ pub struct Subscription {
     pub id: Option<u32>,
 }
 
-/// The subscriptions of a session, in subscription order.
-pub type Subscriptions = RwLock<Vec<Subscription>>;
+/// The subscriptions of a session, in subscription order, with a count of
+/// changes so that a delivery can tell whether what it worked out for the
+/// previous message's topic still holds.
+#[derive(Default)]
+pub struct Subscriptions {
+    list: RwLock<Vec<Subscription>>,
+    changes: AtomicU64,
+}
+
+impl Subscriptions {
+    /// The subscriptions `list`.
+    pub fn new(list: Vec<Subscription>) -> Self {
+        Subscriptions {
+            list: RwLock::new(list),
+            changes: AtomicU64::new(0),
+        }
+    }
+
+    /// Reads the subscriptions.
+    pub fn read(&self) -> RwLockReadGuard<'_, Vec<Subscription>> {
+        self.list.read()
+    }
+
+    /// Changes the subscriptions with `f`.
+    pub fn change<T>(&self, f: impl FnOnce(&mut Vec<Subscription>) -> T) -> T {
+        let mut list = self.list.write();
+        let out = f(&mut list);
+        // Counted under the write lock: a reader sees the count and the list
+        // of the same moment.
+        self.changes.fetch_add(1, Ordering::Release);
+        out
+    }
+
+    /// Changes so far; read under [`Subscriptions::read`]'s lock.
+    fn changes(&self) -> u64 {
+        self.changes.load(Ordering::Acquire)
+    }
+}
 
 /// Which subscriptions a consumer's queue serves.
 pub enum Source {
@@ -87,11 +123,31 @@ pub struct Deliveries {
 /// Buffers reused across deliveries, and the topic aliases given out.
 #[derive(Default)]
 struct Scratch {
-    topic: String,
+    /// What the previous delivery worked out for its routing key.
+    last: LastTopic,
     properties: BytesMut,
-    ids: Vec<u32>,
     /// Topic aliases this connection set up with the client, by topic.
     aliases: FxHashMap<String, u16>,
+}
+
+/// The topic of the previous delivery and what its consumer's subscriptions
+/// grant it. Consecutive messages nearly always share their topic, and
+/// translating the routing key and matching it against every subscription
+/// would otherwise cost as much as writing the PUBLISH.
+#[derive(Default)]
+struct LastTopic {
+    /// The routing key it was worked out for (empty: nothing yet).
+    routing_key: String,
+    /// The consumer it was worked out for.
+    consumer: u64,
+    /// [`Subscriptions::changes`] when it was worked out (session consumers).
+    changes: u64,
+    /// The MQTT topic of the routing key.
+    topic: String,
+    /// What [`MqttConsumer::granted`] returned.
+    granted: Option<(QoS, bool)>,
+    /// The identifiers of the matching subscriptions.
+    ids: Vec<u32>,
 }
 
 /// The limits an MQTT 5 client set in CONNECT for what it receives.
@@ -313,29 +369,51 @@ impl MqttConsumer {
         crate::transport::delivery_loop::run(&self.queue, &d.outbox, &self.wake, &self.cancelled).await;
     }
 
-    /// The QoS granted to `topic`, the identifiers of the matching
-    /// subscriptions (into `ids`) and whether one keeps the RETAIN flag as
-    /// published; `None` when no subscription matches.
-    fn granted(&self, topic: &str, ids: &mut Vec<u32>) -> Option<(QoS, bool)> {
+    /// Works out `last` for `routing_key` unless it already holds it: the
+    /// topic, the QoS granted to it, the identifiers of the matching
+    /// subscriptions and whether one keeps the RETAIN flag as published
+    /// (`granted` is `None` when no subscription matches).
+    fn granted(&self, routing_key: &str, last: &mut LastTopic) {
+        let subs = match &self.source {
+            Source::Session(subs) => Some(subs.read()),
+            Source::Shared(_) => None,
+        };
+        let changes = match &self.source {
+            Source::Session(s) => s.changes(),
+            Source::Shared(_) => 0,
+        };
+        if !last.routing_key.is_empty()
+            && last.consumer == self.id
+            && last.changes == changes
+            && last.routing_key == routing_key
+        {
+            return;
+        }
+        last.routing_key.clear();
+        last.routing_key.push_str(routing_key);
+        last.consumer = self.id;
+        last.changes = changes;
+        write_topic(routing_key, &mut last.topic);
+        let (topic, ids) = (last.topic.as_str(), &mut last.ids);
         ids.clear();
-        match &self.source {
+        last.granted = match (&self.source, subs) {
             // The group's queue only gets what its filter routes, but `$`
             // topics still need the filter's own check [MQTT-4.7.2-1].
-            Source::Shared(sub) if !matches(&sub.filter, topic) => None,
-            Source::Shared(sub) => {
+            (Source::Shared(sub), _) if !matches(&sub.filter, topic) => None,
+            (Source::Shared(sub), _) => {
                 ids.extend(sub.id);
                 Some((sub.qos, sub.retain_as_published))
             }
-            Source::Session(subs) => {
+            (Source::Session(_), subs) => {
                 let mut best: Option<(QoS, bool)> = None;
-                for sub in subs.read().iter().filter(|s| matches(&s.filter, topic)) {
+                for sub in subs.iter().flat_map(|s| s.iter()).filter(|s| matches(&s.filter, topic)) {
                     ids.extend(sub.id);
                     let (qos, rap) = best.unwrap_or((QoS::AtMostOnce, false));
                     best = Some((qos.max(sub.qos), rap || sub.retain_as_published));
                 }
                 best
             }
-        }
+        };
     }
 }
 
@@ -370,13 +448,13 @@ impl Consumer for MqttConsumer {
         let d = &self.deliveries;
         let mut scratch = d.scratch.lock();
         let Scratch {
-            topic,
+            last,
             properties,
-            ids,
             aliases,
         } = &mut *scratch;
-        write_topic(m.routing_key, topic);
-        let Some((granted, rap)) = self.granted(topic, ids) else {
+        self.granted(m.routing_key, last);
+        let (topic, ids) = (&last.topic, &last.ids);
+        let Some((granted, rap)) = last.granted else {
             // Routed here by a binding that no subscription wants any more (or a
             // `$` topic reached through a wildcard): dropped.
             d.in_use.fetch_sub(1, Ordering::AcqRel);

@@ -173,7 +173,7 @@ impl Publisher {
     /// Wakes the consumers of the queues that got their first messages.
     pub fn wake(&mut self) {
         for q in self.wakes.drain(..) {
-            q.wake_consumers();
+            q.deliver_or_wake();
         }
     }
 }

@@ -188,7 +188,7 @@ impl Session {
             vhost: vhost.clone(),
             queue,
             exchange,
-            subscriptions: Arc::new(parking_lot::RwLock::new(subscriptions)),
+            subscriptions: Arc::new(Subscriptions::new(subscriptions)),
             clean,
             conn_id,
         };
@@ -239,21 +239,22 @@ impl Session {
                 Some(self.conn_id),
             )?;
         }
-        let mut subs = self.subscriptions.write();
-        match subs.iter_mut().find(|s| s.filter == sub.filter) {
-            Some(entry) => *entry = sub,
-            None => subs.push(sub),
-        }
+        self.subscriptions
+            .change(|subs| match subs.iter_mut().find(|s| s.filter == sub.filter) {
+                Some(entry) => *entry = sub,
+                None => subs.push(sub),
+            });
         Ok(existing.is_none())
     }
 
     /// Drops the subscription to `filter`; returns whether there was one.
     pub fn unsubscribe(&self, filter: &str) -> crate::core::Result<bool> {
         self.unbind(&filter_to_binding_key(filter))?;
-        let mut subs = self.subscriptions.write();
-        let before = subs.len();
-        subs.retain(|s| s.filter != filter);
-        Ok(subs.len() != before)
+        Ok(self.subscriptions.change(|subs| {
+            let before = subs.len();
+            subs.retain(|s| s.filter != filter);
+            subs.len() != before
+        }))
     }
 
     /// The shared subscriptions of a resumed session, by full `$share/...`

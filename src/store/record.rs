@@ -201,7 +201,7 @@ impl<'a> Cursor<'a> {
         Ok(a)
     }
     fn str(&mut self, n: usize) -> Result<&'a str, RecordError> {
-        std::str::from_utf8(self.take(n)?).map_err(|_| RecordError::Malformed("utf-8"))
+        crate::wire::utf8::to_str(self.take(n)?).map_err(|_| RecordError::Malformed("utf-8"))
     }
 }
 

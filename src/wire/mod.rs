@@ -8,6 +8,7 @@ pub mod primitives;
 pub mod properties;
 pub mod shortstr;
 pub mod table;
+pub mod utf8;
 
 pub use error::CodecError;
 pub use properties::BasicProperties;

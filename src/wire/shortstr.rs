@@ -27,10 +27,20 @@ pub struct ShortStr(Bytes);
 impl ShortStr {
     /// Wraps bytes that must be valid UTF-8, without copying them.
     pub fn from_bytes(bytes: Bytes) -> Result<Self, CodecError> {
-        if std::str::from_utf8(&bytes).is_err() {
+        if super::utf8::to_str(&bytes).is_err() {
             return Err(CodecError::InvalidUtf8("short string"));
         }
         Ok(ShortStr(bytes))
+    }
+
+    /// Wraps bytes that are ASCII (hence UTF-8), with a check cheaper than
+    /// full UTF-8 validation for short strings; gives them back otherwise.
+    pub fn from_ascii(bytes: Bytes) -> Result<Self, Bytes> {
+        if bytes.is_ascii() {
+            Ok(ShortStr(bytes))
+        } else {
+            Err(bytes)
+        }
     }
 
     /// Builds a short string from a `'static` literal without allocating, for

@@ -633,3 +633,35 @@ async fn unsubscribe() {
     c.assert_no_publish().await;
     c.disconnect().await;
 }
+
+/// Publishes `body` to `again/t` at QoS 1 and returns the QoS `c` gets it at.
+async fn next(c: &mut Client, publisher: &mut Client, body: &[u8]) -> QoS {
+    publisher.publish("again/t", QoS::AtLeastOnce, false, body).await;
+    let p = c.next_publish().await;
+    assert_eq!((p.topic.as_str(), payload(&p)), ("again/t", body));
+    p.qos
+}
+
+/// A subscription changed between two messages of the same topic applies to
+/// the second: deliveries work out the granted QoS again after any change,
+/// even when the topic repeats.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_subscription_applies_to_the_next_message_of_its_topic() {
+    let broker = start().await;
+    let (mut c, _) = open(opts(&broker, "resubscriber")).await;
+    let (mut publisher, _) = open(opts(&broker, "resubscriber-pub")).await;
+    c.subscribe_ok("again/t", QoS::AtLeastOnce).await;
+    assert_eq!(next(&mut c, &mut publisher, b"one").await, QoS::AtLeastOnce);
+    assert_eq!(next(&mut c, &mut publisher, b"two").await, QoS::AtLeastOnce);
+    // Subscribing to the same filter again replaces the subscription.
+    c.subscribe_ok("again/t", QoS::AtMostOnce).await;
+    assert_eq!(next(&mut c, &mut publisher, b"three").await, QoS::AtMostOnce);
+    c.subscribe_ok("again/#", QoS::AtLeastOnce).await;
+    let qos = next(&mut c, &mut publisher, b"four").await;
+    assert_eq!(qos, QoS::AtLeastOnce, "the overlapping filter grants QoS 1");
+    c.unsubscribe("again/#").await;
+    assert_eq!(next(&mut c, &mut publisher, b"five").await, QoS::AtMostOnce);
+    c.assert_no_publish().await;
+    publisher.disconnect().await;
+    c.disconnect().await;
+}

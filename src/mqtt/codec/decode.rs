@@ -246,7 +246,11 @@ impl Reader {
     }
 
     fn topic_name(&mut self, field: &'static str) -> Result<MqttStr, DecodeError> {
-        let topic = self.string(field)?;
+        let bytes = match MqttStr::plain_topic_name(self.binary(field)?) {
+            Ok(topic) => return Ok(topic),
+            Err(bytes) => bytes,
+        };
+        let topic = MqttStr::from_bytes(bytes, field)?;
         validate_topic_name(&topic).map_err(|error| DecodeError::InvalidTopic { field, error })?;
         Ok(topic)
     }
@@ -398,15 +402,8 @@ fn decode_publish(flags: u8, mut r: Reader, v5: bool) -> Result<Publish, DecodeE
     let qos = QoS::from_bits((flags >> 1) & 0b11).ok_or(DecodeError::InvalidPublishQos)?;
     // MQTT 5 allows an empty topic name when a topic alias stands for it;
     // whether one does is the session's to check.
-    let topic = if v5 {
-        let topic = r.string("topic name")?;
-        if !topic.is_empty() {
-            validate_topic_name(&topic).map_err(|error| DecodeError::InvalidTopic {
-                field: "topic name",
-                error,
-            })?;
-        }
-        topic
+    let topic = if v5 && r.0.get(..2) == Some(&[0u8, 0][..]) {
+        r.string("topic name")?
     } else {
         r.topic_name("topic name")?
     };
@@ -846,6 +843,16 @@ mod tests {
             ))
             .is_ok()
         );
+    }
+
+    #[test]
+    fn publish_topics_outside_ascii_are_accepted() {
+        for topic in ["a/ü", "\u{feff}t", "x/\u{7f}/€"] {
+            let Ok(Some(Packet::Publish(p))) = parse(&frame(0x30, &lp(topic.as_bytes()))) else {
+                panic!("{topic:?} refused");
+            };
+            assert_eq!(p.topic, topic);
+        }
     }
 
     #[test]
