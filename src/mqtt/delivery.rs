@@ -144,7 +144,8 @@ struct LastTopic {
     changes: u64,
     /// The MQTT topic of the routing key.
     topic: String,
-    /// What [`MqttConsumer::granted`] returned.
+    /// The highest QoS granted and whether a matching subscription keeps
+    /// the RETAIN flag as published; `None` when no subscription matches.
     granted: Option<(QoS, bool)>,
     /// The identifiers of the matching subscriptions.
     ids: Vec<u32>,
@@ -369,18 +370,16 @@ impl MqttConsumer {
         crate::transport::delivery_loop::run(&self.queue, &d.outbox, &self.wake, &self.cancelled).await;
     }
 
-    /// Works out `last` for `routing_key` unless it already holds it: the
-    /// topic, the QoS granted to it, the identifiers of the matching
-    /// subscriptions and whether one keeps the RETAIN flag as published
-    /// (`granted` is `None` when no subscription matches).
-    fn granted(&self, routing_key: &str, last: &mut LastTopic) {
-        let subs = match &self.source {
-            Source::Session(subs) => Some(subs.read()),
-            Source::Shared(_) => None,
-        };
-        let changes = match &self.source {
-            Source::Session(s) => s.changes(),
-            Source::Shared(_) => 0,
+    /// Works out `last` for `routing_key` (its topic, and what this
+    /// consumer's subscriptions grant it) unless it already holds that for
+    /// this consumer and its current subscriptions.
+    fn work_out_topic(&self, routing_key: &str, last: &mut LastTopic) {
+        let (subs, changes) = match &self.source {
+            Source::Session(subs) => {
+                let list = subs.read();
+                (Some(list), subs.changes())
+            }
+            Source::Shared(_) => (None, 0),
         };
         if !last.routing_key.is_empty()
             && last.consumer == self.id
@@ -452,7 +451,7 @@ impl Consumer for MqttConsumer {
             properties,
             aliases,
         } = &mut *scratch;
-        self.granted(m.routing_key, last);
+        self.work_out_topic(m.routing_key, last);
         let (topic, ids) = (&last.topic, &last.ids);
         let Some((granted, rap)) = last.granted else {
             // Routed here by a binding that no subscription wants any more (or a
