@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 use super::codec::properties::{put_subscription_identifier, put_topic_alias, varint_len};
 use super::codec::topic::matches;
 use super::codec::{Properties, ProtocolVersion, PublishHead, QoS, write_publish_head};
+use super::inflight::Inflight;
 use super::message_props::{origin_of, stored_origin};
 use super::property_map::{delivery_properties, has_mapped_properties};
 use super::session_registry::SessionState;
@@ -107,7 +108,8 @@ pub struct Deliveries {
     outbox: Arc<Outbox>,
     state: Arc<SessionState>,
     version: ProtocolVersion,
-    inflight: Mutex<Inflight>,
+    /// Deliveries awaiting PUBACK or PUBREC, by packet identifier.
+    inflight: Mutex<Inflight<(Arc<Queue>, SegPos)>>,
     /// Packet ids in use: inflight deliveries, the session's released ids,
     /// and slots reserved for a delivery about to happen.
     in_use: AtomicUsize,
@@ -158,13 +160,6 @@ pub struct ClientLimits {
     pub max_packet_size: Option<u32>,
     /// Highest topic alias it accepts (0: none).
     pub topic_alias_maximum: u16,
-}
-
-/// Deliveries awaiting PUBACK or PUBREC, by packet identifier.
-#[derive(Default)]
-struct Inflight {
-    by_id: FxHashMap<u16, (Arc<Queue>, SegPos)>,
-    last_id: u16,
 }
 
 impl Deliveries {
@@ -224,7 +219,15 @@ impl Deliveries {
     /// With `released`, the id stays in use until PUBCOMP. False when no
     /// delivery has that id.
     pub fn acknowledged(&self, packet_id: u16, released: bool) -> bool {
-        let Some((queue, pos)) = self.inflight.lock().by_id.remove(&packet_id) else {
+        let taken = {
+            let mut inflight = self.inflight.lock();
+            if released {
+                inflight.take(packet_id)
+            } else {
+                inflight.remove(packet_id)
+            }
+        };
+        let Some((queue, pos)) = taken else {
             return false;
         };
         if released {
@@ -242,7 +245,7 @@ impl Deliveries {
     /// the other PUBACKs of the same read (one queue lock per batch rather than
     /// per message). False when no delivery has that id.
     pub fn puback(&self, packet_id: u16, settled: &mut Vec<(Arc<Queue>, SegPos)>) -> bool {
-        let Some(delivery) = self.inflight.lock().by_id.remove(&packet_id) else {
+        let Some(delivery) = self.inflight.lock().remove(packet_id) else {
             return false;
         };
         settled.push(delivery);
@@ -262,6 +265,7 @@ impl Deliveries {
     /// PUBCOMP for `packet_id`: the QoS 2 exchange is complete and the id free.
     pub fn completed(&self, packet_id: u16) {
         if self.state.released.lock().remove(&packet_id) {
+            self.inflight.lock().free(packet_id);
             self.release_id();
         }
     }
@@ -278,36 +282,19 @@ impl Deliveries {
     /// Takes back the deliveries from `queue` (every queue with `None`) not
     /// yet acknowledged, in delivery order, so that they are handed out again.
     pub fn requeue_inflight(&self, queue: Option<&Arc<Queue>>) {
-        let mut taken: Vec<(Arc<Queue>, SegPos)> = Vec::new();
-        {
-            let mut inflight = self.inflight.lock();
-            inflight.by_id.retain(|_, (q, pos)| {
-                if queue.is_none_or(|wanted| Arc::ptr_eq(wanted, q)) {
-                    taken.push((q.clone(), *pos));
-                    false
-                } else {
-                    true
-                }
-            });
-        }
+        let mut taken: Vec<(Arc<Queue>, SegPos)> = self
+            .inflight
+            .lock()
+            .drain_where(|(q, _)| queue.is_none_or(|wanted| Arc::ptr_eq(wanted, q)))
+            .into_iter()
+            .map(|(_, delivery)| delivery)
+            .collect();
         self.in_use.fetch_sub(taken.len(), Ordering::AcqRel);
         taken.sort_unstable_by_key(|(q, pos)| (Arc::as_ptr(q) as usize, *pos));
         for chunk in taken.chunk_by(|a, b| Arc::ptr_eq(&a.0, &b.0)) {
             chunk[0]
                 .0
                 .requeue(chunk.iter().map(|(_, pos)| *pos).collect::<Vec<_>>());
-        }
-    }
-
-    /// A packet identifier not in use by this session.
-    fn next_packet_id(&self, inflight: &mut Inflight) -> u16 {
-        let released = self.state.released.lock();
-        loop {
-            inflight.last_id = inflight.last_id.checked_add(1).unwrap_or(1);
-            let id = inflight.last_id;
-            if !inflight.by_id.contains_key(&id) && !released.contains(&id) {
-                return id;
-            }
         }
     }
 
@@ -512,10 +499,13 @@ impl Consumer for MqttConsumer {
             d.in_use.fetch_sub(1, Ordering::AcqRel);
             0
         } else {
-            let mut inflight = d.inflight.lock();
-            let id = d.next_packet_id(&mut inflight);
-            inflight.by_id.insert(id, (self.queue.clone(), pos));
-            id
+            let entry = (self.queue.clone(), pos);
+            // Identifiers of QoS 2 exchanges awaiting PUBCOMP stay taken.
+            let released = &d.state.released;
+            let id = d.inflight.lock().insert(entry, |id| released.lock().contains(&id));
+            // `reserve` counted this delivery in `in_use`, which never exceeds
+            // the 65535 identifiers, so one is free.
+            id.unwrap_or(0)
         };
         let head = PublishHead {
             topic: send_topic,

@@ -12,6 +12,7 @@ pub mod connect;
 pub mod connection;
 pub mod context;
 pub mod delivery;
+pub mod inflight;
 pub mod listener;
 pub mod message_props;
 pub mod property_map;
