@@ -753,8 +753,9 @@ impl Queue {
     }
 
     /// Delivers ready messages to consumers with capacity, up to a batch; returns
-    /// true when it stopped at the batch limit with more to do. Any consumer's task
-    /// may run this: it serves every consumer of the queue, in round-robin order.
+    /// true when it stopped at the batch limit with more to do. Any consumer's task,
+    /// or a publisher (see [`Queue::deliver_or_wake`]), may run this: it serves
+    /// every consumer of the queue, in round-robin order.
     pub fn deliver_ready(&self) -> bool {
         let mut touched = Touched::new();
         let mut st = self.state.lock();
@@ -779,6 +780,14 @@ impl Queue {
     pub fn deliver_or_wake(&self) {
         for _ in 0..PUBLISHER_DELIVERY_ROUNDS {
             if !self.deliver_ready() {
+                // Stopped short of the batch: nothing is left, or no consumer
+                // could take more. The latter still wake, as a consumer whose
+                // connection's outbox another queue filled waits for exactly
+                // that before it waits for the outbox to drain.
+                let st = self.state.lock();
+                if st.stream.is_some() || st.store.ready_count() > 0 {
+                    st.notify_consumers();
+                }
                 return;
             }
         }
