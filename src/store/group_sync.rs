@@ -11,7 +11,7 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
@@ -23,6 +23,17 @@ pub trait SyncWaiter: Send + Sync {
     /// Everything this waiter registered up to `token` is durable (`ok`), or the
     /// sync failed (`!ok`).
     fn synced(&self, token: u64, ok: bool);
+}
+
+/// Syncs run so far in the process, so that writers can tell whether the pages
+/// they dirty are about to be cleaned again (see [`syncs_so_far`]).
+static SYNCS: AtomicU64 = AtomicU64::new(0);
+
+/// How many syncs have run in this process. A writer that sees this move
+/// between two of its steps knows that what it dirtied was written back and
+/// write-protected meanwhile, as happens under a steady flow of confirms.
+pub fn syncs_so_far() -> u64 {
+    SYNCS.load(Ordering::Relaxed)
 }
 
 /// How often the data is synced even when nobody waits, bounding what a power
@@ -161,6 +172,7 @@ fn run(inner: &Inner) {
             std::mem::swap(&mut *pending, &mut batch);
         }
         let ok = sync_and_replicate(inner);
+        SYNCS.fetch_add(1, Ordering::Relaxed);
         // Answer each waiter once, with its newest token (the last one
         // registered), in the order of those last registrations: a reply held
         // for a definition change goes out before a confirm registered after it.

@@ -178,6 +178,9 @@ pub struct Segment {
     reused: bool,
     /// Seed of this segment's record checksums.
     seed: u32,
+    /// [`super::group_sync::syncs_so_far`] when the writer last faulted in
+    /// pages ahead.
+    syncs_seen: u64,
 }
 
 impl Segment {
@@ -232,6 +235,7 @@ impl Segment {
             written_here: true,
             reused,
             seed: id,
+            syncs_seen: super::group_sync::syncs_so_far(),
         })
     }
 
@@ -260,6 +264,7 @@ impl Segment {
             written_here: false,
             reused: false,
             seed: 0,
+            syncs_seen: 0,
         };
         let len = seg.file.metadata()?.len() as usize;
         if len >= SEGMENT_HEADER {
@@ -389,12 +394,20 @@ impl Segment {
             self.file.write_all_at(&head, pos as u64)?;
             self.file.write_all_at(body, (pos + head.len()) as u64)?;
             replication::wrote(self.msgs_ref, pos as u64, &[&head, body]);
-        } else if let Some(map) = self.map.as_mut() {
-            if pos + total > self.prefaulted {
+        } else if self.map.is_some() {
+            let advice = if pos + total > self.prefaulted {
+                Some(self.populate_advice())
+            } else {
+                None
+            };
+            let Some(map) = self.map.as_mut() else {
+                return Err(io::Error::other("segment is sealed: no more appends"));
+            };
+            if let Some(advice) = advice {
                 let to = (pos + total).max(self.prefaulted + PREFAULT).min(map.len());
                 // Best effort: on kernels without MADV_POPULATE_WRITE the pages
                 // simply fault in as they are written.
-                let _ = map.advise_range(memmap2::Advice::PopulateWrite, self.prefaulted, to - self.prefaulted);
+                let _ = map.advise_range(advice, self.prefaulted, to - self.prefaulted);
                 self.prefaulted = to;
             }
             record::write(
@@ -423,6 +436,22 @@ impl Segment {
         }
         self.release_behind(self.end);
         Ok(pos as u32)
+    }
+
+    /// How to fault in the pages ahead of the writer. Writable and dirty in
+    /// one go, unless syncs ran since the last time: each sync would write
+    /// the pages back while still empty and write-protect them, so that every
+    /// page would be faulted twice and written back twice. They are then only
+    /// mapped, and each takes its write fault when first written.
+    fn populate_advice(&mut self) -> memmap2::Advice {
+        let syncs = super::group_sync::syncs_so_far();
+        let syncing = syncs != self.syncs_seen;
+        self.syncs_seen = syncs;
+        if syncing {
+            memmap2::Advice::PopulateRead
+        } else {
+            memmap2::Advice::PopulateWrite
+        }
     }
 
     /// The reader of a sealed segment moved to `pos`: the pages ahead of it are
