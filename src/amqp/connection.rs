@@ -300,8 +300,16 @@ impl Connection {
     /// After a read buffer's frames are handled: wake the consumers of queues that
     /// got their first messages, and send every reply in one write.
     fn end_of_batch(&mut self) {
-        for q in self.info.wakes.borrow_mut().drain(..) {
+        // Taken out first: delivering runs other code, which must be free to
+        // note further wake-ups.
+        let mut wakes = std::mem::take(&mut *self.info.wakes.borrow_mut());
+        for q in wakes.drain(..) {
             q.deliver_or_wake();
+        }
+        let mut kept = self.info.wakes.borrow_mut();
+        if kept.is_empty() {
+            // The buffer is reused by the next batch.
+            *kept = wakes;
         }
         self.outbox.flush();
     }

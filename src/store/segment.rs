@@ -143,6 +143,23 @@ fn checksum_seed(version: u32, id: u32) -> Option<u32> {
     }
 }
 
+/// How to fault in the pages ahead of a segment's writer, given the
+/// [`super::group_sync::syncs_so_far`] it saw the last time (updated).
+/// Writable and dirty in one go, unless syncs ran since: each sync would write
+/// the pages back while still empty and write-protect them, so that every page
+/// would be faulted twice and written back twice. They are then only mapped,
+/// and each takes its write fault when first written.
+fn populate_advice(syncs_seen: &mut u64) -> memmap2::Advice {
+    let syncs = super::group_sync::syncs_so_far();
+    let syncing = syncs != *syncs_seen;
+    *syncs_seen = syncs;
+    if syncing {
+        memmap2::Advice::PopulateRead
+    } else {
+        memmap2::Advice::PopulateWrite
+    }
+}
+
 /// A segment with its ack log.
 pub struct Segment {
     /// Segment number, also the file name suffix.
@@ -394,16 +411,9 @@ impl Segment {
             self.file.write_all_at(&head, pos as u64)?;
             self.file.write_all_at(body, (pos + head.len()) as u64)?;
             replication::wrote(self.msgs_ref, pos as u64, &[&head, body]);
-        } else if self.map.is_some() {
-            let advice = if pos + total > self.prefaulted {
-                Some(self.populate_advice())
-            } else {
-                None
-            };
-            let Some(map) = self.map.as_mut() else {
-                return Err(io::Error::other("segment is sealed: no more appends"));
-            };
-            if let Some(advice) = advice {
+        } else if let Some(map) = self.map.as_mut() {
+            if pos + total > self.prefaulted {
+                let advice = populate_advice(&mut self.syncs_seen);
                 let to = (pos + total).max(self.prefaulted + PREFAULT).min(map.len());
                 // Best effort: on kernels without MADV_POPULATE_WRITE the pages
                 // simply fault in as they are written.
@@ -436,22 +446,6 @@ impl Segment {
         }
         self.release_behind(self.end);
         Ok(pos as u32)
-    }
-
-    /// How to fault in the pages ahead of the writer. Writable and dirty in
-    /// one go, unless syncs ran since the last time: each sync would write
-    /// the pages back while still empty and write-protect them, so that every
-    /// page would be faulted twice and written back twice. They are then only
-    /// mapped, and each takes its write fault when first written.
-    fn populate_advice(&mut self) -> memmap2::Advice {
-        let syncs = super::group_sync::syncs_so_far();
-        let syncing = syncs != self.syncs_seen;
-        self.syncs_seen = syncs;
-        if syncing {
-            memmap2::Advice::PopulateRead
-        } else {
-            memmap2::Advice::PopulateWrite
-        }
     }
 
     /// The reader of a sealed segment moved to `pos`: the pages ahead of it are
