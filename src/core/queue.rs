@@ -37,6 +37,17 @@ const DELIVERY_BATCH: usize = 256;
 /// [`Queue::deliver_or_wake`]).
 const PUBLISHER_DELIVERY_ROUNDS: usize = 16;
 
+/// How a delivery batch ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Batch {
+    /// At the batch limit, with more to deliver.
+    More,
+    /// Nothing left to deliver (or the queue is deleted).
+    Done,
+    /// Messages are ready but no consumer could take them.
+    Stuck,
+}
+
 /// Identity of the connection that owns an exclusive queue.
 pub type ConnectionId = u64;
 
@@ -757,15 +768,26 @@ impl Queue {
     /// or a publisher (see [`Queue::deliver_or_wake`]), may run this: it serves
     /// every consumer of the queue, in round-robin order.
     pub fn deliver_ready(&self) -> bool {
+        self.deliver_batch() == Batch::More
+    }
+
+    /// One delivery batch, saying why it ended.
+    fn deliver_batch(&self) -> Batch {
         let mut touched = Touched::new();
         let mut st = self.state.lock();
         if st.deleted {
-            return false;
+            return Batch::Done;
         }
-        let more = self.deliver_locked(&mut st, &mut touched, Message::now_ms());
+        let outcome = if self.deliver_locked(&mut st, &mut touched, Message::now_ms()) {
+            Batch::More
+        } else if st.stream.is_some() || st.store.ready_count() > 0 {
+            Batch::Stuck
+        } else {
+            Batch::Done
+        };
         self.unlock_and_route(st);
         touched.flush();
-        more
+        outcome
     }
 
     /// Delivers what a publisher just made ready on the publisher's own
@@ -779,16 +801,13 @@ impl Queue {
     /// message sizes cost more than the deliveries themselves.
     pub fn deliver_or_wake(&self) {
         for _ in 0..PUBLISHER_DELIVERY_ROUNDS {
-            if !self.deliver_ready() {
-                // Stopped short of the batch: nothing is left, or no consumer
-                // could take more. The latter still wake, as a consumer whose
-                // connection's outbox another queue filled waits for exactly
-                // that before it waits for the outbox to drain.
-                let st = self.state.lock();
-                if st.stream.is_some() || st.store.ready_count() > 0 {
-                    st.notify_consumers();
-                }
-                return;
+            match self.deliver_batch() {
+                Batch::More => {}
+                Batch::Done => return,
+                // A consumer whose connection's outbox another queue filled
+                // waits for exactly this wake-up before it waits for the
+                // outbox to drain.
+                Batch::Stuck => break,
             }
         }
         self.wake_consumers();
