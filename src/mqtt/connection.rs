@@ -715,7 +715,7 @@ impl Connection {
             properties: properties.as_deref(),
             payload: p.payload,
         };
-        let (needs_sync, queues) = self.route(&outgoing)?;
+        let (needs_sync, queues) = self.route(outgoing)?;
         if p.qos != QoS::AtMostOnce {
             // The PUBACK or PUBREC below confirms the publish (LavinMQ counts it so).
             self.registration.entry.confirm.incr();
@@ -742,17 +742,18 @@ impl Connection {
     /// Routes a message through `amq.topic` into the queues it reaches (and
     /// keeps it as the topic's retained message when asked). Returns whether
     /// its acknowledgement must wait for a sync, and how many queues took it.
-    fn route(&mut self, m: &Outgoing<'_>) -> Result<(bool, usize), Violation> {
+    fn route(&mut self, m: Outgoing<'_>) -> Result<(bool, usize), Violation> {
         let session = &self.session;
         // MQTT 5's no-local: the client's own subscriptions do not get it.
         let skip_own = self.version.is_v5() && session.only_no_local(m.topic);
+        let (retain, qos) = (m.retain, m.qos);
         let routed = self
             .publisher
             .publish(&self.ctx, &session.vhost, &session.exchange, m, |q| {
                 skip_own && Arc::ptr_eq(q, &session.queue)
             })
             .map_err(|e| Violation::Refused(ReasonCode::IMPLEMENTATION_SPECIFIC_ERROR, e.to_string()))?;
-        let sync = (routed.durable || m.retain) && m.qos != QoS::AtMostOnce && self.ctx.broker.sync.enabled();
+        let sync = (routed.durable || retain) && qos != QoS::AtMostOnce && self.ctx.broker.sync.enabled();
         Ok((sync, routed.queues))
     }
 
@@ -968,8 +969,7 @@ impl Connection {
             );
             return;
         }
-        let outgoing = super::will::outgoing(&will);
-        match self.route(&outgoing) {
+        match self.route(super::will::outgoing(&will)) {
             Ok(_) => tracing::debug!(topic = will.topic.as_str(), "will published"),
             Err(e) => tracing::warn!("will not published: {e}"),
         }

@@ -45,11 +45,17 @@ impl PublishAck {
 pub struct PublishAcks {
     outbox: Arc<Outbox>,
     version: ProtocolVersion,
-    waiting: Mutex<VecDeque<(u64, PublishAck)>>,
-    /// Sequence of the last acknowledgement queued behind a sync.
-    seq: Mutex<u64>,
+    waiting: Mutex<Waiting>,
     /// The newest sequence a sync was asked for.
     registered: AtomicU64,
+}
+
+/// Acknowledgements queued behind a sync, each with its sequence number.
+#[derive(Default)]
+struct Waiting {
+    acks: VecDeque<(u64, PublishAck)>,
+    /// Sequence of the last acknowledgement queued.
+    seq: u64,
 }
 
 impl PublishAcks {
@@ -59,7 +65,6 @@ impl PublishAcks {
             outbox,
             version,
             waiting: Mutex::default(),
-            seq: Mutex::new(0),
             registered: AtomicU64::new(0),
         })
     }
@@ -70,23 +75,20 @@ impl PublishAcks {
     /// that sync is done.
     pub fn ack(&self, ack: PublishAck, needs_sync: bool) {
         let mut waiting = self.waiting.lock();
-        if !needs_sync && waiting.is_empty() {
+        if !needs_sync && waiting.acks.is_empty() {
             drop(waiting);
             self.outbox.write(|out| ack.write(out, self.version));
             return;
         }
-        let seq = {
-            let mut seq = self.seq.lock();
-            *seq += 1;
-            *seq
-        };
-        waiting.push_back((seq, ack));
+        waiting.seq += 1;
+        let seq = waiting.seq;
+        waiting.acks.push_back((seq, ack));
     }
 
     /// Asks `sync` to tell when the acknowledgements queued so far may go;
     /// called at the end of every batch of packets read.
     pub fn await_sync(self: &Arc<Self>, sync: &GroupSync) {
-        let seq = *self.seq.lock();
+        let seq = self.waiting.lock().seq;
         if self.registered.swap(seq, Ordering::AcqRel) != seq {
             let waiter: Arc<dyn SyncWaiter> = self.clone();
             sync.register(&waiter, seq);
@@ -105,11 +107,11 @@ impl SyncWaiter for PublishAcks {
         }
         let mut waiting = self.waiting.lock();
         self.outbox.send(|out| {
-            while let Some((seq, ack)) = waiting.front().copied()
+            while let Some((seq, ack)) = waiting.acks.front().copied()
                 && seq <= token
             {
                 ack.write(out, self.version);
-                waiting.pop_front();
+                waiting.acks.pop_front();
             }
         });
     }

@@ -53,9 +53,9 @@ pub struct Outgoing<'a> {
     pub payload: Bytes,
 }
 
-/// The core message for a publish.
-pub fn build_message(routing_key: ShortStr, m: &Outgoing<'_>) -> Message {
-    core_message(routing_key, m.origin(), m.properties, m.payload.clone())
+/// The core message for a publish, taking its payload.
+fn build_message(routing_key: ShortStr, m: &mut Outgoing<'_>) -> Message {
+    core_message(routing_key, m.origin(), m.properties, std::mem::take(&mut m.payload))
 }
 
 impl Outgoing<'_> {
@@ -105,13 +105,14 @@ pub struct Publisher {
 impl Publisher {
     /// Publishes `m` through `exchange` (`amq.topic` of `vhost`), keeping it
     /// as the topic's retained message when asked, leaving out the queues
-    /// `skip` names.
+    /// `skip` names. The message is taken, so that its payload moves into the
+    /// stored message rather than being shared with it.
     pub fn publish(
         &mut self,
         ctx: &MqttContext,
         vhost: &Arc<VHost>,
         exchange: &Exchange,
-        m: &Outgoing<'_>,
+        mut m: Outgoing<'_>,
         skip: impl Fn(&Arc<Queue>) -> bool,
     ) -> Result<Routed, RouteError> {
         if self.last_topic != m.topic || self.last_topic.is_empty() {
@@ -138,11 +139,15 @@ impl Publisher {
         let msg = match self.spare.take() {
             Some((qos, mut msg)) if plain && qos == m.qos => {
                 msg.timestamp = Message::coarse_now_ms();
-                msg.routing_key = self.last_routing_key.clone();
-                msg.body = m.payload.clone();
+                // The same bytes when the topic did not change: the spare
+                // holds them, so they cannot have been freed and reallocated.
+                if !std::ptr::eq(msg.routing_key.as_str(), self.last_routing_key.as_str()) {
+                    msg.routing_key = self.last_routing_key.clone();
+                }
+                msg.body = std::mem::take(&mut m.payload);
                 msg
             }
-            _ => build_message(self.last_routing_key.clone(), m),
+            _ => build_message(self.last_routing_key.clone(), &mut m),
         };
         let mut queues = std::mem::take(&mut self.queues);
         vhost.route_cached(exchange, &msg, &[], &mut queues, Some(&mut self.route));

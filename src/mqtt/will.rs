@@ -41,7 +41,7 @@ pub fn publish_later(ctx: Arc<MqttContext>, vhost: Arc<VHost>, will: Will, delay
             return;
         };
         let mut publisher = Publisher::default();
-        match publisher.publish(&ctx, &vhost, &exchange, &outgoing(&will), |_| false) {
+        match publisher.publish(&ctx, &vhost, &exchange, outgoing(&will), |_| false) {
             Ok(_) => tracing::debug!(topic = will.topic.as_str(), "delayed will published"),
             Err(e) => tracing::warn!("delayed will not published: {e}"),
         }

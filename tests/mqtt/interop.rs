@@ -665,3 +665,33 @@ async fn a_changed_subscription_applies_to_the_next_message_of_its_topic() {
     publisher.disconnect().await;
     c.disconnect().await;
 }
+
+/// One publisher going back and forth between topics: each message keeps its
+/// own topic and payload, whether the topic repeats the previous one or not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alternating_topics_keep_their_own_names() {
+    let broker = start().await;
+    let (mut c, _) = open(opts(&broker, "alternating")).await;
+    let (mut publisher, _) = open(opts(&broker, "alternating-pub")).await;
+    c.subscribe_ok("alt/#", QoS::AtLeastOnce).await;
+    let sent = [
+        ("alt/1", QoS::AtLeastOnce, &b"a"[..]),
+        ("alt/2", QoS::AtLeastOnce, b"b"),
+        ("alt/1", QoS::AtLeastOnce, b"c"),
+        ("alt/1", QoS::AtLeastOnce, b"d"),
+        ("alt/1", QoS::AtMostOnce, b"e"),
+        ("alt/2", QoS::AtMostOnce, b"f"),
+        ("alt/22", QoS::AtLeastOnce, b"g"),
+        ("alt/2", QoS::AtLeastOnce, b"h"),
+    ];
+    for (topic, qos, body) in sent {
+        publisher.publish(topic, qos, false, body).await;
+    }
+    for (topic, qos, body) in sent {
+        let p = c.next_publish().await;
+        assert_eq!((p.topic.as_str(), payload(&p), p.qos), (topic, body, qos));
+    }
+    c.assert_no_publish().await;
+    publisher.disconnect().await;
+    c.disconnect().await;
+}
