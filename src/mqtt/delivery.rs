@@ -88,7 +88,9 @@ impl Subscriptions {
         out
     }
 
-    /// Changes so far; read under [`Subscriptions::read`]'s lock.
+    /// Changes so far. Read without the lock, it counts every change that
+    /// completed before; read under [`Subscriptions::read`]'s lock, exactly
+    /// those in the list read.
     fn changes(&self) -> u64 {
         self.changes.load(Ordering::Acquire)
     }
@@ -361,12 +363,11 @@ impl MqttConsumer {
     /// consumer's subscriptions grant it) unless it already holds that for
     /// this consumer and its current subscriptions.
     fn work_out_topic(&self, routing_key: &str, last: &mut LastTopic) {
-        let (subs, changes) = match &self.source {
-            Source::Session(subs) => {
-                let list = subs.read();
-                (Some(list), subs.changes())
-            }
-            Source::Shared(_) => (None, 0),
+        // No lock for the check: a change completed before this delivery has
+        // already moved the count.
+        let changes = match &self.source {
+            Source::Session(subs) => subs.changes(),
+            Source::Shared(_) => 0,
         };
         if !last.routing_key.is_empty()
             && last.consumer == self.id
@@ -382,17 +383,20 @@ impl MqttConsumer {
         write_topic(routing_key, &mut last.topic);
         let (topic, ids) = (last.topic.as_str(), &mut last.ids);
         ids.clear();
-        last.granted = match (&self.source, subs) {
+        last.granted = match &self.source {
             // The group's queue only gets what its filter routes, but `$`
             // topics still need the filter's own check [MQTT-4.7.2-1].
-            (Source::Shared(sub), _) if !matches(&sub.filter, topic) => None,
-            (Source::Shared(sub), _) => {
+            Source::Shared(sub) if !matches(&sub.filter, topic) => None,
+            Source::Shared(sub) => {
                 ids.extend(sub.id);
                 Some((sub.qos, sub.retain_as_published))
             }
-            (Source::Session(_), subs) => {
+            Source::Session(subs) => {
+                let list = subs.read();
+                // Counted again under the lock, to match the list read.
+                last.changes = subs.changes();
                 let mut best: Option<(QoS, bool)> = None;
-                for sub in subs.iter().flat_map(|s| s.iter()).filter(|s| matches(&s.filter, topic)) {
+                for sub in list.iter().filter(|s| matches(&s.filter, topic)) {
                     ids.extend(sub.id);
                     let (qos, rap) = best.unwrap_or((QoS::AtMostOnce, false));
                     best = Some((qos.max(sub.qos), rap || sub.retain_as_published));

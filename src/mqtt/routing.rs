@@ -53,11 +53,6 @@ pub struct Outgoing<'a> {
     pub payload: Bytes,
 }
 
-/// The core message for a publish, taking its payload.
-fn build_message(routing_key: ShortStr, m: &mut Outgoing<'_>) -> Message {
-    core_message(routing_key, m.origin(), m.properties, std::mem::take(&mut m.payload))
-}
-
 impl Outgoing<'_> {
     /// How this publish is recorded in the message's properties.
     fn origin(&self) -> Origin {
@@ -147,7 +142,12 @@ impl Publisher {
                 msg.body = std::mem::take(&mut m.payload);
                 msg
             }
-            _ => build_message(self.last_routing_key.clone(), &mut m),
+            _ => core_message(
+                self.last_routing_key.clone(),
+                m.origin(),
+                m.properties,
+                std::mem::take(&mut m.payload),
+            ),
         };
         let mut queues = std::mem::take(&mut self.queues);
         vhost.route_cached(exchange, &msg, &[], &mut queues, Some(&mut self.route));
