@@ -26,6 +26,7 @@ use crate::transport::BUSY_READ;
 use crate::transport::outbox::Outbox;
 use crate::transport::peer::Peer;
 use crate::transport::read_sizing::ReadSizing;
+use crate::transport::shared_tcp::DirectSocket;
 
 /// The protocol header of AMQP 0-9-1.
 pub const PROTOCOL_HEADER: [u8; 8] = *b"AMQP\x00\x00\x09\x01";
@@ -156,6 +157,7 @@ where
     let span = tracing::info_span!("amqp", client = %peer.addr);
     let peer = Box::new(peer);
     async move {
+        let direct = crate::transport::shared_tcp::direct_socket(&stream);
         let (mut rd, mut wr) = tokio::io::split(stream);
         // The buffer grows with the traffic (see `ReadSizing`).
         let mut buf = BytesMut::new();
@@ -163,7 +165,7 @@ where
         // needed once, not for the life of the connection's task.
         let handshaking = Box::pin(handshake(&ctx, &mut rd, &mut wr, &mut buf, &peer));
         let (mut conn, writer) = match handshaking.await {
-            Ok((info, registration)) => Connection::open(info, registration, wr),
+            Ok((info, registration)) => Connection::open(info, registration, wr, direct),
             Err(e) => {
                 tracing::info!("connection closed during handshake: {e}");
                 let _ = wr.shutdown().await;
@@ -235,6 +237,8 @@ struct Connection {
     /// still owes the close-ok for ours, and frames it sent before it saw our
     /// close may follow. They are dropped, not a connection error.
     crossed_closes: Vec<u16>,
+    /// The socket, when it is plain TCP: acknowledged at once after small reads.
+    socket: Option<DirectSocket>,
 }
 
 fn is_publish(frame: &Frame) -> bool {
@@ -263,11 +267,13 @@ enum Next {
 
 impl Connection {
     /// The connection after a successful handshake, with its writer task
-    /// started on `wr`.
+    /// started on `wr` (and direct writes to `direct`, the same socket, when
+    /// it is plain TCP).
     fn open<W>(
         info: ConnInfo,
         registration: crate::core::connections::Registration,
         wr: W,
+        direct: Option<DirectSocket>,
     ) -> (Connection, tokio::task::JoinHandle<()>)
     where
         W: AsyncWrite + Unpin + Send + 'static,
@@ -280,7 +286,8 @@ impl Connection {
                 write_heartbeat as fn(&mut BytesMut),
             )
         });
-        let writer = outbox.spawn_writer(wr, heartbeat, registration.entry.clone());
+        let socket = direct.clone();
+        let writer = outbox.spawn_writer(wr, heartbeat, registration.entry.clone(), direct);
         let alarms = info.ctx.broker.alarms.subscribe();
         let conn = Connection {
             registration,
@@ -293,13 +300,17 @@ impl Connection {
             channel_rate: TokenBucket::default(),
             held: None,
             crossed_closes: Vec::new(),
+            socket,
         };
         (conn, writer)
     }
 
-    /// After a read buffer's frames are handled: wake the consumers of queues that
-    /// got their first messages, and send every reply in one write.
+    /// After a read buffer's frames are handled: send every reply in one
+    /// write, then deliver to the consumers of queues that got messages.
+    /// Replies go first: a client waiting for one (a confirm, a declare-ok)
+    /// goes on while the deliveries are made.
     fn end_of_batch(&mut self) {
+        self.outbox.flush();
         // Taken out first: delivering runs other code, which must be free to
         // note further wake-ups.
         let mut wakes = std::mem::take(&mut *self.info.wakes.borrow_mut());
@@ -311,7 +322,6 @@ impl Connection {
             // The buffer is reused by the next batch.
             *kept = wakes;
         }
-        self.outbox.flush();
     }
 
     async fn run<R: AsyncRead + Unpin>(&mut self, rd: &mut R, buf: &mut BytesMut) {
@@ -420,6 +430,9 @@ impl Connection {
                         entry.count_read(n);
                         sizing.read(n);
                         busy = n >= BUSY_READ;
+                        if !busy && let Some(s) = &self.socket {
+                            s.acknowledge_now();
+                        }
                     }
                     Some(Err(e)) => {
                         tracing::info!("read failed: {e}");

@@ -42,6 +42,7 @@ use crate::transport::BUSY_READ;
 use crate::transport::outbox::Outbox;
 use crate::transport::peer::Peer;
 use crate::transport::read_sizing::{QUIET_CAPACITY, ReadSizing};
+use crate::transport::shared_tcp::DirectSocket;
 /// Why the packet loop closes the connection.
 #[derive(Debug, thiserror::Error)]
 enum Violation {
@@ -86,6 +87,7 @@ where
 {
     let span = tracing::info_span!("mqtt", client = %peer.addr);
     async move {
+        let direct = crate::transport::shared_tcp::direct_socket(&stream);
         let (mut rd, mut wr) = tokio::io::split(stream);
         // The buffer grows with the traffic (see `ReadSizing`).
         let mut buf = BytesMut::with_capacity(QUIET_CAPACITY);
@@ -100,9 +102,10 @@ where
         // The session is whole again before the client reads its CONNACK: a
         // message published right after it reaches the shared subscriptions.
         let resumed = span.in_scope(|| conn.resume());
-        let writer = outbox.spawn_writer(wr, None, conn.registration.entry.clone());
+        let socket = direct.clone();
+        let writer = outbox.spawn_writer(wr, None, conn.registration.entry.clone(), direct);
         let end = match resumed {
-            Ok(()) => conn.run(&mut rd, buf).instrument(span.clone()).await,
+            Ok(()) => conn.run(&mut rd, buf, socket).instrument(span.clone()).await,
             Err(end) => end,
         };
         span.in_scope(|| conn.finish(end));
@@ -425,7 +428,9 @@ impl Connection {
         Ok(())
     }
 
-    async fn run<R: AsyncRead + Unpin>(&mut self, rd: &mut R, mut buf: BytesMut) -> End {
+    /// Reads and handles packets until the connection ends; `socket`, the
+    /// plain TCP socket if it is one, is acknowledged at once after small reads.
+    async fn run<R: AsyncRead + Unpin>(&mut self, rd: &mut R, mut buf: BytesMut, socket: Option<DirectSocket>) -> End {
         self.outbox.flush();
         // The keep alive: the connection is dropped after 1.5 times the interval
         // without a packet [MQTT-3.1.2-24].
@@ -500,6 +505,9 @@ impl Connection {
                         entry.count_read(n);
                         sizing.read(n);
                         busy = n >= BUSY_READ;
+                        if !busy && let Some(s) = &socket {
+                            s.acknowledge_now();
+                        }
                     }
                     Some(Err(e)) => {
                         tracing::info!("read failed: {e}");
@@ -529,13 +537,15 @@ impl Connection {
     }
 
     /// Acks the deliveries the batch's PUBACKs settled, asks for the sync its
-    /// QoS 1 and 2 publishes wait for, wakes the consumers of queues that got
-    /// their first messages and sends every answer of the batch in one write.
+    /// QoS 1 and 2 publishes wait for, sends every answer of the batch in one
+    /// write, then delivers what it published. Answers go first: a publisher
+    /// that waits for each PUBACK starts on its next message while the
+    /// deliveries are made.
     fn end_of_batch(&mut self) {
         Deliveries::ack_settled(&mut self.settled);
         self.acks.await_sync(&self.ctx.broker.sync);
-        self.publisher.wake();
         self.outbox.flush();
+        self.publisher.wake();
     }
 
     fn send(&self, packet: &Packet) {

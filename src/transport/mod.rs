@@ -23,6 +23,7 @@ pub mod peer;
 pub mod protocol_listener;
 pub mod proxy_protocol;
 pub mod read_sizing;
+pub mod shared_tcp;
 pub mod socket_options;
 pub mod tls;
 pub mod unix_socket;

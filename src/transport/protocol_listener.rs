@@ -16,6 +16,7 @@ use tokio_util::task::TaskTracker;
 use super::accept::{accept_loop, accept_unix_loop};
 use super::peer::Peer;
 use super::proxy_protocol::ProxyPolicy;
+use super::shared_tcp::SharedTcp;
 use super::socket_options::SocketOptions;
 use super::tls::TlsAcceptor;
 
@@ -107,19 +108,22 @@ async fn starts_with_proxy_header(tcp: &TcpStream) -> bool {
     }
 }
 
-/// Accepts plain TCP connections for `protocol` until shutdown.
+/// Accepts plain TCP connections for `protocol` until shutdown; each is served
+/// as a [`SharedTcp`], so that its outbox may write to it directly.
 pub async fn serve_plain<P: Protocol>(listener: TcpListener, edge: TcpEdge, protocol: Arc<P>) {
     let shutdown = protocol.shutdown().clone();
     let edge = Arc::new(edge);
     accept_loop(listener, edge.socket, shutdown, |mut tcp, peer| {
         if !edge.inspects() {
-            protocol.tasks().spawn(protocol.clone().serve(tcp, peer));
+            protocol
+                .tasks()
+                .spawn(protocol.clone().serve(SharedTcp::new(tcp), peer));
             return;
         }
         let (protocol2, edge) = (protocol.clone(), edge.clone());
         protocol.tasks().spawn(async move {
             if let Some(peer) = edge.peer(&mut tcp, peer).await {
-                protocol2.serve(tcp, peer).await;
+                protocol2.serve(SharedTcp::new(tcp), peer).await;
             }
         });
     })
