@@ -25,6 +25,7 @@ use crate::core::vhost::VHost;
 use crate::transport::BUSY_READ;
 use crate::transport::outbox::Outbox;
 use crate::transport::peer::Peer;
+use crate::transport::quick_ack::QuickAck;
 use crate::transport::read_sizing::ReadSizing;
 use crate::transport::shared_tcp::DirectSocket;
 
@@ -237,8 +238,8 @@ struct Connection {
     /// still owes the close-ok for ours, and frames it sent before it saw our
     /// close may follow. They are dropped, not a connection error.
     crossed_closes: Vec<u16>,
-    /// The socket, when it is plain TCP: acknowledged at once after small reads.
-    socket: Option<DirectSocket>,
+    /// When to acknowledge reads at once (plain TCP only).
+    quick_ack: Option<QuickAck>,
 }
 
 fn is_publish(frame: &Frame) -> bool {
@@ -286,7 +287,7 @@ impl Connection {
                 write_heartbeat as fn(&mut BytesMut),
             )
         });
-        let socket = direct.clone();
+        let quick_ack = direct.clone().map(QuickAck::new);
         let writer = outbox.spawn_writer(wr, heartbeat, registration.entry.clone(), direct);
         let alarms = info.ctx.broker.alarms.subscribe();
         let conn = Connection {
@@ -300,7 +301,7 @@ impl Connection {
             channel_rate: TokenBucket::default(),
             held: None,
             crossed_closes: Vec::new(),
-            socket,
+            quick_ack,
         };
         (conn, writer)
     }
@@ -430,8 +431,8 @@ impl Connection {
                         entry.count_read(n);
                         sizing.read(n);
                         busy = n >= BUSY_READ;
-                        if !busy && let Some(s) = &self.socket {
-                            s.acknowledge_now();
+                        if let Some(q) = &mut self.quick_ack {
+                            q.after_read(n);
                         }
                     }
                     Some(Err(e)) => {

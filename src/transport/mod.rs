@@ -22,6 +22,7 @@ pub mod outbox;
 pub mod peer;
 pub mod protocol_listener;
 pub mod proxy_protocol;
+pub mod quick_ack;
 pub mod read_sizing;
 pub mod shared_tcp;
 pub mod socket_options;

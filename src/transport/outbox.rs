@@ -126,8 +126,11 @@ impl Outbox {
     fn write_directly(&self) -> bool {
         let mut guard = self.buf.lock();
         let pending = &mut *guard;
+        if pending.bytes.is_empty() {
+            return true;
+        }
         let Some(direct) = pending.direct.as_ref().filter(|_| !pending.writer_busy) else {
-            return pending.bytes.is_empty();
+            return false;
         };
         let mut written = 0;
         let outcome = loop {

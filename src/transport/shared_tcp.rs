@@ -29,14 +29,10 @@ impl DirectSocket {
     }
 
     /// Acknowledges what was received without the kernel's usual delay
-    /// (`TCP_QUICKACK`, which lasts until the kernel's own heuristics take
-    /// over again, so it is set after each read that matters).
-    ///
-    /// A client that leaves Nagle's algorithm on holds each small write until
-    /// its previous one is acknowledged; a delayed acknowledgement (up to
-    /// 40 ms on Linux) then delays its next message by as much.
-    pub fn acknowledge_now(&self) {
-        let _ = socket2::SockRef::from(&*self.0).set_tcp_quickack(true);
+    /// (`TCP_QUICKACK`), or with `false` lets the kernel delay
+    /// acknowledgements again (see [`super::quick_ack`]).
+    pub fn acknowledge_now(&self, at_once: bool) {
+        let _ = socket2::SockRef::from(&*self.0).set_tcp_quickack(at_once);
     }
 }
 
