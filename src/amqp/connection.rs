@@ -25,7 +25,6 @@ use crate::core::vhost::VHost;
 use crate::transport::BUSY_READ;
 use crate::transport::outbox::Outbox;
 use crate::transport::peer::Peer;
-use crate::transport::quick_ack::QuickAck;
 use crate::transport::read_sizing::ReadSizing;
 use crate::transport::shared_tcp::DirectSocket;
 
@@ -238,8 +237,6 @@ struct Connection {
     /// still owes the close-ok for ours, and frames it sent before it saw our
     /// close may follow. They are dropped, not a connection error.
     crossed_closes: Vec<u16>,
-    /// When to acknowledge reads at once (plain TCP only).
-    quick_ack: Option<QuickAck>,
 }
 
 fn is_publish(frame: &Frame) -> bool {
@@ -287,7 +284,6 @@ impl Connection {
                 write_heartbeat as fn(&mut BytesMut),
             )
         });
-        let quick_ack = direct.clone().map(QuickAck::new);
         let writer = outbox.spawn_writer(wr, heartbeat, registration.entry.clone(), direct);
         let alarms = info.ctx.broker.alarms.subscribe();
         let conn = Connection {
@@ -301,7 +297,6 @@ impl Connection {
             channel_rate: TokenBucket::default(),
             held: None,
             crossed_closes: Vec::new(),
-            quick_ack,
         };
         (conn, writer)
     }
@@ -431,9 +426,6 @@ impl Connection {
                         entry.count_read(n);
                         sizing.read(n);
                         busy = n >= BUSY_READ;
-                        if let Some(q) = &mut self.quick_ack {
-                            q.after_read(n);
-                        }
                     }
                     Some(Err(e)) => {
                         tracing::info!("read failed: {e}");

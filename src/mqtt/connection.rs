@@ -41,7 +41,6 @@ use crate::store::SegPos;
 use crate::transport::BUSY_READ;
 use crate::transport::outbox::Outbox;
 use crate::transport::peer::Peer;
-use crate::transport::quick_ack::QuickAck;
 use crate::transport::read_sizing::{QUIET_CAPACITY, ReadSizing};
 /// Why the packet loop closes the connection.
 #[derive(Debug, thiserror::Error)]
@@ -102,10 +101,9 @@ where
         // The session is whole again before the client reads its CONNACK: a
         // message published right after it reaches the shared subscriptions.
         let resumed = span.in_scope(|| conn.resume());
-        let quick_ack = direct.clone().map(QuickAck::new);
         let writer = outbox.spawn_writer(wr, None, conn.registration.entry.clone(), direct);
         let end = match resumed {
-            Ok(()) => conn.run(&mut rd, buf, quick_ack).instrument(span.clone()).await,
+            Ok(()) => conn.run(&mut rd, buf).instrument(span.clone()).await,
             Err(end) => end,
         };
         span.in_scope(|| conn.finish(end));
@@ -428,14 +426,7 @@ impl Connection {
         Ok(())
     }
 
-    /// Reads and handles packets until the connection ends; `quick_ack` (plain
-    /// TCP only) says when to acknowledge reads at once.
-    async fn run<R: AsyncRead + Unpin>(
-        &mut self,
-        rd: &mut R,
-        mut buf: BytesMut,
-        mut quick_ack: Option<QuickAck>,
-    ) -> End {
+    async fn run<R: AsyncRead + Unpin>(&mut self, rd: &mut R, mut buf: BytesMut) -> End {
         self.outbox.flush();
         // The keep alive: the connection is dropped after 1.5 times the interval
         // without a packet [MQTT-3.1.2-24].
@@ -510,9 +501,6 @@ impl Connection {
                         entry.count_read(n);
                         sizing.read(n);
                         busy = n >= BUSY_READ;
-                        if let Some(q) = &mut quick_ack {
-                            q.after_read(n);
-                        }
                     }
                     Some(Err(e)) => {
                         tracing::info!("read failed: {e}");

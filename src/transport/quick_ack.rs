@@ -1,9 +1,9 @@
 //! When to acknowledge a client's bytes at once rather than when the kernel
 //! would (`TCP_QUICKACK`).
 //!
-//! Many clients leave Nagle's algorithm on (LavinMQ's and RabbitMQ's
-//! load generators, several AMQP client libraries, MQTT clients): a small
-//! write waits until everything sent before it is acknowledged. Linux delays
+//! Many clients leave Nagle's algorithm on (LavinMQ's load generator and the
+//! Crystal AMQP client it is built on, for two): a small write waits until
+//! everything sent before it is acknowledged. Linux delays
 //! the acknowledgement of small segments by up to 40 ms when it has nothing
 //! to send back on the connection, and a publisher's connection has nothing
 //! to send back, so at a moderate rate 1 % of messages waited 20-30 ms.
@@ -15,8 +15,13 @@
 //! connection reads little: less than [`SLOW_BYTES`] in the previous
 //! [`WINDOW_MS`] and so far in the current one. A busy connection's segments
 //! fill up anyway, and full segments are acknowledged at once by the kernel.
+//! Asking for quick acknowledgements also takes the socket out of the
+//! kernel's interactive mode for good, so when the connection turns busy it
+//! is put back (`TCP_QUICKACK` = 0): otherwise each read still sends an
+//! acknowledgement of its own.
+//!
+//! [`super::shared_tcp::SharedTcp`] applies the policy to its own reads.
 
-use super::shared_tcp::DirectSocket;
 use crate::core::message::Message;
 
 /// The length of the window over which a connection's reads are measured.
@@ -28,7 +33,6 @@ const SLOW_BYTES: usize = 64 * 1024;
 
 /// The acknowledgement policy of one plain TCP connection.
 pub struct QuickAck {
-    socket: DirectSocket,
     /// Coarse clock (ms) at the start of the current window.
     window_start: i64,
     /// Bytes read since then.
@@ -41,10 +45,9 @@ pub struct QuickAck {
 }
 
 impl QuickAck {
-    /// The policy for `socket`; a new connection counts as slow.
-    pub fn new(socket: DirectSocket) -> QuickAck {
+    /// The policy of a new connection, which counts as slow.
+    pub fn new() -> QuickAck {
         QuickAck {
-            socket,
             window_start: Message::coarse_now_ms(),
             window_bytes: 0,
             slow: true,
@@ -52,14 +55,14 @@ impl QuickAck {
         }
     }
 
-    /// After a read of `n` bytes: acknowledges them at once if the
-    /// connection is slow.
-    pub fn after_read(&mut self, n: usize) {
+    /// After a read of `n` bytes: the `TCP_QUICKACK` value to set on the
+    /// socket (true while the connection is slow, false once when it turns
+    /// busy), or `None` when nothing needs to change.
+    pub fn after_read(&mut self, n: usize) -> Option<bool> {
         let slow = self.counts_as_slow(n, Message::coarse_now_ms());
-        if slow || self.acking_at_once {
-            self.socket.acknowledge_now(slow);
-            self.acking_at_once = slow;
-        }
+        let change = (slow || self.acking_at_once).then_some(slow);
+        self.acking_at_once = slow;
+        change
     }
 
     /// Adds a read of `n` bytes at `now` (ms) and says whether the
@@ -76,26 +79,23 @@ impl QuickAck {
     }
 }
 
+impl Default for QuickAck {
+    fn default() -> Self {
+        QuickAck::new()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    async fn policy() -> QuickAck {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (_client, accepted) = tokio::join!(tokio::net::TcpStream::connect(addr), listener.accept());
-        let shared = super::super::shared_tcp::SharedTcp::new(accepted.unwrap().0);
-        let mut q = QuickAck::new(shared.direct());
-        q.window_start = 0;
-        q
-    }
-
     /// A connection reading a little at a time stays slow; one that reads a
     /// lot in a window stops being acknowledged at once, for the rest of that
     /// window and the next; a quiet spell makes it slow again.
-    #[tokio::test]
-    async fn only_connections_that_read_little_are_acknowledged_at_once() {
-        let mut q = policy().await;
+    #[test]
+    fn only_connections_that_read_little_are_acknowledged_at_once() {
+        let mut q = QuickAck::new();
+        q.window_start = 0;
         assert!(q.counts_as_slow(1000, 1));
         assert!(q.counts_as_slow(1000, 5));
         assert!(q.counts_as_slow(1000, 12), "a new window after a slow one");
@@ -105,6 +105,15 @@ mod tests {
         assert!(q.counts_as_slow(100, 33), "the window before read little");
         assert!(!q.counts_as_slow(2 * SLOW_BYTES, 34));
         assert!(q.counts_as_slow(100, 60), "quiet for more than a window");
-        q.after_read(100);
+    }
+
+    /// The socket option is set on every slow read, cleared once when the
+    /// connection turns busy, and left alone while it stays busy.
+    #[test]
+    fn the_option_is_cleared_once_when_a_connection_turns_busy() {
+        let mut q = QuickAck::new();
+        assert_eq!(q.after_read(100), Some(true));
+        assert_eq!(q.after_read(SLOW_BYTES), Some(false));
+        assert_eq!(q.after_read(100), None);
     }
 }

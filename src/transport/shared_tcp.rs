@@ -17,6 +17,8 @@ use std::task::{Context, Poll, ready};
 use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tokio::net::TcpStream;
 
+use super::quick_ack::QuickAck;
+
 /// The socket of a [`SharedTcp`], for writes that never wait.
 #[derive(Clone)]
 pub struct DirectSocket(Arc<TcpStream>);
@@ -27,28 +29,27 @@ impl DirectSocket {
     pub fn try_write(&self, bytes: &[u8]) -> io::Result<usize> {
         self.0.try_write(bytes)
     }
-
-    /// Acknowledges what was received without the kernel's usual delay
-    /// (`TCP_QUICKACK`), or with `false` lets the kernel delay
-    /// acknowledgements again (see [`super::quick_ack`]).
-    pub fn acknowledge_now(&self, at_once: bool) {
-        let _ = socket2::SockRef::from(&*self.0).set_tcp_quickack(at_once);
-    }
 }
 
 /// A plain TCP stream whose socket can also be written through a
-/// [`DirectSocket`].
-pub struct SharedTcp(Arc<TcpStream>);
+/// [`DirectSocket`]. Its reads follow the [`QuickAck`] policy.
+pub struct SharedTcp {
+    stream: Arc<TcpStream>,
+    quick_ack: QuickAck,
+}
 
 impl SharedTcp {
     /// Wraps an accepted stream.
     pub fn new(stream: TcpStream) -> SharedTcp {
-        SharedTcp(Arc::new(stream))
+        SharedTcp {
+            stream: Arc::new(stream),
+            quick_ack: QuickAck::new(),
+        }
     }
 
     /// A handle for writes from other tasks.
     pub fn direct(&self) -> DirectSocket {
-        DirectSocket(self.0.clone())
+        DirectSocket(self.stream.clone())
     }
 }
 
@@ -66,16 +67,17 @@ pub fn direct_socket<S: 'static>(stream: &S) -> Option<DirectSocket> {
 
 impl AsyncRead for SharedTcp {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
         loop {
-            ready!(self.0.poll_read_ready(cx))?;
+            ready!(this.stream.poll_read_ready(cx))?;
             // Reads into the buffer's uninitialised room, as tokio's own
             // TcpStream does: zeroing it first would cost a memset of up to
             // 64 KiB per read.
             // SAFETY: `read` only writes into the slice and reports how many
             // bytes it wrote; exactly those are marked initialised below.
             let room = unsafe { buf.unfilled_mut() };
-            let read = self.0.try_io(Interest::READABLE, || {
-                rustix::io::read(&*self.0, room)
+            let read = this.stream.try_io(Interest::READABLE, || {
+                rustix::io::read(&*this.stream, room)
                     .map(|(got, _)| got.len())
                     .map_err(io::Error::from)
             });
@@ -84,6 +86,11 @@ impl AsyncRead for SharedTcp {
                     // SAFETY: the read above initialised these `n` bytes.
                     unsafe { buf.assume_init(n) };
                     buf.advance(n);
+                    if n > 0
+                        && let Some(at_once) = this.quick_ack.after_read(n)
+                    {
+                        let _ = socket2::SockRef::from(&*this.stream).set_tcp_quickack(at_once);
+                    }
                     return Poll::Ready(Ok(()));
                 }
                 // Readiness was cleared: wait for the next event.
@@ -97,8 +104,8 @@ impl AsyncRead for SharedTcp {
 impl AsyncWrite for SharedTcp {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, bytes: &[u8]) -> Poll<io::Result<usize>> {
         loop {
-            ready!(self.0.poll_write_ready(cx))?;
-            match self.0.try_write(bytes) {
+            ready!(self.stream.poll_write_ready(cx))?;
+            match self.stream.try_write(bytes) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 r => return Poll::Ready(r),
             }
@@ -110,7 +117,7 @@ impl AsyncWrite for SharedTcp {
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(socket2::SockRef::from(&*self.0).shutdown(std::net::Shutdown::Write))
+        Poll::Ready(socket2::SockRef::from(&*self.stream).shutdown(std::net::Shutdown::Write))
     }
 }
 
