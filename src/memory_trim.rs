@@ -8,6 +8,13 @@
 //! of resident memory behind that `malloc_trim` returns. The trim runs only
 //! after connections have closed, at most once per [`TRIM_INTERVAL`], on a
 //! blocking thread: it walks every arena, which would stall a worker.
+//!
+//! Code is unmapped at the end of start-up and then every [`TRIM_INTERVAL`]
+//! ([`code_pages`]): what runs maps itself back at once, what ran once (the
+//! start-up, a management page) leaves the resident set.
+
+#[cfg(target_os = "linux")]
+pub mod code_pages;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::core::broker::Broker;
 
-/// How often to look for closed connections.
+/// How often to look for closed connections and to unmap code.
 pub const TRIM_INTERVAL: Duration = Duration::from_secs(10);
 
 /// Set by [`request`], cleared by the next trim.
@@ -29,9 +36,10 @@ pub fn request() {
     REQUESTED.store(true, Ordering::Relaxed);
 }
 
-/// Trims after each interval in which a connection closed or a trim was
-/// [`request`]ed, until `shutdown`.
-pub async fn trim_after_churn(broker: Arc<Broker>, shutdown: CancellationToken) {
+/// Unmaps code after each interval, and trims the heap after each interval
+/// in which a connection closed or a trim was [`request`]ed, until
+/// `shutdown`.
+pub async fn trim_periodically(broker: Arc<Broker>, shutdown: CancellationToken) {
     let churn = broker.connections.churn.clone();
     let mut seen = churn.connection_closed.get();
     loop {
@@ -40,16 +48,35 @@ pub async fn trim_after_churn(broker: Arc<Broker>, shutdown: CancellationToken) 
             _ = shutdown.cancelled() => return,
         }
         let closed = churn.connection_closed.get();
-        if closed != seen || REQUESTED.swap(false, Ordering::Relaxed) {
-            seen = closed;
-            let _ = tokio::task::spawn_blocking(trim).await;
-        }
+        let heap = closed != seen || REQUESTED.swap(false, Ordering::Relaxed);
+        seen = closed;
+        let _ = tokio::task::spawn_blocking(move || {
+            if heap {
+                release_heap();
+            }
+            release_code();
+        })
+        .await;
     }
 }
 
+/// Unmaps the code start-up ran, on a blocking thread: for the end of
+/// start-up.
+pub fn after_start_up() {
+    tokio::task::spawn_blocking(release_code);
+}
+
+#[cfg(target_os = "linux")]
+fn release_code() {
+    code_pages::release();
+}
+
+#[cfg(not(target_os = "linux"))]
+fn release_code() {}
+
 /// Returns free heap memory to the OS where the allocator can.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn trim() {
+fn release_heap() {
     // SAFETY: malloc_trim only inspects and releases the allocator's own
     // free memory; it is safe to call from any thread at any time.
     unsafe {
@@ -59,4 +86,4 @@ fn trim() {
 
 /// Other allocators return memory on their own.
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn trim() {}
+fn release_heap() {}

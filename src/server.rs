@@ -289,7 +289,7 @@ impl Server {
         ));
         apply_node_limits(&broker, main);
         tokio::spawn(alarm_check_loop(broker.clone(), shutdown.clone()));
-        tokio::spawn(crate::memory_trim::trim_after_churn(broker.clone(), shutdown.clone()));
+        tokio::spawn(crate::memory_trim::trim_periodically(broker.clone(), shutdown.clone()));
         let stats_interval = Duration::from_millis(main.stats_interval.max(10));
         tokio::spawn(stats_loop(broker.clone(), stats_interval, shutdown.clone()));
         let server = Server {
@@ -311,6 +311,7 @@ impl Server {
             _lock: lock,
         };
         server.set_log_exchange(main.log_exchange);
+        crate::memory_trim::after_start_up();
         Ok(server)
     }
 
