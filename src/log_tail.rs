@@ -231,7 +231,7 @@ impl<S: Subscriber> Layer<S> for TailLayer {
         let meta = event.metadata();
         let record = |buf: &mut String| {
             buf.clear();
-            let mut v = LineVisitor { buf, log_target: None };
+            let mut v = LineVisitor::new(buf);
             event.record(&mut v);
             let source = match v.log_target {
                 Some(t) => Cow::Owned(t),
@@ -247,17 +247,30 @@ impl<S: Subscriber> Layer<S> for TailLayer {
     }
 }
 
-/// Writes an event's fields as the log shows them: the message first as it
-/// comes, the others as ` key=value`. Events bridged from the `log` crate
-/// carry their target in `log.target`, which becomes the source.
-struct LineVisitor<'a> {
+/// Writes an event's or a span's fields as the log shows them: the message
+/// as it comes, the others as `key=value`, separated by spaces. Events
+/// bridged from the `log` crate carry their target in `log.target`, which
+/// becomes the source.
+pub(crate) struct LineVisitor<'a> {
     buf: &'a mut String,
+    /// Where the fields start in `buf`.
+    start: usize,
     log_target: Option<String>,
 }
 
-impl LineVisitor<'_> {
+impl<'a> LineVisitor<'a> {
+    /// Appends to `buf`.
+    pub(crate) fn new(buf: &'a mut String) -> LineVisitor<'a> {
+        let start = buf.len();
+        LineVisitor {
+            buf,
+            start,
+            log_target: None,
+        }
+    }
+
     fn separate(&mut self) {
-        if !self.buf.is_empty() {
+        if self.buf.len() > self.start {
             self.buf.push(' ');
         }
     }

@@ -15,13 +15,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use tracing::{Event, Level, Subscriber};
-use tracing_subscriber::fmt::format::{self, FormatEvent, FormatFields, Writer};
-use tracing_subscriber::fmt::{FmtContext, MakeWriter};
+use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::layer::SubscriberExt;
-use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Registry, reload};
+
+mod line_layer;
+
+use line_layer::{LineLayer, LineStyle};
 
 /// Why the log could not be set up or changed.
 #[derive(Debug, thiserror::Error)]
@@ -107,22 +108,18 @@ impl Logging {
     pub fn init(level: &str, file: Option<&Path>) -> Result<Logging, LoggingError> {
         let output = SharedOutput(Arc::new(Mutex::new(open(file)?)));
         let (filter, handle) = reload::Layer::new(filter_for(level));
-        let registry = tracing_subscriber::registry()
+        let journal = file.is_none() && stdout_is_journal();
+        let style = LineStyle {
+            // Colours on stdout unless NO_COLOR is set.
+            ansi: file.is_none() && !journal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+            time: !journal,
+            priority: journal,
+        };
+        tracing_subscriber::registry()
             .with(filter)
-            .with(crate::log_tail::layer());
-        let fmt = tracing_subscriber::fmt::layer()
-            .with_target(false)
-            .with_writer(output.clone());
-        if file.is_none() && stdout_is_journal() {
-            registry
-                .with(fmt.with_ansi(false).event_format(JournalFormat::default()))
-                .init();
-        } else if file.is_some() {
-            registry.with(fmt.with_ansi(false)).init();
-        } else {
-            // Colours unless NO_COLOR is set (the formatter's default).
-            registry.with(fmt).init();
-        }
+            .with(crate::log_tail::layer())
+            .with(LineLayer::new(output.clone(), style))
+            .init();
         Ok(Logging { filter: handle, output })
     }
 
@@ -164,35 +161,4 @@ fn stdout_is_journal() -> bool {
         return false;
     };
     rustix::fs::fstat(std::io::stdout()).is_ok_and(|st| st.st_dev == dev && st.st_ino == ino)
-}
-
-/// Journal lines: the syslog priority prefix, then the usual line without a
-/// timestamp.
-struct JournalFormat(format::Format<format::Full, ()>);
-
-impl Default for JournalFormat {
-    fn default() -> Self {
-        JournalFormat(format::format().with_target(false).without_time().with_ansi(false))
-    }
-}
-
-impl<S, N> FormatEvent<S, N> for JournalFormat
-where
-    S: Subscriber + for<'a> LookupSpan<'a>,
-    N: for<'a> FormatFields<'a> + 'static,
-{
-    fn format_event(&self, ctx: &FmtContext<'_, S, N>, mut writer: Writer<'_>, event: &Event<'_>) -> std::fmt::Result {
-        write!(writer, "<{}>", syslog_priority(*event.metadata().level()))?;
-        self.0.format_event(ctx, writer, event)
-    }
-}
-
-/// The syslog priority journald reads from a line's `<N>` prefix.
-fn syslog_priority(level: Level) -> u8 {
-    match level {
-        Level::ERROR => 3,
-        Level::WARN => 4,
-        Level::INFO => 6,
-        Level::DEBUG | Level::TRACE => 7,
-    }
 }
