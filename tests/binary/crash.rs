@@ -39,6 +39,7 @@
 use crate::process;
 mod power_loss_fs;
 mod shovel;
+mod slow_disk;
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
