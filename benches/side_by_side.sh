@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
-# Side-by-side benchmark: the same lavinmqperf scenarios against lavinmq and, when
-# Debian's rabbitmq-server is installed, against RabbitMQ (a private node with its
+# Side-by-side benchmark: the same lavinmqperf scenarios against lavinmq, against
+# LavinMQ 2.9.1 when its binaries are there (see benches/lavinmq_anchor.sh; a
+# private instance with its own ports and data dir) and, when Debian's
+# rabbitmq-server is installed, against RabbitMQ (a private node with its
 # own name, data dir and ports, started by scripts/start-rabbitmq.sh and stopped
-# again at the end), alternating, ROUNDS rounds.
-# Prints the median of each scenario, the ratio ours/RabbitMQ, peak RSS during
+# again at the end), alternating, ROUNDS rounds. Every scenario runs with two
+# load generators, each against every broker: ours (target/release/lavinmqperf)
+# and LavinMQ 2.9.1's own lavinmqperf (when it is there), which is heavier, so
+# that on few cores it leaves the brokers less CPU.
+# Prints, per scenario and load generator, the median rate on each broker, the
+# ratios ours/LavinMQ 2.9.1 and ours/RabbitMQ, peak RSS during
 # each scenario, the broker's CPU time per message (user + system time of the
 # broker process over the run, from /proc, divided by the messages the rate
 # counts: it does not depend on how much CPU the load generator takes), and a
@@ -17,9 +23,23 @@
 #                GBs of RAM; off by default)
 #   BIG_TIMEOUT  seconds to wait for the big backlog (default 1200)
 #   LPORT        lavinmq's AMQP port (default 5799)
+#   LAVINMQ_ANCHOR_DIR  where LavinMQ 2.9.1's lavinmq and lavinmqperf are
+#                ("none": without it; default: ../shared/anchors/lavinmq-2.9.1-bin.tar.xz
+#                unpacked into the temp dir, else /opt/lmq/bin)
+#   APORT, ACLUSTER_PORT  LavinMQ 2.9.1's AMQP port and the clustering port it
+#                binds even without clustering (default 5789, 5788)
 #   RPORT, RDIST_PORT, RNODE  RabbitMQ's AMQP port, distribution port and node
 #                name (default 5783, 25783, sbs-bench@localhost)
 # A scenario that fails for a broker shows "failed" in its cell; the run goes on.
+# LavinMQ 2.9.1's lavinmqperf differs from ours in: its bind-churn measures a
+# transient and a durable queue in one run of fixed length (2 s warm-up and 5 s
+# each, whatever DURATION) and has no --unbind; with --queue-pattern each of its
+# publishers publishes to every queue in turn (ours: publisher N to queue N), and
+# on few cores those 100 busy publishers starve its consumers (a consume rate
+# near 0 on every broker); it declares no queue when there are no consumers (so
+# the script declares it); its run ends on a whole-second tick, so its rate for
+# the consume-only scenario, which ends when the backlog is consumed, is the
+# backlog over whole seconds, a lower bound (the CPU per message holds).
 # Every scenario deletes the queues it made (server-named ones go with their
 # connection), so brokers only carry freed-but-retained memory between scenarios.
 set -euo pipefail
@@ -31,6 +51,8 @@ BIG_BACKLOG=${BIG_BACKLOG:-0}
 BIG_TIMEOUT=${BIG_TIMEOUT:-1200}
 LPORT=${LPORT:-5799}
 RPORT=${RPORT:-5783}
+APORT=${APORT:-5789}
+ACLUSTER_PORT=${ACLUSTER_PORT:-5788}
 
 # 1,000 connections need more than 1024 descriptors, in the tool and the brokers.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
@@ -39,6 +61,7 @@ cargo build --release --bin lavinmq --bin lavinmqperf >&2
 PERF=target/release/lavinmqperf
 WORK=$(mktemp -d)
 DATA=$WORK/lavinmq
+ADATA=$WORK/lavinmq-2.9.1
 RESULTS=$WORK/results
 : >"$RESULTS"
 # A private RabbitMQ node: fresh state (no queues left by earlier runs or other
@@ -51,11 +74,12 @@ HELD=() # background lavinmqperf processes holding connections or queues
 cleanup() {
     local p
     for p in "${HELD[@]}"; do kill "$p" 2>/dev/null || true; done
-    if [ -n "${LPID:-}" ]; then
-        kill "$LPID" 2>/dev/null || true
-        wait "$LPID" 2>/dev/null || true
-    fi
-    [ "${RMQ:-0}" = 1 ] && stop_rabbitmq >/dev/null 2>&1 || true
+    for p in "${LPID:-}" "${APID:-}"; do
+        [ -n "$p" ] || continue
+        kill "$p" 2>/dev/null || true
+        wait "$p" 2>/dev/null || true
+    done
+    if [ "${RMQ:-0}" = 1 ]; then stop_rabbitmq >/dev/null 2>&1 || true; fi
     rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -65,6 +89,7 @@ trap cleanup EXIT
 cat >"$WORK/amqp_admin.py" <<'PY'
 # amqp_admin.py URI delete QUEUE...  delete queues (missing ones are fine)
 # amqp_admin.py URI count QUEUE      print the queue's message count
+# amqp_admin.py URI declare QUEUE... declare durable queues (as lavinmqperf does)
 import socket, struct, sys
 from urllib.parse import urlparse, unquote
 
@@ -129,6 +154,10 @@ class Client:
         self.method(self.channel, 50, 40, b"\0\0" + shortstr(queue) + b"\0")
         self.expect(50, 41)
 
+    def declare(self, queue):  # durable, not exclusive, not auto-delete
+        self.method(self.channel, 50, 10, b"\0\0" + shortstr(queue) + b"\x02\0\0\0\0")
+        self.expect(50, 11)
+
     def count(self, queue):  # passive declare
         self.method(self.channel, 50, 10, b"\0\0" + shortstr(queue) + b"\x01\0\0\0\0")
         args = self.expect(50, 11)
@@ -151,6 +180,9 @@ try:
             except RuntimeError as e:
                 print(f"delete {q}: {e}", file=sys.stderr)
                 c.open_channel()
+    elif cmd == "declare":
+        for q in names:
+            c.declare(q)
     elif cmd == "count":
         print(c.count(names[0]))
     c.close()
@@ -162,25 +194,44 @@ admin() { python3 "$WORK/amqp_admin.py" "$@"; }
 # delete_queues URI QUEUE...
 delete_queues() { admin "$1" delete "${@:2}" || echo "could not delete queues ${*:2} on $1" >&2; }
 
+# await_listen PORT PID NAME LOG: waits (up to 10 s) until PID listens on PORT.
+await_listen() {
+    local _
+    for _ in $(seq 100); do
+        ss -ltnpH "sport = :$1" 2>/dev/null | grep -q "pid=$2," && return 0
+        kill -0 "$2" 2>/dev/null || break
+        sleep 0.1
+    done
+    echo "$3 did not start; see its log:" >&2
+    tail -20 "$4" >&2
+    return 1
+}
 start_lavinmq() {
     mkdir -p "$DATA"
     target/release/lavinmq -D "$DATA" -p "$LPORT" --http-port 0 --metrics-http-port 0 --mqtt-port 0 \
         --control-unix-path "$WORK/lavinmqctl.sock" >>"$WORK/lavinmq.log" 2>&1 &
     LPID=$!
-    local _
-    for _ in $(seq 100); do
-        ss -ltnpH "sport = :$LPORT" 2>/dev/null | grep -q "pid=$LPID," && return 0
-        kill -0 "$LPID" 2>/dev/null || break
-        sleep 0.1
-    done
-    echo "lavinmq did not start; see its log:" >&2
-    tail -20 "$WORK/lavinmq.log" >&2
-    return 1
+    await_listen "$LPORT" "$LPID" lavinmq "$WORK/lavinmq.log"
 }
 stop_lavinmq() {
     kill "$LPID" 2>/dev/null || true
     wait "$LPID" 2>/dev/null || true
     LPID=
+}
+# LavinMQ 2.9.1 on its own ports (HTTP, metrics, MQTT and TLS off; the
+# clustering port it binds anyway moved) and control socket.
+start_anchor() {
+    mkdir -p "$ADATA"
+    "$ANCHOR_LAVINMQ" -D "$ADATA" -b 127.0.0.1 -p "$APORT" --amqps-port -1 --http-port -1 --https-port -1 \
+        --mqtt-port -1 --mqtts-port -1 --metrics-http-port -1 --clustering-port "$ACLUSTER_PORT" \
+        --control-unix-path "$WORK/anchor-ctl.sock" >>"$WORK/anchor.log" 2>&1 &
+    APID=$!
+    await_listen "$APORT" "$APID" "LavinMQ 2.9.1" "$WORK/anchor.log" || { stop_anchor; return 1; }
+}
+stop_anchor() {
+    kill "$APID" 2>/dev/null || true
+    wait "$APID" 2>/dev/null || true
+    APID=
 }
 stop_rabbitmq() {
     scripts/stop-rabbitmq.sh || true
@@ -200,8 +251,22 @@ start_rabbitmq() {
     RPID=${RPID:-0}
 }
 
+# shellcheck disable=SC1091 source=benches/lavinmq_anchor.sh
+. benches/lavinmq_anchor.sh
+find_anchor "$WORK"
+APERF=$ANCHOR_PERF
+
 start_lavinmq
 URI_L="amqp://guest:guest@127.0.0.1:$LPORT"
+ANCHOR=0
+if [ -n "$ANCHOR_LAVINMQ" ]; then
+    if start_anchor; then
+        ANCHOR=1
+        URI_A="amqp://guest:guest@127.0.0.1:$APORT"
+    else
+        echo "LavinMQ 2.9.1 skipped: its broker did not start" >&2
+    fi
+fi
 RMQ=0
 if command -v rabbitmq-server >/dev/null 2>&1 || [ -x /usr/sbin/rabbitmq-server ]; then
     if start_rabbitmq; then
@@ -243,20 +308,23 @@ await_no_clients() {
 
 port_of() { echo "${1##*:}"; }
 
+# shellcheck disable=SC1091 source=benches/proc_cpu.sh
 . benches/proc_cpu.sh
 
-# Runs a command (lavinmqperf, or a function running several) in the background,
-# samples the broker's peak RSS meanwhile, appends a result line:
-#   rate|scenario|broker|rate or "failed"|peak_rss_kb|broker CPU µs per message
+# Runs a command (a lavinmqperf) in the background, samples the broker's peak
+# RSS meanwhile, appends a result line per scenario it measures:
+#   rate|scenario|generator|broker|rate or "failed"|peak_rss_kb|broker CPU µs per message
 # (the messages are the rate times lavinmqperf's elapsed seconds; empty for the
 # churn modes)
-# `how` says where the rate is: json:FIELD (the last line, lavinmqperf -j) or
-# summary (the "average N things/s" of the churn modes).
+# `how` says where the rate is: json:FIELD (the last line, lavinmqperf -j),
+# summary (the "average N things/s" of our churn modes) or ips:REPORT;REPORT...
+# (the Benchmark.ips lines of LavinMQ 2.9.1's churn modes, one per scenario:
+# then `scenario` is as many labels, also separated by ";").
 run() {
-    local scenario=$1 broker=$2 pid=$3 how=$4
-    shift 4
+    local scenario=$1 gen=$2 broker=$3 pid=$4 how=$5
+    shift 5
     local peak=0 rc=0 r rate="" cpu="" ticks
-    echo "  [${SECONDS}s] $broker: $scenario" >&2
+    echo "  [${SECONDS}s] $broker, $gen lavinmqperf: ${scenario//;/ + }" >&2
     ticks=$(cpu_ticks "$pid")
     "$@" >"$WORK/out" 2>"$WORK/err" &
     local perf=$!
@@ -278,12 +346,37 @@ msgs = r['${how#json:}'] * r['elapsed_seconds']
 print(f'{$ticks / $CLK_TCK / msgs * 1e6:.3f}' if msgs else '')" 2>/dev/null || true)
         ;;
     summary) rate=$(sed -n 's/^Summary: .* average \([0-9.]*\) .*/\1/p' "$WORK/out" | tail -1) ;;
+    ips:*)
+        # e.g. "  bind durable queue   4.11k (243.49µs) (± 9.30%)  112B/op   7.10× slower"
+        local label report i=0 labels reports
+        IFS=';' read -r -a labels <<<"$scenario"
+        IFS=';' read -r -a reports <<<"${how#ips:}"
+        for report in "${reports[@]}"; do
+            label=${labels[$i]}
+            i=$((i + 1))
+            rate=$(python3 - "$WORK/out" "$report" <<'PY' 2>/dev/null || true
+import re, sys
+scale = {"": 1, "k": 1e3, "M": 1e6, "G": 1e9, "m": 1e-3, "µ": 1e-6}
+for line in open(sys.argv[1], encoding="utf-8", errors="replace"):
+    m = re.match(r"\s*" + re.escape(sys.argv[2]) + r"\s+([0-9.]+)\s?([kMGmµ]?)\s*\(", line)
+    if m:
+        print(f"{float(m[1]) * scale[m[2]]:.0f}")
+PY
+)
+            if [ "$rc" != 0 ] || [ -z "$rate" ]; then
+                echo "$label on $broker ($gen lavinmqperf) failed (exit $rc): $(tail -2 "$WORK/err" | tr '\n' ' ')" >&2
+                rate=failed
+            fi
+            echo "rate|$label|$gen|$broker|$rate|$peak|" >>"$RESULTS"
+        done
+        return 0
+        ;;
     esac
     if [ "$rc" != 0 ] || [ -z "$rate" ]; then
-        echo "$scenario on $broker failed (exit $rc): $(tail -2 "$WORK/err" | tr '\n' ' ')" >&2
+        echo "$scenario on $broker ($gen lavinmqperf) failed (exit $rc): $(tail -2 "$WORK/err" | tr '\n' ' ')" >&2
         rate=failed
     fi
-    echo "rate|$scenario|$broker|$rate|$peak|$cpu" >>"$RESULTS"
+    echo "rate|$scenario|$gen|$broker|$rate|$peak|$cpu" >>"$RESULTS"
 }
 
 if "$PERF" bind-churn --help 2>/dev/null | grep -q -- '--durable'; then
@@ -292,49 +385,70 @@ else
     DURABLE_BIND=0
 fi
 
+# The load generators: ours, and LavinMQ 2.9.1's when it is there.
+GENS=(ours)
+[ -n "$APERF" ] && GENS+=(2.9.1)
+perf_of() { if [ "$1" = ours ]; then echo "$PERF"; else echo "$APERF"; fi; }
+
 scenarios() {
-    local broker=$1 uri=$2 pid=$3 q="bench-$RANDOM"
-    run "16 B, 1 publisher 1 consumer" "$broker" "$pid" json:avg_consume_rate \
-        "$PERF" throughput -z "$DURATION" -u "$q-a" --uri "$uri" -q -j
+    local gen=$1 broker=$2 uri=$3 pid=$4 q="bench-$RANDOM" p
+    p=$(perf_of "$gen")
+    run "16 B, 1 publisher 1 consumer" "$gen" "$broker" "$pid" json:avg_consume_rate \
+        "$p" throughput -z "$DURATION" -u "$q-a" --uri "$uri" -q -j
     delete_queues "$uri" "$q-a"
-    run "16 B, publish only" "$broker" "$pid" json:avg_pub_rate \
-        "$PERF" throughput -z "$DURATION" -y 0 -u "$q-b" --uri "$uri" -q -j
+    # Without consumers LavinMQ 2.9.1's lavinmqperf declares no queue (and
+    # would publish to nowhere): the queue is declared first, for both.
+    admin "$uri" declare "$q-b" || true
+    run "16 B, publish only" "$gen" "$broker" "$pid" json:avg_pub_rate \
+        "$p" throughput -z "$DURATION" -y 0 -u "$q-b" --uri "$uri" -q -j
     delete_queues "$uri" "$q-b"
-    # Fill the backlog (bounded: a broker in a memory alarm may stop reading).
+    # Fill the backlog (bounded: a broker in a memory alarm may stop reading),
+    # with our lavinmqperf whichever generator consumes it.
     "$PERF" throughput -y 0 -C "$BACKLOG" -z 60 -u "$q-c" --uri "$uri" -q -j >/dev/null 2>&1 || true
-    run "16 B, consume only from a backlog" "$broker" "$pid" json:avg_consume_rate \
-        "$PERF" throughput -x 0 -D "$BACKLOG" -z 60 -u "$q-c" --uri "$uri" -q -j
+    run "16 B, consume only from a backlog" "$gen" "$broker" "$pid" json:avg_consume_rate \
+        "$p" throughput -x 0 -D "$BACKLOG" -z 60 -u "$q-c" --uri "$uri" -q -j
     delete_queues "$uri" "$q-c"
-    run "16 B, persistent, confirms and acks" "$broker" "$pid" json:avg_consume_rate \
-        "$PERF" throughput -z "$DURATION" -p -c 1000 -a 100 -P 1000 -u "$q-d" --uri "$uri" -q -j
+    run "16 B, persistent, confirms and acks" "$gen" "$broker" "$pid" json:avg_consume_rate \
+        "$p" throughput -z "$DURATION" -p -c 1000 -a 100 -P 1000 -u "$q-d" --uri "$uri" -q -j
     delete_queues "$uri" "$q-d"
-    run "1 KiB, 1 publisher 1 consumer" "$broker" "$pid" json:avg_consume_rate \
-        "$PERF" throughput -z "$DURATION" -s 1024 -u "$q-e" --uri "$uri" -q -j
+    run "1 KiB, 1 publisher 1 consumer" "$gen" "$broker" "$pid" json:avg_consume_rate \
+        "$p" throughput -z "$DURATION" -s 1024 -u "$q-e" --uri "$uri" -q -j
     delete_queues "$uri" "$q-e"
     # Each consumer gets a server-named auto-delete queue bound to amq.fanout:
     # the rate is deliveries, all 10 queues together (10x the publish rate).
-    run "16 B, fanout to 10 queues (deliveries)" "$broker" "$pid" json:avg_consume_rate \
-        "$PERF" throughput -z "$DURATION" -y 10 -u "" -e amq.fanout --uri "$uri" -q -j
-    # Publisher and consumer N on queue N (--queue-pattern).
-    run "16 B, 100 publishers on 100 queues" "$broker" "$pid" json:avg_consume_rate \
-        "$PERF" throughput -z "$DURATION" -x 100 -y 100 --queue-pattern "$q-m-%" \
+    run "16 B, fanout to 10 queues (deliveries)" "$gen" "$broker" "$pid" json:avg_consume_rate \
+        "$p" throughput -z "$DURATION" -y 10 -u "" -e amq.fanout --uri "$uri" -q -j
+    # Consumer N on queue N (--queue-pattern); publisher N publishes to queue N
+    # (ours) or to every queue in turn (LavinMQ 2.9.1's).
+    run "16 B, 100 publishers on 100 queues" "$gen" "$broker" "$pid" json:avg_consume_rate \
+        "$p" throughput -z "$DURATION" -x 100 -y 100 --queue-pattern "$q-m-%" \
         --queue-pattern-from 1 --queue-pattern-to 100 --uri "$uri" -q -j
     # Also waits for the broker to work through what the publishers left in
     # its socket buffers (RabbitMQ: up to a minute).
     # shellcheck disable=SC2046
     delete_queues "$uri" $(seq -f "$q-m-%g" 100)
+    if [ "$gen" != ours ]; then
+        # One run binds a server-named queue, then a durable one (which it
+        # deletes at the end), for 2 + 5 s each.
+        run "bind churn, transient queue (bindings/s);bind churn, durable queue (bindings/s)" \
+            "$gen" "$broker" "$pid" "ips:bind non-durable queue;bind durable queue" \
+            "$p" bind-churn --uri "$uri"
+        echo "rate|bind+unbind, durable queue (pairs/s)|$gen|$broker|n/a|0|" >>"$RESULTS"
+        await_no_clients "$(port_of "$uri")"
+        return 0
+    fi
     # Binds a server-named exclusive queue to amq.direct, a new key each time,
     # the bindings accumulating (as LavinMQ's bind-churn does).
-    run "bind churn, transient queue (bindings/s)" "$broker" "$pid" summary \
-        "$PERF" bind-churn -z "$DURATION" --uri "$uri"
+    run "bind churn, transient queue (bindings/s)" "$gen" "$broker" "$pid" summary \
+        "$p" bind-churn -z "$DURATION" --uri "$uri"
     if [ "$DURABLE_BIND" = 1 ]; then
-        run "bind churn, durable queue (bindings/s)" "$broker" "$pid" summary \
-            "$PERF" bind-churn --durable -z "$DURATION" --uri "$uri"
+        run "bind churn, durable queue (bindings/s)" "$gen" "$broker" "$pid" summary \
+            "$p" bind-churn --durable -z "$DURATION" --uri "$uri"
         # Each binding removed again at once: two round trips per binding.
-        run "bind+unbind, durable queue (pairs/s)" "$broker" "$pid" summary \
-            "$PERF" bind-churn --durable --unbind -z "$DURATION" --uri "$uri"
+        run "bind+unbind, durable queue (pairs/s)" "$gen" "$broker" "$pid" summary \
+            "$p" bind-churn --durable --unbind -z "$DURATION" --uri "$uri"
     else
-        echo "rate|bind churn, durable queue (bindings/s)|$broker|n/a|0|" >>"$RESULTS"
+        echo "rate|bind churn, durable queue (bindings/s)|$gen|$broker|n/a|0|" >>"$RESULTS"
     fi
     await_no_clients "$(port_of "$uri")"
 }
@@ -431,14 +545,19 @@ big_backlog() {
 
 echo "memory: idle, 1,000 queues, 1,000 connections" >&2
 memory lavinmq "$URI_L" "$LPID"
-[ "$RMQ" = 1 ] && memory rabbitmq "$URI_R" "$RPID"
+if [ "$ANCHOR" = 1 ]; then memory lavinmq-2.9.1 "$URI_A" "$APID"; fi
+if [ "$RMQ" = 1 ]; then memory rabbitmq "$URI_R" "$RPID"; fi
 for round in $(seq "$ROUNDS"); do
     echo "round $round/$ROUNDS" >&2
-    scenarios lavinmq "$URI_L" "$LPID"
-    [ "$RMQ" = 1 ] && scenarios rabbitmq "$URI_R" "$RPID"
+    for gen in "${GENS[@]}"; do
+        scenarios "$gen" lavinmq "$URI_L" "$LPID"
+        if [ "$ANCHOR" = 1 ]; then scenarios "$gen" lavinmq-2.9.1 "$URI_A" "$APID"; fi
+        if [ "$RMQ" = 1 ]; then scenarios "$gen" rabbitmq "$URI_R" "$RPID"; fi
+    done
 done
 record_rss "idle after the rounds" lavinmq "$(rss_settled "$LPID")" 0
-[ "$RMQ" = 1 ] && record_rss "idle after the rounds" rabbitmq "$(rss_settled "$RPID")" 0
+if [ "$ANCHOR" = 1 ]; then record_rss "idle after the rounds" lavinmq-2.9.1 "$(rss_settled "$APID")" 0; fi
+if [ "$RMQ" = 1 ]; then record_rss "idle after the rounds" rabbitmq "$(rss_settled "$RPID")" 0; fi
 
 if [ "$BIG_BACKLOG" -gt 0 ]; then
     echo "memory with $BIG_BACKLOG messages queued (restarting the brokers first)" >&2
@@ -446,6 +565,15 @@ if [ "$BIG_BACKLOG" -gt 0 ]; then
     start_lavinmq
     sleep 2
     big_backlog lavinmq "$URI_L" "$LPID"
+    if [ "$ANCHOR" = 1 ]; then
+        stop_anchor
+        if start_anchor; then
+            sleep 2
+            big_backlog lavinmq-2.9.1 "$URI_A" "$APID"
+        else
+            record_rss "with $(thousands "$BIG_BACKLOG") messages queued" lavinmq-2.9.1 failed 0
+        fi
+    fi
     if [ "$RMQ" = 1 ]; then
         stop_rabbitmq >&2
         if start_rabbitmq; then
@@ -457,21 +585,25 @@ if [ "$BIG_BACKLOG" -gt 0 ]; then
     fi
 fi
 
-python3 - "$RESULTS" "$DURATION" "$ROUNDS" "$RMQ" "$DURABLE_BIND" <<'PY'
+python3 - "$RESULTS" "$DURATION" "$ROUNDS" "$RMQ" "$DURABLE_BIND" "$ANCHOR" "${GENS[*]}" <<'PY'
 import statistics, sys
-path, duration, rounds, rmq, durable_bind = sys.argv[1:]
+path, duration, rounds, rmq, durable_bind, anchor, gens = sys.argv[1:]
+gens = gens.split()
+BROKERS = [("lavinmq", "lavinmq"), ("lavinmq-2.9.1", "LavinMQ 2.9.1"), ("rabbitmq", "RabbitMQ")]
 rows, rss, notes = {}, {}, []
 cpu = {}
 for line in open(path):
-    kind, label, broker, value, extra, *more = line.rstrip("\n").split("|")
+    kind, label, *rest = line.rstrip("\n").split("|")
     if kind == "rate":
-        rows.setdefault(label, {}).setdefault(broker, []).append((value, int(extra)))
-        if more and more[0]:
-            cpu.setdefault(label, {}).setdefault(broker, []).append(float(more[0]))
+        gen, broker, value, peak, us = rest
+        rows.setdefault(label, {}).setdefault(gen, {}).setdefault(broker, []).append((value, int(peak)))
+        if us:
+            cpu.setdefault(label, {}).setdefault(gen, {}).setdefault(broker, []).append(float(us))
     else:
-        rss.setdefault(label, {})[broker] = (value, int(extra))
+        broker, value, before = rest
+        rss.setdefault(label, {})[broker] = (value, int(before))
 
-def median(label, broker, runs):
+def median(label, gen, broker, runs):
     """(cell text, rate or None, peak RSS MB or None)"""
     if not runs:
         return "-", None, None
@@ -480,34 +612,64 @@ def median(label, broker, runs):
     if not ok:
         return runs[0][0], None, peak
     if len(ok) < len(runs):
-        notes.append(f"{label}: {broker} failed in {len(runs) - len(ok)} of {len(runs)} rounds "
-                     "(median of the others)")
+        notes.append(f"{label}: {broker} ({gen} lavinmqperf) failed in {len(runs) - len(ok)} of "
+                     f"{len(runs)} rounds (median of the others)")
     m = statistics.median(ok)
     return f"{m:,.0f}", m, peak
 
+def ratio(a, b, width, digits):
+    return f"{a / b:{width - 1}.{digits}f}x" if a and b else f"{'-':>{width}}"
+
 print(f"Median of {rounds} rounds, {duration} s per run (msgs/s unless stated; peak broker RSS in MB)")
-print(f"{'scenario':40} {'lavinmq':>12} {'RSS':>6} {'RabbitMQ':>12} {'RSS':>6} {'ratio':>7}")
-for label, by in rows.items():
-    lt, l, lrss = median(label, "lavinmq", by.get("lavinmq"))
-    rt, r, rrss = median(label, "rabbitmq", by.get("rabbitmq"))
-    mb = lambda v: f"{v:6.0f}" if v else f"{'-':>6}"
-    ratio = f"{l / r:6.1f}x" if l and r else "      -"
-    print(f"{label:40} {lt:>12} {mb(lrss)} {rt:>12} {mb(rrss)} {ratio}")
+print("perf: the load generator, ours (target/release/lavinmqperf) or LavinMQ 2.9.1's own (2.9.1);")
+print("vs 2.9.1, vs RMQ: our rate / LavinMQ 2.9.1's, / RabbitMQ's")
+widths = {"lavinmq": 12, "lavinmq-2.9.1": 13, "rabbitmq": 12}
+print(f"{'scenario':40} {'perf':5} " + " ".join(f"{name:>{widths[b]}} {'RSS':>6}" for b, name in BROKERS)
+      + f" {'vs 2.9.1':>8} {'vs RMQ':>7}")
+mb = lambda v: f"{v:6.0f}" if v else f"{'-':>6}"
+for label, by_gen in rows.items():
+    for gen in gens:
+        if gen not in by_gen:
+            continue
+        by = by_gen[gen]
+        cells, rate = [], {}
+        for b, _ in BROKERS:
+            text, rate[b], peak = median(label, gen, b, by.get(b))
+            cells.append(f"{text:>{widths[b]}} {mb(peak)}")
+        print(f"{label:40} {gen:5} " + " ".join(cells) + " "
+              + ratio(rate["lavinmq"], rate["lavinmq-2.9.1"], 8, 1) + " "
+              + ratio(rate["lavinmq"], rate["rabbitmq"], 7, 1))
 
 print()
 print("Broker CPU per message (user + system time of the broker process over the run, µs; median)")
-print(f"{'scenario':40} {'lavinmq':>9} {'RabbitMQ':>9} {'ratio':>7}")
-for label, by in cpu.items():
-    l = statistics.median(by["lavinmq"]) if by.get("lavinmq") else None
-    r = statistics.median(by["rabbitmq"]) if by.get("rabbitmq") else None
-    us = lambda v: f"{v:9.2f}" if v is not None else f"{'-':>9}"
-    ratio = f"{l / r:6.2f}x" if l and r else "      -"
-    print(f"{label:40} {us(l)} {us(r)} {ratio}")
+print(f"{'scenario':40} {'perf':5} " + " ".join(f"{name:>{max(9, len(name))}}" for _, name in BROKERS)
+      + f" {'vs 2.9.1':>8} {'vs RMQ':>7}")
+for label, by_gen in cpu.items():
+    for gen in gens:
+        if gen not in by_gen:
+            continue
+        by = by_gen[gen]
+        us = {b: statistics.median(by[b]) if by.get(b) else None for b, _ in BROKERS}
+        cells = [f"{us[b]:{max(9, len(name))}.2f}" if us[b] is not None else f"{'-':>{max(9, len(name))}}"
+                 for b, name in BROKERS]
+        print(f"{label:40} {gen:5} " + " ".join(cells) + " "
+              + ratio(us["lavinmq"], us["lavinmq-2.9.1"], 8, 2) + " "
+              + ratio(us["lavinmq"], us["rabbitmq"], 7, 2))
 for n in notes:
     print(f"  note: {n}")
 if durable_bind == "0":
     print("  note: durable bind churn n/a: lavinmqperf bind-churn has no --durable flag")
 print("  note: fanout counts deliveries (all 10 queues)")
+if "2.9.1" in gens:
+    print("  note: LavinMQ 2.9.1's lavinmqperf: bind churn runs 2 + 5 s per case whatever the duration,\n"
+          "        the transient and the durable case in one run (one peak RSS for both); it has no --unbind;\n"
+          "        with 100 queues each publisher publishes to every queue in turn, and on few cores its\n"
+          "        publishers starve its consumers; its runs end on a whole-second tick, so its consume-only\n"
+          "        rate is the backlog over whole seconds (a lower bound; the CPU per message holds)")
+else:
+    print("  note: LavinMQ 2.9.1's lavinmqperf not there: rows with our load generator only")
+if anchor != "1":
+    print("  note: LavinMQ 2.9.1 (broker) not measured")
 
 print()
 print("Broker RSS (MB; in brackets the growth over the RSS just before; first three on fresh brokers)")
@@ -522,6 +684,8 @@ def cell(v):
     return f"{kb / 1024:.1f} MB{grow}"
 for label, by in rss.items():
     line = f"RSS {label}: lavinmq {cell(by.get('lavinmq'))}"
+    if anchor == "1":
+        line += f", LavinMQ 2.9.1 {cell(by.get('lavinmq-2.9.1'))}"
     if rmq == "1":
         line += f", RabbitMQ {cell(by.get('rabbitmq'))}"
     print(line)
