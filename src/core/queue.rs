@@ -675,7 +675,7 @@ impl Queue {
                     c.unreserve();
                     continue;
                 };
-                let Some(view) = s.store.view(next.at) else {
+                let Some(view) = s.view(c.id(), next.at) else {
                     c.unreserve();
                     continue;
                 };

@@ -4,7 +4,7 @@
 //! consumer's tracked offset; messages leave by retention (`x-max-length`,
 //! `x-max-length-bytes`, `x-max-age`), whole segments at a time.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
@@ -13,6 +13,8 @@ use rustc_hash::FxHashMap;
 pub use super::stream_filter::Filter;
 use super::{BasicProperties, FieldTable, FieldValue};
 use crate::store::SegPos;
+use crate::store::record::RecordView;
+use crate::store::segment::ReadWindow;
 use crate::store::stream_store::{StreamCursor, StreamStore};
 
 /// File with the tracked offset of each consumer tag.
@@ -123,15 +125,53 @@ impl ConsumerOptions {
     }
 }
 
+/// Offsets delivered to a reader and not yet settled, lowest first. A reader
+/// is handed increasing offsets and acknowledgements mostly come in order, so
+/// this is a queue: a delivery is a push at the back and an acknowledgement a
+/// pop at the front, cheaper than a sorted set; an acknowledgement out of
+/// order moves at most the unacknowledged deliveries (the prefetch).
+#[derive(Default)]
+struct Inflight(VecDeque<u64>);
+
+impl Inflight {
+    /// Records the delivery of `offset`.
+    fn push(&mut self, offset: u64) {
+        match self.0.back() {
+            Some(&last) if last >= offset => {
+                if let Err(i) = self.0.binary_search(&offset) {
+                    self.0.insert(i, offset);
+                }
+            }
+            _ => self.0.push_back(offset),
+        }
+    }
+
+    /// Records the settlement of `offset`.
+    fn remove(&mut self, offset: u64) {
+        if self.0.front() == Some(&offset) {
+            self.0.pop_front();
+        } else if let Ok(i) = self.0.binary_search(&offset) {
+            self.0.remove(i);
+        }
+    }
+
+    /// The lowest offset not settled.
+    fn first(&self) -> Option<u64> {
+        self.0.front().copied()
+    }
+}
+
 /// One consumer's place in the stream.
 struct Reader {
     cursor: StreamCursor,
+    /// The records it reads from sealed segments, copied.
+    window: ReadWindow,
     tag: String,
     /// Tracked across reconnects (an explicit consumer tag).
     tracked: bool,
     filter: Option<Filter>,
     /// Offsets delivered and not yet acknowledged.
-    inflight: BTreeSet<u64>,
+    inflight: Inflight,
     /// The last offset delivered.
     last: Option<u64>,
     /// Messages below this offset are skipped (a start offset past the end
@@ -199,10 +239,11 @@ impl StreamState {
             id,
             Reader {
                 cursor,
+                window: ReadWindow::default(),
                 tag: tag.to_string(),
                 tracked: explicit_tag,
                 filter: opts.filter.clone(),
-                inflight: BTreeSet::new(),
+                inflight: Inflight::default(),
                 last: None,
                 from: match start {
                     StartAt::Offset(o) => o,
@@ -255,12 +296,12 @@ impl StreamState {
     pub fn next_for(&mut self, id: u64) -> Option<Next> {
         let reader = self.readers.get_mut(&id)?;
         loop {
-            let (offset, _ts, at) = self.store.read(&mut reader.cursor)?;
+            let (offset, _ts, at) = self.store.read_copied(&mut reader.cursor, &mut reader.window)?;
             if offset < reader.from {
                 continue;
             }
             if let Some(f) = &reader.filter {
-                let headers = self.store.view(at).and_then(|v| {
+                let headers = self.store.view_copied(&reader.window, at).and_then(|v| {
                     BasicProperties::decode(&mut Bytes::copy_from_slice(v.properties))
                         .ok()?
                         .headers
@@ -269,9 +310,17 @@ impl StreamState {
                     continue;
                 }
             }
-            reader.inflight.insert(offset);
+            reader.inflight.push(offset);
             reader.last = Some(offset);
             return Some(Next { offset, at });
+        }
+    }
+
+    /// The message at `at`, returned by [`StreamState::next_for`] for consumer `id`.
+    pub fn view(&self, id: u64, at: (u32, u32)) -> Option<RecordView<'_>> {
+        match self.readers.get(&id) {
+            Some(r) => self.store.view_copied(&r.window, at),
+            None => self.store.view(at),
         }
     }
 
@@ -286,7 +335,7 @@ impl StreamState {
         // deliveries still outstanding hold the tracked offset back.
         let _ = acked;
         for o in offsets {
-            reader.inflight.remove(&o);
+            reader.inflight.remove(o);
         }
         if reader.tracked {
             let reader = &self.readers[&id];
@@ -306,7 +355,7 @@ impl StreamState {
     /// The offset up to which everything delivered to `r` is acknowledged.
     fn tracked_offset(r: &Reader) -> Option<u64> {
         match r.inflight.first() {
-            Some(&lowest) => lowest.checked_sub(1),
+            Some(lowest) => lowest.checked_sub(1),
             None => r.last,
         }
     }
@@ -348,6 +397,23 @@ mod tests {
         for o in [0, 1, u64::from(u32::MAX) + 7] {
             assert_eq!(pos_offset(offset_pos(o)), o);
         }
+    }
+
+    #[test]
+    fn inflight_keeps_the_lowest_unsettled_offset_whatever_the_order() {
+        let mut f = Inflight::default();
+        for o in [3, 4, 5, 6, 9, 7] {
+            f.push(o);
+        }
+        assert_eq!(f.0, [3, 4, 5, 6, 7, 9]);
+        f.remove(5);
+        f.remove(3);
+        f.remove(8);
+        assert_eq!(f.first(), Some(4));
+        for o in [9, 4, 7, 6] {
+            f.remove(o);
+        }
+        assert_eq!(f.first(), None);
     }
 
     #[test]

@@ -154,6 +154,13 @@ pub fn verify(src: &[u8], total: usize, seed: u32) -> Result<(), RecordError> {
     parse(rec).map(|_| ())
 }
 
+/// The timestamp of the record at the start of `rec`, without parsing the
+/// rest (a reader that only steps over records needs no more).
+pub fn timestamp(rec: &[u8]) -> Option<i64> {
+    let bytes = rec.get(RECORD_HEADER..RECORD_HEADER + 8)?;
+    Some(i64::from_le_bytes(bytes.try_into().ok()?))
+}
+
 /// Parses the record occupying all of `rec` (header included) without copying.
 pub fn parse(rec: &[u8]) -> Result<RecordView<'_>, RecordError> {
     let mut cur = Cursor {

@@ -42,6 +42,10 @@ const RESIDENT_BEHIND: usize = 1 << 20;
 /// the map: a full-page write needs no zero-filled page first, which a store
 /// through the map of a fresh file region does.
 const WRITE_THROUGH_FILE: usize = 64 * 1024;
+/// Bytes a stream reader copies out of a sealed segment at a time (see
+/// [`ReadWindow`]): a few hundred records of a kilobyte per system call, and
+/// small enough to stay in the CPU's cache while they are delivered.
+const WINDOW: usize = 256 * 1024;
 /// Size of a meta file: version, message count, data end, checksum.
 const META_LEN: usize = 16;
 
@@ -160,6 +164,51 @@ fn populate_advice(syncs_seen: &mut u64) -> memmap2::Advice {
     }
 }
 
+/// A stream reader's copy of a run of records of a sealed segment, read with
+/// `pread` (see [`Segment::step_copied`]). Reading a backlog through the
+/// segment's map instead maps every page into the process, and keeping the
+/// resident set small then means unmapping each again: two page-table updates
+/// per page and a TLB flush on every core per unmap, measured costlier than
+/// the copy. The window is all the reader holds (a quarter of a megabyte of
+/// heap), and it is freed once the reader catches up with the writer.
+#[derive(Debug, Default)]
+pub struct ReadWindow {
+    seg: u32,
+    start: usize,
+    len: usize,
+    buf: Vec<u8>,
+}
+
+impl ReadWindow {
+    /// The bytes of segment `seg` from `pos` on that the window holds.
+    fn at(&self, seg: u32, pos: usize) -> &[u8] {
+        if self.seg != seg || pos < self.start {
+            return &[];
+        }
+        self.buf.get(pos - self.start..self.len).unwrap_or(&[])
+    }
+
+    /// The whole record at `pos` of segment `seg`, if the window holds it.
+    pub fn record(&self, seg: u32, pos: u32) -> Option<&[u8]> {
+        let data = self.at(seg, pos as usize);
+        let total = record::total_len(data).ok()??;
+        data.get(..total)
+    }
+
+    /// Bytes of buffer held, so tests can check it is freed.
+    #[cfg(test)]
+    pub(crate) fn held(&self) -> usize {
+        self.buf.capacity()
+    }
+
+    /// Frees the buffer: the reader reads the write segment through its map.
+    pub fn release(&mut self) {
+        if self.buf.capacity() > 0 {
+            *self = ReadWindow::default();
+        }
+    }
+}
+
 /// A segment with its ack log.
 pub struct Segment {
     /// Segment number, also the file name suffix.
@@ -191,6 +240,10 @@ pub struct Segment {
     /// again: checksums guard against torn writes and damage at rest, which
     /// only records found on disk at start can have.
     written_here: bool,
+    /// Records before this position were found valid by a reader in this
+    /// run (see [`Segment::record_checked`]): later readers step over them as over
+    /// records written here.
+    checked_end: usize,
     /// The file held an earlier segment: what lies past the data is stale.
     reused: bool,
     /// Seed of this segment's record checksums.
@@ -250,6 +303,7 @@ impl Segment {
             msgs_ref,
             acks_ref: None,
             written_here: true,
+            checked_end: SEGMENT_HEADER,
             reused,
             seed: id,
             syncs_seen: super::group_sync::syncs_so_far(),
@@ -279,6 +333,7 @@ impl Segment {
             msgs_ref: replication::register(&path),
             acks_ref: None,
             written_here: false,
+            checked_end: SEGMENT_HEADER,
             reused: false,
             seed: 0,
             syncs_seen: 0,
@@ -503,16 +558,50 @@ impl Segment {
         self.map.is_some()
     }
 
-    /// Maps a sealed segment again so that it can be read; the reader's
-    /// window is kept resident by [`Segment::reading_at`].
+    /// Maps a sealed segment again so that it can be read from the start; the
+    /// reader's window is kept resident by [`Segment::reading_at`].
     pub fn ensure_mapped(&mut self) -> io::Result<()> {
+        if !self.is_mapped() {
+            self.map_lazily()?;
+            self.reading_at(SEGMENT_HEADER);
+        }
+        Ok(())
+    }
+
+    /// Maps a sealed segment again without faulting any page in: for a reader
+    /// that resumes mid-segment (and calls [`Segment::reading_at`] where it
+    /// is) or only looks at one record, a megabyte read ahead from the start
+    /// would be wasted.
+    pub fn map_lazily(&mut self) -> io::Result<()> {
         if self.map.is_none() {
             self.map = Some(map(&self.file)?);
             self.prefaulted = 0;
             self.released = 0;
-            self.reading_at(SEGMENT_HEADER);
         }
         Ok(())
+    }
+
+    /// Bytes of this segment's map resident in the process (from
+    /// `/proc/self/smaps`), so tests can check what a reader keeps.
+    #[cfg(test)]
+    pub(crate) fn resident_bytes(&self) -> usize {
+        let Some(map) = self.map.as_ref() else { return 0 };
+        let (start, end) = (map.as_ptr() as usize, map.as_ptr() as usize + map.len());
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap_or_default();
+        let mut inside = false;
+        let mut kib = 0;
+        for line in smaps.lines() {
+            let range = line.split_whitespace().next().and_then(|r| r.split_once('-'));
+            if let Some((from, to)) = range
+                && let (Ok(from), Ok(to)) = (usize::from_str_radix(from, 16), usize::from_str_radix(to, 16))
+            {
+                // The map's last page is partly past its length.
+                inside = from < end && to > start;
+            } else if inside && let Some(rss) = line.strip_prefix("Rss:") {
+                kib += rss.trim().trim_end_matches("kB").trim().parse::<usize>().unwrap_or(0);
+            }
+        }
+        kib * 1024
     }
 
     /// Drops the map of a sealed segment (readers have moved on).
@@ -543,10 +632,90 @@ impl Segment {
         let Some(map) = self.map.as_ref() else { return Ok(None) };
         let data = &map[p..self.end];
         match record::total_len(data) {
-            Ok(Some(total)) if self.written_here => Ok(Some((p + total) as u32)),
+            Ok(Some(total)) if self.trusted(p) => Ok(Some((p + total) as u32)),
             Ok(Some(total)) if record::verify(data, total, self.seed).is_ok() => Ok(Some((p + total) as u32)),
             Ok(None) if !self.sealed => Ok(None),
             _ => Err(resync(map, p + 1, self.end, self.seed).unwrap_or(self.end) as u32),
+        }
+    }
+
+    /// True when the record at `pos` needs no checksum test: written by this
+    /// process, or checked by a reader already.
+    fn trusted(&self, pos: usize) -> bool {
+        self.written_here || pos < self.checked_end
+    }
+
+    /// True once the segment takes no more appends.
+    pub fn is_sealed(&self) -> bool {
+        self.sealed
+    }
+
+    /// Where the reader goes after `pos`, as [`Segment::step`], for a sealed
+    /// segment read through the copy `w` of its records rather than its map.
+    /// A damaged or unreadable record is left to the map's [`Segment::step`],
+    /// which finds where reading resumes.
+    pub fn step_copied(&mut self, pos: u32, w: &mut ReadWindow) -> Result<Option<u32>, u32> {
+        let p = pos as usize;
+        if p >= self.end {
+            return Ok(None);
+        }
+        if let Some(total) = self.copy_record(p, w)
+            && (self.trusted(p) || record::verify(w.at(self.id, p), total, self.seed).is_ok())
+        {
+            return Ok(Some((p + total) as u32));
+        }
+        if let Err(e) = self.map_lazily() {
+            tracing::error!(segment = self.id, "cannot map segment to skip a damaged record: {e}");
+            return Err(self.end as u32);
+        }
+        self.step(pos)
+    }
+
+    /// Makes `w` hold the whole record at `p` and returns its length; `None`
+    /// when its length field is zero or runs past the data, or on a read error.
+    fn copy_record(&self, p: usize, w: &mut ReadWindow) -> Option<usize> {
+        if let Ok(Some(total)) = record::total_len(w.at(self.id, p)) {
+            return Some(total);
+        }
+        self.copy(p, WINDOW, w)?;
+        let data = w.at(self.id, p);
+        let len = u32::from_le_bytes(data.get(..4)?.try_into().ok()?) as usize;
+        let total = record::RECORD_HEADER + len;
+        if len == 0 || total > self.end - p {
+            return None;
+        }
+        if total > data.len() {
+            self.copy(p, total, w)?;
+        }
+        Some(total)
+    }
+
+    /// Reads `want` bytes from `p` on (fewer at the end of the data) into `w`.
+    fn copy(&self, p: usize, want: usize, w: &mut ReadWindow) -> Option<()> {
+        use std::os::unix::fs::FileExt;
+        let len = want.min(self.end - p);
+        // Sized to what is read: a reader at the tail copies only the last
+        // records of a segment its writer just sealed. Shrunk back after a
+        // large record.
+        if w.buf.len() < len || (len <= WINDOW && w.buf.len() > WINDOW) {
+            w.buf = vec![0; len];
+        }
+        w.len = 0;
+        if let Err(e) = self.file.read_exact_at(&mut w.buf[..len], p as u64) {
+            tracing::warn!(segment = self.id, "cannot read segment at offset {p}: {e}");
+            return None;
+        }
+        (w.seg, w.start, w.len) = (self.id, p, len);
+        Some(())
+    }
+
+    /// A reader found the record at `pos` valid ([`Segment::step`] returned
+    /// `next`). When it continues the run of checked records, the run grows,
+    /// so that other readers of the stream (and later ones: the data of a
+    /// sealed segment never changes) do not compute its checksum again.
+    pub fn record_checked(&mut self, pos: u32, next: u32) {
+        if pos as usize == self.checked_end {
+            self.checked_end = next as usize;
         }
     }
 

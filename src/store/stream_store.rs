@@ -3,6 +3,13 @@
 //! not removed, by any number of consumers, each with its own [`StreamCursor`].
 //! Retention removes whole segments from the front.
 //!
+//! A stream's backlog can be far larger than memory, and every reader goes
+//! through it from its own offset: consumers copy the records of sealed
+//! segments into a small window of their own ([`StreamStore::read_copied`]),
+//! other readers map the segment and release the pages behind them and the
+//! map when they leave it ([`StreamStore::read`]), so that reading a stream
+//! from the start keeps the resident set bounded.
+//!
 //! Offsets are not stored per message: a segment's first offset is the stream's
 //! start offset (kept in a small file, advanced when segments are removed) plus
 //! the message counts of the segments before it.
@@ -12,7 +19,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use super::record::{self, RecordView};
-use super::segment::{SEGMENT_HEADER, Segment};
+use super::segment::{ReadWindow, SEGMENT_HEADER, Segment};
 
 /// File holding the offset of the first message of the first segment.
 const START_FILE: &str = "stream_start";
@@ -26,6 +33,35 @@ pub struct StreamCursor {
     pub pos: u32,
     /// Offset of the message at that position.
     pub offset: u64,
+}
+
+/// How a read gets at the records.
+enum Via<'w> {
+    /// Through the segment's map, faulting in ahead of the reader and
+    /// releasing behind it.
+    Map,
+    /// Through the map, touching only the pages of the record (a look at one
+    /// message).
+    Peek,
+    /// Sealed segments through the reader's copy, the write segment (whose
+    /// pages its writer keeps resident) through its map.
+    Copy(&'w mut ReadWindow),
+}
+
+/// Steps over the record at `pos` through the segment's map (see [`Via`]).
+/// `None` when the segment cannot be mapped.
+fn step_mapped(seg: &mut Segment, pos: u32, via: &mut Via<'_>, label: &str) -> Option<Result<Option<u32>, u32>> {
+    if let Err(e) = seg.map_lazily() {
+        tracing::error!(queue = %label, segment = seg.id, "cannot map stream segment: {e}");
+        return None;
+    }
+    match via {
+        Via::Map => seg.reading_at(pos as usize),
+        Via::Peek => {}
+        // Caught up: the window's memory is not needed any more.
+        Via::Copy(w) => w.release(),
+    }
+    Some(seg.step(pos))
 }
 
 /// One stream's segments.
@@ -192,8 +228,10 @@ impl StreamStore {
             pos: SEGMENT_HEADER as u32,
             offset: first,
         };
+        // Walked through a copy, which leaves no segment mapped.
+        let mut w = ReadWindow::default();
         while c.offset < offset {
-            if self.read(&mut c).is_none() {
+            if self.read_copied(&mut c, &mut w).is_none() {
                 break;
             }
         }
@@ -217,9 +255,10 @@ impl StreamStore {
             }
         }
         let mut c = start;
+        let mut w = ReadWindow::default();
         loop {
             let before = c;
-            match self.read(&mut c) {
+            match self.read_copied(&mut c, &mut w) {
                 Some((_, ts, _)) if ts < timestamp_ms => continue,
                 Some(_) => return before,
                 None => return c,
@@ -227,14 +266,39 @@ impl StreamStore {
         }
     }
 
+    /// The timestamp of the first message at or after `c`. The segment is left
+    /// mapped only if it already was: finding a time looks at the first message
+    /// of every segment, which must not keep them all mapped.
     fn peek_timestamp(&mut self, c: StreamCursor) -> Option<i64> {
-        let mut c = c;
-        self.read(&mut c).map(|(_, ts, _)| ts)
+        let was_mapped = self.segments.get(&c.seg).is_some_and(Segment::is_mapped);
+        let mut at = c;
+        let ts = self.read_via(&mut at, &mut Via::Peek).map(|(_, ts, _)| ts);
+        if !was_mapped && let Some(seg) = self.segments.get_mut(&c.seg) {
+            seg.unmap();
+        }
+        ts
     }
 
     /// Reads the message at the cursor and advances it: its offset, timestamp
     /// and position (for [`StreamStore::view`]). `None` at the end.
+    ///
+    /// The reader's pages are faulted in ahead of it and released behind it,
+    /// and a segment it reads to the end is unmapped, so that reading a stream
+    /// from the start keeps a few megabytes resident, not all it has read.
+    /// Another reader still in that segment maps it again on its next read.
     pub fn read(&mut self, c: &mut StreamCursor) -> Option<(u64, i64, (u32, u32))> {
+        self.read_via(c, &mut Via::Map)
+    }
+
+    /// [`StreamStore::read`] for a reader that goes on: the records of sealed
+    /// segments are copied into its window `w` rather than mapped (see
+    /// [`ReadWindow`]), and its messages are viewed with
+    /// [`StreamStore::view_copied`].
+    pub fn read_copied(&mut self, c: &mut StreamCursor, w: &mut ReadWindow) -> Option<(u64, i64, (u32, u32))> {
+        self.read_via(c, &mut Via::Copy(w))
+    }
+
+    fn read_via(&mut self, c: &mut StreamCursor, via: &mut Via<'_>) -> Option<(u64, i64, (u32, u32))> {
         loop {
             if !self.segments.contains_key(&c.seg) {
                 if c.seg >= self.write_seg {
@@ -248,31 +312,25 @@ impl StreamStore {
                 }
             }
             let seg = self.segments.get_mut(&c.seg)?;
-            if let Err(e) = seg.ensure_mapped() {
-                tracing::error!(queue = %self.label, segment = c.seg, "cannot map stream segment: {e}");
-                return None;
-            }
-            match seg.step(c.pos) {
+            let step = match via {
+                Via::Copy(w) if seg.is_sealed() => seg.step_copied(c.pos, w),
+                _ => step_mapped(seg, c.pos, via, &self.label)?,
+            };
+            match step {
                 Ok(Some(next)) => {
+                    seg.record_checked(c.pos, next);
                     let here = (c.seg, c.pos);
-                    let ts = seg
-                        .record_at(c.pos)
-                        .and_then(|r| record::parse(r).ok())
-                        .map_or(0, |v| v.timestamp);
+                    let rec = match via {
+                        Via::Copy(w) => w.record(c.seg, c.pos).or_else(|| seg.record_at(c.pos)),
+                        _ => seg.record_at(c.pos),
+                    };
+                    let ts = rec.and_then(record::timestamp).unwrap_or(0);
                     let offset = c.offset;
                     c.pos = next;
                     c.offset += 1;
                     return Some((offset, ts, here));
                 }
-                Ok(None) => {
-                    if c.seg >= self.write_seg {
-                        return None;
-                    }
-                    let next = self.segments.range(c.seg + 1..).next().map(|(id, _)| *id)?;
-                    c.seg = next;
-                    c.pos = SEGMENT_HEADER as u32;
-                    c.offset = self.first_offsets.get(&next).copied().unwrap_or(c.offset);
-                }
+                Ok(None) => self.leave_segment(c)?,
                 Err(resume) => {
                     tracing::warn!(queue = %self.label, segment = c.seg, "damaged stream record skipped");
                     c.pos = resume;
@@ -281,9 +339,36 @@ impl StreamStore {
         }
     }
 
+    /// Moves a cursor at the end of its segment to the start of the next one,
+    /// unmapping the one it read to the end (a sealed one: the write segment
+    /// stays mapped for its writer). `None` when there is no next segment.
+    fn leave_segment(&mut self, c: &mut StreamCursor) -> Option<()> {
+        if c.seg >= self.write_seg {
+            return None;
+        }
+        if let Some(seg) = self.segments.get_mut(&c.seg) {
+            seg.unmap();
+        }
+        let next = self.segments.range(c.seg + 1..).next().map(|(id, _)| *id)?;
+        c.seg = next;
+        c.pos = SEGMENT_HEADER as u32;
+        c.offset = self.first_offsets.get(&next).copied().unwrap_or(c.offset);
+        Some(())
+    }
+
     /// The message at a position returned by [`StreamStore::read`].
     pub fn view(&self, at: (u32, u32)) -> Option<RecordView<'_>> {
         let rec = self.segments.get(&at.0)?.record_at(at.1)?;
+        record::parse(rec).ok()
+    }
+
+    /// The message at a position returned by [`StreamStore::read_copied`]
+    /// with the window `w`.
+    pub fn view_copied<'a>(&'a self, w: &'a ReadWindow, at: (u32, u32)) -> Option<RecordView<'a>> {
+        let rec = match w.record(at.0, at.1) {
+            Some(rec) => rec,
+            None => self.segments.get(&at.0)?.record_at(at.1)?,
+        };
         record::parse(rec).ok()
     }
 
@@ -376,6 +461,146 @@ mod tests {
             n += 1;
         }
         assert_eq!(n, 301);
+    }
+
+    fn mapped(s: &StreamStore) -> Vec<u32> {
+        s.segments
+            .iter()
+            .filter(|(_, seg)| seg.is_mapped())
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
+    #[test]
+    fn readers_unmap_the_segments_they_passed_and_share_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = StreamStore::open(dir.path(), "s", 4096).unwrap();
+        for i in 0..600 {
+            push(&mut s, 1000 + i, &format!("m{i}"));
+        }
+        assert!(s.segment_count() > 4);
+        let last = *s.segments.keys().next_back().unwrap();
+        // Two readers at different offsets, in turns: each unmaps the segments
+        // it leaves, and the other maps them again as it needs them.
+        let mut a = s.cursor_first();
+        let mut b = s.cursor_at(250);
+        let (mut next_a, mut next_b) = (0, 250);
+        loop {
+            let got_a = s.read(&mut a).map(|(o, _, at)| (o, body(&s, at)));
+            let got_b = s.read(&mut b).map(|(o, _, at)| (o, body(&s, at)));
+            if let Some(got) = got_a {
+                assert_eq!(got, (next_a, format!("m{next_a}")));
+                next_a += 1;
+            }
+            if let Some(got) = got_b {
+                assert_eq!(got, (next_b, format!("m{next_b}")));
+                next_b += 1;
+            }
+            if next_a == 600 && next_b == 600 {
+                break;
+            }
+            assert!(next_a <= 600 && next_b <= 600);
+        }
+        assert!(s.read(&mut a).is_none() && s.read(&mut b).is_none());
+        assert_eq!(mapped(&s), [last], "segments read to the end stay mapped");
+        // Looking for a time maps segments only while it looks at them.
+        let mut c = s.cursor_at_time(1300);
+        assert_eq!(s.read(&mut c).unwrap().0, 300);
+        assert!(mapped(&s).len() <= 2, "{:?}", mapped(&s));
+    }
+
+    #[test]
+    fn a_reader_keeps_only_a_window_of_a_segment_resident() {
+        const MIB: usize = 1 << 20;
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = StreamStore::open(dir.path(), "s", 16 * MIB as u64).unwrap();
+        let body = "x".repeat(4000);
+        while s.segment_count() < 2 {
+            push(&mut s, 1, &body);
+        }
+        let first = *s.segments.keys().next().unwrap();
+        let mut c = s.cursor_first();
+        while c.pos < 15 * MIB as u32 {
+            s.read(&mut c).unwrap();
+        }
+        let resident = s.segments[&first].resident_bytes();
+        // Under 3 MiB behind the reader and 1 MiB ahead; all 15 MiB it read without the release.
+        assert!(resident > 0 && resident <= 5 * MIB, "{resident} bytes resident");
+    }
+
+    #[test]
+    fn copied_reads_map_no_sealed_segment_and_free_the_window_at_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = StreamStore::open(dir.path(), "s", 64 * 1024).unwrap();
+        // Some records larger than a window, which grows for them.
+        let body = |i: u64| {
+            format!(
+                "m{i} {}",
+                "y".repeat(if i % 50 == 7 { 200_000 } else { i as usize % 300 })
+            )
+        };
+        for i in 0..600 {
+            push(&mut s, 1000 + i as i64, &body(i));
+        }
+        let last = *s.segments.keys().next_back().unwrap();
+        let mut readers: Vec<(StreamCursor, ReadWindow, u64)> = [0, 1, 300]
+            .into_iter()
+            .map(|o| (s.cursor_at(o), ReadWindow::default(), o))
+            .collect();
+        // In turns, so that they pass one another.
+        for _ in 0..600 {
+            for (c, w, next) in readers.iter_mut().filter(|r| r.2 < 600) {
+                let (o, _, at) = s.read_copied(c, w).unwrap();
+                assert_eq!(o, *next);
+                assert_eq!(s.view_copied(w, at).unwrap().body, body(o).as_bytes());
+                *next += 1;
+            }
+            assert_eq!(mapped(&s), [last], "only the write segment is mapped");
+        }
+        assert!(readers.iter().all(|(_, w, next)| *next == 600 && w.held() == 0));
+        // Sealed segments reopened from disk are checked as they are copied.
+        drop(readers);
+        drop(s);
+        let mut s = StreamStore::open(dir.path(), "s", 64 * 1024).unwrap();
+        let (mut c, mut w) = (s.cursor_first(), ReadWindow::default());
+        let mut n = 0;
+        while let Some((o, _, at)) = s.read_copied(&mut c, &mut w) {
+            assert_eq!(s.view_copied(&w, at).unwrap().body, body(o).as_bytes());
+            n += 1;
+        }
+        assert_eq!(n, 600);
+        assert!(w.held() > 0);
+    }
+
+    #[test]
+    fn every_reader_skips_a_damaged_record_that_the_first_one_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = StreamStore::open(dir.path(), "s", 4096).unwrap();
+        for i in 0..5 {
+            push(&mut s, i, &format!("m{i}"));
+        }
+        let mut c = s.cursor_first();
+        s.read(&mut c).unwrap();
+        let (_, _, (seg, second)) = s.read(&mut c).unwrap();
+        drop(s);
+        let path = dir.path().join(super::super::segment::msgs_name(seg));
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[second as usize + 12] ^= 0x55;
+        std::fs::write(&path, bytes).unwrap();
+        // Reopened: records are checked when first read, and only once.
+        let mut s = StreamStore::open(dir.path(), "s", 4096).unwrap();
+        for copied in [false, true, false, true] {
+            let (mut c, mut w) = (s.cursor_first(), ReadWindow::default());
+            let mut read = Vec::new();
+            while let Some((_, _, at)) = if copied {
+                s.read_copied(&mut c, &mut w)
+            } else {
+                s.read(&mut c)
+            } {
+                read.push(String::from_utf8(s.view_copied(&w, at).unwrap().body.to_vec()).unwrap());
+            }
+            assert_eq!(read, ["m0", "m2", "m3", "m4"]);
+        }
     }
 
     #[test]

@@ -83,6 +83,42 @@ async fn consumers_read_the_same_messages_from_their_own_offsets() {
     assert_eq!(offsets(&mut from5, 1).await, [10]);
 }
 
+/// Readers unmap the segments they pass; readers still in them (or starting
+/// there later, or after a restart, when records are checked on first read)
+/// map them again.
+#[tokio::test]
+async fn readers_at_different_offsets_share_segments_the_others_passed() {
+    let mut b = start_with(|c| c.main.segment_size = 4096).await;
+    let q = uniq("stream-segments");
+    let body = |i: i64| format!("message {i} {}", "x".repeat(i as usize % 200));
+    {
+        let (_conn, ch) = b.channel().await;
+        declare_stream(&ch, &q, &[]).await;
+        fill(&ch, &q, (0..600).map(body)).await;
+    }
+    for round in 0..2 {
+        let conn = b.connect().await;
+        let mut readers = Vec::new();
+        for (i, from) in [0i64, 1, 290, 599].into_iter().enumerate() {
+            let ch = conn.create_channel().await.unwrap();
+            let args = table(&[("x-stream-offset", AMQPValue::LongLongInt(from))]);
+            readers.push((from, ch.clone(), consume(&ch, &q, &format!("r{round}-{i}"), args).await));
+        }
+        // In turns, so that the readers pass one another's segments.
+        while readers.iter().any(|(next, _, _)| *next < 600) {
+            for (next, ch, c) in readers.iter_mut().filter(|(next, _, _)| *next < 600) {
+                let d = next_delivery(c).await;
+                assert_eq!(offset_of(&d), *next, "round {round}");
+                assert_eq!(d.data, body(*next).as_bytes(), "round {round}");
+                *next += 1;
+                ch.basic_ack(d.delivery_tag, BasicAckOptions::default()).await.unwrap();
+            }
+        }
+        drop(conn);
+        b.restart().await;
+    }
+}
+
 #[tokio::test]
 async fn next_is_the_default_and_last_starts_at_the_newest() {
     let b = start().await;
