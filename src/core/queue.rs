@@ -539,6 +539,9 @@ impl Queue {
             }
         })?;
         st.counts.publish += 1;
+        if self.durable && msg.properties.is_persistent() {
+            crate::store::group_sync::note_durable_write();
+        }
         let limited = st.settings.max_length.is_some() || st.settings.max_length_bytes.is_some();
         if limited || ttl == Some(0) {
             // A consumer waiting right now takes the message before any limit
@@ -591,6 +594,9 @@ impl Queue {
         })
         .map_err(|e| Error::Internal(format!("cannot append to stream '{}': {e}", self.name)))?;
         st.counts.publish += 1;
+        if self.durable {
+            crate::store::group_sync::note_durable_write();
+        }
         if max_len.is_some() || max_bytes.is_some() || max_age.is_some() {
             s.store
                 .apply_retention(max_len, max_bytes, max_age.map(|age| (msg.timestamp, age)));

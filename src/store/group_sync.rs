@@ -36,9 +36,29 @@ pub fn syncs_so_far() -> u64 {
     SYNCS.load(Ordering::Relaxed)
 }
 
-/// How often the data is synced even when nobody waits, bounding what a power
-/// loss can take of unconfirmed messages.
+/// How often the data is synced when nobody waits but something that must
+/// survive a power loss was written (see [`note_durable_write`]), bounding
+/// what a power loss can take of unconfirmed persistent messages.
 const BACKGROUND_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Set when [`note_durable_write`] was called since the last sync started.
+static UNSYNCED: AtomicBool = AtomicBool::new(false);
+
+/// Notes that data which must reach the disk though nobody waits for it was
+/// written: a persistent message in a durable queue, published without
+/// confirms. The background sync covers it within [`BACKGROUND_INTERVAL`].
+///
+/// Transient messages do not call it. A sync every second regardless would
+/// write back a busy queue's whole traffic (hundreds of megabytes a second of
+/// messages consumed moments later), spending disk bandwidth and the CPU the
+/// clients need, for data that no one asked to keep. Acknowledgements do not
+/// call it either: one lost to a power loss means a redelivery, which
+/// at-least-once delivery allows.
+pub fn note_durable_write() {
+    if !UNSYNCED.load(Ordering::Relaxed) {
+        UNSYNCED.store(true, Ordering::Relaxed);
+    }
+}
 
 struct Inner {
     dir: File,
@@ -170,6 +190,11 @@ fn run(inner: &Inner) {
                 inner.wake.wait_for(&mut pending, BACKGROUND_INTERVAL);
             }
             std::mem::swap(&mut *pending, &mut batch);
+        }
+        // Cleared before the sync starts: what is noted from here on waits for the next.
+        let unsynced = UNSYNCED.swap(false, Ordering::Relaxed);
+        if batch.is_empty() && !unsynced && !inner.stop.load(Ordering::Acquire) {
+            continue;
         }
         let ok = sync_and_replicate(inner);
         SYNCS.fetch_add(1, Ordering::Relaxed);

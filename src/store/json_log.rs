@@ -71,6 +71,8 @@ impl JsonLog {
         self.len += line.len() as u64;
         if self.sync {
             self.file.sync_data()?;
+        } else {
+            super::group_sync::note_durable_write();
         }
         Ok(())
     }

@@ -2,6 +2,7 @@
 //! Knows nothing of AMQP; the core hands it already-encoded parts.
 
 pub mod definitions;
+pub mod file_reaper;
 pub mod group_sync;
 pub mod json_log;
 pub mod message_store;

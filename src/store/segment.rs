@@ -775,14 +775,12 @@ impl Segment {
     }
 }
 
-/// Removes the files `names` of `dir` that exist, reporting each to replication.
+/// Removes the files `names` of `dir` that exist, in order, reporting each to
+/// replication; their data is deleted later, off this thread (see
+/// [`super::file_reaper`]).
 fn remove_files(dir: &Path, names: &[String]) -> io::Result<()> {
     for name in names {
-        match std::fs::remove_file(dir.join(name)) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-            Err(_) => {}
-            Ok(()) => replication::removed(&dir.join(name)),
-        }
+        super::file_reaper::remove(dir, name)?;
     }
     Ok(())
 }
@@ -868,6 +866,8 @@ mod tests {
     }
 
     fn spares_in(dir: &Path) -> usize {
+        // Removed files carry a spare's name until the reaper deletes them.
+        super::super::file_reaper::settle();
         std::fs::read_dir(dir)
             .unwrap()
             .filter(|e| {

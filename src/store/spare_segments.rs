@@ -42,6 +42,13 @@ const SUFFIX: &str = ".tmp";
 static POOL: Mutex<VecDeque<(PathBuf, Instant)>> = Mutex::new(VecDeque::new());
 static NEXT_NAME: AtomicU64 = AtomicU64::new(0);
 
+/// A spare's name in `dir` that no file had in this process: also what
+/// [`super::file_reaper`] renames a file to before deleting it.
+pub fn fresh_name(dir: &Path) -> PathBuf {
+    let n = NEXT_NAME.fetch_add(1, Ordering::Relaxed);
+    dir.join(format!("{PREFIX}{n}{SUFFIX}"))
+}
+
 /// True for the file name of a spare.
 pub fn is_spare_name(name: &str) -> bool {
     name.starts_with(PREFIX) && name.ends_with(SUFFIX)
@@ -51,8 +58,7 @@ pub fn is_spare_name(name: &str) -> bool {
 /// deleting the oldest spare if the pool is full. On failure the file is left
 /// where it is, for the caller to delete.
 pub fn keep(dir: &Path, msgs: &Path) -> io::Result<()> {
-    let n = NEXT_NAME.fetch_add(1, Ordering::Relaxed);
-    let spare = dir.join(format!("{PREFIX}{n}{SUFFIX}"));
+    let spare = fresh_name(dir);
     std::fs::rename(msgs, &spare)?;
     let dropped = {
         let mut pool = POOL.lock();
@@ -122,12 +128,7 @@ pub fn forget(dir: &Path) {
 }
 
 fn discard(path: &Path) {
-    match std::fs::remove_file(path) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => {
-            tracing::warn!(spare = %path.display(), "cannot delete a spare segment file: {e}");
-        }
-        _ => {}
-    }
+    super::file_reaper::delete_later(path.to_path_buf());
 }
 
 #[cfg(test)]

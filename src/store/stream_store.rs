@@ -87,7 +87,13 @@ impl StreamStore {
             .filter_map(|e| e.ok())
             .filter_map(|e| {
                 let name = e.file_name();
-                let (kind, id) = name.to_str()?.split_once('.')?;
+                let name = name.to_str()?;
+                if super::spare_segments::is_spare_name(name) {
+                    // Removed segments whose deletion a stop cut short.
+                    super::file_reaper::delete_later(e.path());
+                    return None;
+                }
+                let (kind, id) = name.split_once('.')?;
                 (kind == "msgs").then(|| id.parse().ok()).flatten()
             })
             .collect();
