@@ -69,6 +69,9 @@ pub struct ConnInfo {
     /// Queues that received their first ready message during the current read
     /// batch; their consumers are woken once the batch is done.
     pub wakes: std::cell::RefCell<Vec<Arc<crate::core::queue::Queue>>>,
+    /// A queue published to during the current read batch whose consumers
+    /// cannot keep up: the next read waits for its backlog to shrink.
+    pub paced_by: std::cell::RefCell<Option<Arc<crate::core::queue::Queue>>>,
     /// The user's permissions in the vhost, with the user-store generation they
     /// were read at (recompiled when it changes).
     pub perms: std::cell::RefCell<(u64, crate::core::permissions::Compiled)>,
@@ -134,6 +137,14 @@ impl ConnInfo {
         f(&p.1)
     }
 
+    /// Remembers to let `queue`'s consumers catch up before the next read.
+    pub fn pace_after_batch(&self, queue: &Arc<crate::core::queue::Queue>) {
+        let mut p = self.paced_by.borrow_mut();
+        if p.is_none() {
+            *p = Some(queue.clone());
+        }
+    }
+
     /// Remembers to wake `queue`'s consumers at the end of the read batch.
     pub fn defer_wake(&self, queue: &Arc<crate::core::queue::Queue>) {
         let mut w = self.wakes.borrow_mut();
@@ -189,6 +200,10 @@ where
 /// How long a closed connection's socket is kept open to read what the client
 /// still sends.
 const CLOSE_LINGER: Duration = Duration::from_secs(1);
+/// The longest a publisher waits after a read batch for consumers that cannot
+/// keep up (see [`crate::core::queue::Queue::deliver_or_wake`]): it is slowed
+/// to their pace, never stopped by one that stalls.
+const PACE_LIMIT: Duration = Duration::from_millis(5);
 
 /// After the connection is closed (our close-ok or close written, the write
 /// side shut down), reads and drops what the client still sends until it
@@ -311,7 +326,9 @@ impl Connection {
         // note further wake-ups.
         let mut wakes = std::mem::take(&mut *self.info.wakes.borrow_mut());
         for q in wakes.drain(..) {
-            q.deliver_or_wake();
+            if q.deliver_or_wake() {
+                self.info.pace_after_batch(&q);
+            }
         }
         let mut kept = self.info.wakes.borrow_mut();
         if kept.is_empty() {
@@ -393,6 +410,11 @@ impl Connection {
             // yield, which would wake an idle worker thread for nothing.
             if busy {
                 tokio::task::yield_now().await;
+            }
+            let paced_by = self.info.paced_by.borrow_mut().take();
+            if let Some(queue) = paced_by {
+                entry.note_paced(self.info.now_ms.get());
+                queue.wait_for_backlog(PACE_LIMIT).await;
             }
             if self.alarm_blocked() {
                 tokio::select! {

@@ -130,6 +130,14 @@ impl Consumer for AmqpConsumer {
         (prefetch == 0 || self.unacked.load(Ordering::Acquire) < prefetch) && self.channel.global_capacity()
     }
 
+    fn waits_for_client(&self) -> bool {
+        if !self.channel.outbox.is_full() || self.is_cancelled() || !self.channel.flow_active() {
+            return false;
+        }
+        let prefetch = self.prefetch.load(Ordering::Relaxed);
+        self.no_ack || prefetch == 0 || self.unacked.load(Ordering::Acquire) < prefetch
+    }
+
     /// Counts the delivery in the channel's unacked total before it is made,
     /// refusing when a channel-wide prefetch is reached: consumers of the
     /// channel on other queues deliver in parallel.

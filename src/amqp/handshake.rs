@@ -408,6 +408,7 @@ where
         heartbeat,
         channel_max,
         wakes: Default::default(),
+        paced_by: Default::default(),
         perms: std::cell::RefCell::new((0, crate::core::permissions::Compiled::none())),
         now_ms: std::cell::Cell::new(now),
     };

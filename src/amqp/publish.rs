@@ -339,6 +339,9 @@ impl Channel {
                         if p.woke {
                             info.defer_wake(q);
                         }
+                        if p.pace {
+                            info.pace_after_batch(q);
+                        }
                     }
                     Err(e) => result = Err(e),
                 }

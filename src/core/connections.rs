@@ -153,6 +153,9 @@ pub struct ConnectionEntry {
     closed_channel_confirms: Counter,
     /// Rates of the byte counts, sampled by the broker.
     pub rates: Rates,
+    /// When the connection last waited for slow consumers (ms since the
+    /// epoch; 0: never): RabbitMQ's `flow` state.
+    paced_at: std::sync::atomic::AtomicI64,
     churn: Arc<ChurnCounters>,
     close: CancellationToken,
     reason: Mutex<Option<String>>,
@@ -219,6 +222,23 @@ impl ConnectionEntry {
     /// The channel numbered `number`.
     pub fn channel(&self, number: u16) -> Option<Arc<dyn ChannelView>> {
         self.channels.read().get(&number).cloned()
+    }
+
+    /// Notes that the connection's reads wait for the consumers of a queue it
+    /// publishes to (see [`crate::core::queue::Queue::deliver_or_wake`]).
+    pub fn note_paced(&self, now_ms: i64) {
+        self.paced_at.store(now_ms, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// RabbitMQ's connection state: `flow` when the connection was paced in
+    /// the last second, else `running`.
+    pub fn state(&self, now_ms: i64) -> &'static str {
+        let at = self.paced_at.load(std::sync::atomic::Ordering::Relaxed);
+        if at > 0 && now_ms - at < 1000 {
+            "flow"
+        } else {
+            "running"
+        }
     }
 
     /// Counts one socket read of `n` bytes.
@@ -368,6 +388,7 @@ impl ConnectionRegistry {
             send_cnt: Counter::default(),
             confirm: Counter::default(),
             closed_channel_confirms: Counter::default(),
+            paced_at: std::sync::atomic::AtomicI64::new(0),
             rates: Rates::default(),
             churn: self.churn.clone(),
             info,

@@ -13,6 +13,14 @@ pub trait Consumer: Send + Sync {
     /// True while the consumer may take another message (prefetch, flow, a full
     /// socket buffer). Called under the queue lock: must not lock the queue.
     fn has_capacity(&self) -> bool;
+    /// True when the consumer would take more messages (no prefetch limit or
+    /// acknowledgement holds it back) but what it was sent waits for its
+    /// client to read it. Queues whose every consumer is in this state pace
+    /// their publishers (see [`crate::core::queue::Queue::deliver_or_wake`]).
+    /// Called under the queue lock.
+    fn waits_for_client(&self) -> bool {
+        false
+    }
     /// Takes a delivery slot just before [`Consumer::deliver`]. Consumers of
     /// different queues can share a limit (AMQP's channel-wide prefetch), and
     /// their queues deliver in parallel: `has_capacity()` is only a look, so

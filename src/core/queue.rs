@@ -37,6 +37,12 @@ const DELIVERY_BATCH: usize = 256;
 /// [`Queue::deliver_or_wake`]).
 const PUBLISHER_DELIVERY_ROUNDS: usize = 16;
 
+/// Ready messages above which a queue whose every consumer waits for its
+/// client to read paces its publishers (see [`Queue::deliver_or_wake`]).
+const PACE_ABOVE: u64 = 4096;
+/// Ready messages at or below which paced publishers go on.
+const PACE_UNTIL: u64 = PACE_ABOVE / 2;
+
 /// How a delivery batch ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Batch {
@@ -46,6 +52,9 @@ enum Batch {
     Done,
     /// Messages are ready but no consumer could take them.
     Stuck,
+    /// As `Stuck`, with more than [`PACE_ABOVE`] messages ready and every
+    /// consumer waiting for its client to read: publishers should wait.
+    Backlogged,
 }
 
 /// Identity of the connection that owns an exclusive queue.
@@ -90,6 +99,9 @@ pub struct Queue {
     state: Mutex<QueueState>,
     /// Wakes the task that expires messages and the queue itself.
     housekeeping: Notify,
+    /// Wakes publishers paced by this queue once its backlog has halved (see
+    /// [`Queue::wait_for_backlog`]).
+    backlog_shrunk: Notify,
     housekeeping_started: AtomicBool,
     /// The effective consumer timeout in ms (`u64::MAX`: none), readable
     /// without the lock on every delivery.
@@ -145,6 +157,8 @@ pub struct QueueState {
     pub counts: QueueCounts,
     /// Deliveries are paused by an operator (kept across restarts).
     paused: bool,
+    /// Publishers were told to wait for the backlog to shrink.
+    pacing: bool,
     /// The policy and operator policy keys in force, merged.
     effective_policy: Map<String, Value>,
 }
@@ -217,6 +231,9 @@ pub struct Published {
     pub woke: bool,
     /// The queue refused it (`reject-publish` overflow): a confirm must be a nack.
     pub rejected: bool,
+    /// Its consumers cannot keep up: the publisher should call
+    /// [`Queue::wait_for_backlog`] before it reads more.
+    pub pace: bool,
 }
 
 /// When the message in `view` expires (ms since the epoch), if it has a TTL.
@@ -335,9 +352,11 @@ impl Queue {
                 stream,
                 counts: QueueCounts::default(),
                 paused: dir.join(PAUSED_MARKER).exists(),
+                pacing: false,
                 effective_policy: Map::new(),
             }),
             housekeeping: Notify::new(),
+            backlog_shrunk: Notify::new(),
             housekeeping_started: AtomicBool::new(false),
             consumer_timeout_ms: AtomicU64::new(consumer_timeout),
             rates: Rates::default(),
@@ -460,8 +479,8 @@ impl Queue {
         if st.closed.is_some() {
             // Not stored: a confirm is a nack.
             return Ok(Published {
-                woke: false,
                 rejected: true,
+                ..Published::default()
             });
         }
         if st.stream.is_some() {
@@ -488,8 +507,8 @@ impl Queue {
                 }
                 self.unlock_and_route(st);
                 return Ok(Published {
-                    woke: false,
                     rejected: true,
+                    ..Published::default()
                 });
             }
         }
@@ -565,9 +584,10 @@ impl Queue {
             }
             return Ok(Published {
                 woke: was_empty,
-                rejected: false,
+                ..Published::default()
             });
         }
+        let pace = !was_empty && st.pace_publishers();
         if ttl.is_some() && was_empty {
             drop(st);
             self.start_housekeeping();
@@ -576,6 +596,7 @@ impl Queue {
         Ok(Published {
             woke: was_empty,
             rejected: false,
+            pace,
         })
     }
 
@@ -604,7 +625,7 @@ impl Queue {
         // Readers at the end wait for new messages: wake them all.
         Ok(Published {
             woke: true,
-            rejected: false,
+            ..Published::default()
         })
     }
 
@@ -784,15 +805,25 @@ impl Queue {
         if st.deleted {
             return Batch::Done;
         }
-        let outcome = if self.deliver_locked(&mut st, &mut touched, Message::now_ms()) {
+        let mut outcome = if self.deliver_locked(&mut st, &mut touched, Message::now_ms()) {
             Batch::More
         } else if st.stream.is_some() || st.store.ready_count() > 0 {
             Batch::Stuck
         } else {
             Batch::Done
         };
+        let mut shrunk = false;
+        if outcome == Batch::Stuck && st.stream.is_none() && st.pace_publishers() {
+            outcome = Batch::Backlogged;
+        } else if st.pacing && st.store.ready_count() <= PACE_UNTIL {
+            st.pacing = false;
+            shrunk = true;
+        }
         self.unlock_and_route(st);
         touched.flush();
+        if shrunk {
+            self.backlog_shrunk.notify_waiters();
+        }
         outcome
     }
 
@@ -805,18 +836,48 @@ impl Queue {
     /// publisher's next messages wait for the queue lock that it holds: a
     /// futex wait and wake-up every few hundred messages, which at small
     /// message sizes cost more than the deliveries themselves.
-    pub fn deliver_or_wake(&self) {
+    ///
+    /// Returns true when the publisher should let the consumers catch up
+    /// before it reads more (see [`Queue::wait_for_backlog`]): more than
+    /// [`PACE_ABOVE`] messages are ready and every consumer could take more
+    /// but waits for its client to read what it was sent. Publishing on would
+    /// only grow the backlog, and when the clients share the broker's cores
+    /// (a load generator, services on one host) it takes from the consumers
+    /// the CPU they need to catch up. A consumer held back by its prefetch
+    /// limit or its acknowledgements never paces anyone: a backlog is then
+    /// what a queue is for.
+    pub fn deliver_or_wake(&self) -> bool {
+        let mut backlogged = false;
         for _ in 0..PUBLISHER_DELIVERY_ROUNDS {
             match self.deliver_batch() {
                 Batch::More => {}
-                Batch::Done => return,
+                Batch::Done => return false,
                 // A consumer whose connection's outbox another queue filled
                 // waits for exactly this wake-up before it waits for the
                 // outbox to drain.
                 Batch::Stuck => break,
+                Batch::Backlogged => {
+                    backlogged = true;
+                    break;
+                }
             }
         }
         self.wake_consumers();
+        backlogged
+    }
+
+    /// Waits until this queue's backlog has halved after
+    /// [`Queue::deliver_or_wake`] asked a publisher to wait, or at most
+    /// `limit`, so that a publisher is slowed, never stopped, by consumers
+    /// that cannot keep up.
+    pub async fn wait_for_backlog(&self, limit: std::time::Duration) {
+        let shrunk = self.backlog_shrunk.notified();
+        tokio::pin!(shrunk);
+        shrunk.as_mut().enable();
+        if !self.state.lock().pacing {
+            return;
+        }
+        let _ = tokio::time::timeout(limit, shrunk).await;
     }
 
     fn deliver_locked(&self, st: &mut QueueState, touched: &mut Touched, now: i64) -> bool {
@@ -1377,6 +1438,19 @@ impl QueueState {
             self.sac_draining = false;
             self.notify_consumers();
         }
+    }
+
+    /// True when more than [`PACE_ABOVE`] messages are ready and every
+    /// consumer waits for its client to read (see [`Queue::deliver_or_wake`]);
+    /// then remembers to wake the publishers told to wait once the backlog
+    /// has halved.
+    fn pace_publishers(&mut self) -> bool {
+        let backlogged = !self.paused
+            && !self.consumers.is_empty()
+            && self.store.ready_count() > PACE_ABOVE
+            && self.consumers.iter().all(|c| c.waits_for_client());
+        self.pacing |= backlogged;
+        backlogged
     }
 
     /// True when a consumer could take a message right now (with a single

@@ -6,6 +6,7 @@
 use crate::common;
 mod disk_alarm;
 mod memory_alarm;
+mod pacing;
 
 use common::*;
 use lapin::message::BasicReturnMessage;
