@@ -381,6 +381,9 @@ fn parse_body(body: &[u8]) -> ApiResult<(String, Value)> {
     };
     let arguments = match o.get("arguments") {
         None | Some(Value::Null) => json!({}),
+        // Several management clients spell "no arguments" as an empty list,
+        // which RabbitMQ accepts.
+        Some(Value::Array(a)) if a.is_empty() => json!({}),
         Some(a @ Value::Object(_)) => a.clone(),
         Some(_) => return Err(ApiError::bad_request("arguments must be a JSON object")),
     };

@@ -330,7 +330,34 @@ fn routes(state: Arc<HttpState>) -> Router {
 /// listeners serve.
 pub fn app(state: Arc<HttpState>) -> Router {
     let ws = axum::middleware::from_fn_with_state(state.clone(), websocket::upgrade);
-    ui::with_ui(router(state.clone()), sso::routes(state)).layer(ws)
+    let inner = ui::with_ui(router(state.clone()), sso::routes(state)).layer(ws);
+    // A router's own layers run after its routing: the path is trimmed by an
+    // outer router whose every request falls through to the inner one.
+    Router::new()
+        .fallback_service(inner)
+        .layer(axum::middleware::map_request(trim_trailing_slash))
+}
+
+/// `/api/users/` is `/api/users`, as RabbitMQ and LavinMQ answer it: several
+/// management clients build collection URLs with a trailing slash.
+async fn trim_trailing_slash(mut req: axum::extract::Request) -> axum::extract::Request {
+    let uri = req.uri();
+    let path = uri.path();
+    if path.len() > "/api/".len() && path.starts_with("/api/") && path.ends_with('/') {
+        let trimmed = path.trim_end_matches('/');
+        let rebuilt = match uri.query() {
+            Some(q) => format!("{trimmed}?{q}"),
+            None => trimmed.to_string(),
+        };
+        if let Ok(pq) = rebuilt.parse::<axum::http::uri::PathAndQuery>() {
+            let mut parts = uri.clone().into_parts();
+            parts.path_and_query = Some(pq);
+            if let Ok(new) = axum::http::Uri::from_parts(parts) {
+                *req.uri_mut() = new;
+            }
+        }
+    }
+    req
 }
 
 /// Serves the API (and WebSocket upgrades) on the Unix socket `listener`

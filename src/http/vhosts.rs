@@ -33,7 +33,7 @@ fn vhost_json(s: &HttpState, v: &VHost) -> Value {
     let mut out = json!({"name": v.name, "description": meta.description, "tags": meta.tags,
            "default_queue_type": queue_type,
            "metadata": {"description": meta.description, "tags": meta.tags, "default_queue_type": queue_type},
-           "tracing": false,
+           "tracing": false, "cluster_state": {super::overview::NODE: "running"},
            "messages": ready + unacked, "messages_ready": ready, "messages_unacknowledged": unacked});
     // Counts and rates as of the last statistics sample.
     if let Some(t) = s.broker.stats.vhost(&v.name) {

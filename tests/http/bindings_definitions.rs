@@ -915,3 +915,65 @@ async fn imports_a_rabbitmq_export() {
     .await;
     conn.close(200, "bye".into()).await.ok();
 }
+
+/// What RabbitMQ's management clients send and read that RabbitMQ accepts:
+/// collection URLs with a trailing slash, `"arguments": []` for no
+/// arguments, and each vhost's `cluster_state`.
+#[tokio::test]
+async fn inputs_management_clients_send_as_rabbitmq_takes_them() {
+    let b = start().await;
+    let api = Api::new(&b);
+    let (q, x) = (uniq("tq"), uniq("tx"));
+    assert_eq!(
+        api.put(
+            &format!("/api/queues/%2F/{q}/"),
+            json!({"durable": true, "arguments": []})
+        )
+        .await,
+        StatusCode::CREATED
+    );
+    assert_eq!(
+        api.put(
+            &format!("/api/exchanges/%2F/{x}"),
+            json!({"type": "direct", "arguments": []})
+        )
+        .await,
+        StatusCode::CREATED
+    );
+    let (status, location) = api
+        .post(
+            &format!("/api/bindings/%2F/e/{x}/q/{q}/"),
+            json!({"routing_key": "k", "arguments": []}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert!(location.expect("Location header").ends_with("/k"));
+    // A non-empty list is still no table.
+    let (status, _) = api
+        .post(&format!("/api/bindings/%2F/e/{x}/q/{q}"), json!({"arguments": [1]}))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+
+    for path in [
+        "/api/users/",
+        "/api/permissions/",
+        "/api/bindings/",
+        "/api/vhosts/",
+        "/api/queues/",
+    ] {
+        let listed = api.get_ok(path).await;
+        assert_eq!(listed, api.get_ok(path.trim_end_matches('/')).await, "{path}");
+        assert!(len(&listed) > 0, "{path}: {listed}");
+    }
+    let queues = api.get_ok("/api/queues/%2F/?columns=name").await;
+    assert!(queues.as_array().unwrap().iter().any(|v| v["name"] == q), "{queues}");
+    let binding = api.get_ok(&format!("/api/bindings/%2F/e/{x}/q/{q}/")).await;
+    assert_eq!(binding[0]["routing_key"], "k", "{binding}");
+
+    let vhost = api.get_ok("/api/vhosts/%2F").await;
+    let state = vhost["cluster_state"].as_object().expect("cluster_state");
+    assert_eq!(state.len(), 1, "{vhost}");
+    assert!(state.values().all(|s| s == "running"), "{vhost}");
+    let node = api.get_ok("/api/overview").await["node"].clone();
+    assert_eq!(state.keys().next().map(String::as_str), node.as_str(), "{vhost}");
+}
