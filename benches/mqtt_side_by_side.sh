@@ -105,11 +105,6 @@ fi
 # shellcheck disable=SC1091 source=benches/proc_cpu.sh
 . benches/proc_cpu.sh
 
-rss_kb() {
-    local kb
-    kb=$(awk '/VmRSS/ {print $2}' "/proc/$1/status" 2>/dev/null || true)
-    echo "${kb:-0}"
-}
 
 # The load generators: ours, and LavinMQ 2.9.1's when it is there.
 GENS=(ours)
@@ -123,17 +118,8 @@ run() {
     local scenario=$1 gen=$2 broker=$3 pid=$4 uri=$5
     shift 5
     echo "  $broker, $gen lavinmqperf: $scenario" >&2
-    local ticks peak=0 r rc=0 perf
-    ticks=$(cpu_ticks "$pid")
-    "$(perf_of "$gen")" mqtt throughput -u "$uri" -z "$DURATION" -q -j "$@" >"$WORK/out" 2>"$WORK/err" &
-    perf=$!
-    while kill -0 "$perf" 2>/dev/null; do
-        r=$(rss_kb "$pid")
-        [ "$r" -gt "$peak" ] && peak=$r
-        sleep 0.5
-    done
-    wait "$perf" || rc=$?
-    ticks=$(($(cpu_ticks "$pid") - ticks))
+    sampled_run "$pid" "$(perf_of "$gen")" mqtt throughput -u "$uri" -z "$DURATION" -q -j "$@" >"$WORK/out" 2>"$WORK/err"
+    local ticks=$RUN_TICKS peak=$RUN_PEAK_KB rc=$RUN_RC
     if [ "$rc" = 0 ] && python3 -c '
 import json, sys
 d = json.loads(sys.argv[1])

@@ -279,11 +279,6 @@ else
     echo "rabbitmq-server not installed: measuring lavinmq only" >&2
 fi
 
-rss_kb() {
-    local kb
-    kb=$(awk '/VmRSS/ {print $2}' "/proc/$1/status" 2>/dev/null || true)
-    echo "${kb:-0}"
-}
 
 # Median of 5 RSS samples over 2 s (the Erlang VM's RSS moves with its GC).
 rss_settled() {
@@ -323,18 +318,10 @@ port_of() { echo "${1##*:}"; }
 run() {
     local scenario=$1 gen=$2 broker=$3 pid=$4 how=$5
     shift 5
-    local peak=0 rc=0 r rate="" cpu="" ticks
+    local rate="" cpu=""
     echo "  [${SECONDS}s] $broker, $gen lavinmqperf: ${scenario//;/ + }" >&2
-    ticks=$(cpu_ticks "$pid")
-    "$@" >"$WORK/out" 2>"$WORK/err" &
-    local perf=$!
-    while kill -0 "$perf" 2>/dev/null; do
-        r=$(rss_kb "$pid")
-        [ "$r" -gt "$peak" ] && peak=$r
-        sleep 0.5
-    done
-    wait "$perf" || rc=$?
-    ticks=$(($(cpu_ticks "$pid") - ticks))
+    sampled_run "$pid" "$@" >"$WORK/out" 2>"$WORK/err"
+    local ticks=$RUN_TICKS peak=$RUN_PEAK_KB rc=$RUN_RC
     case $how in
     json:*)
         rate=$(tail -1 "$WORK/out" | python3 -c "import json,sys; print(json.load(sys.stdin)['${how#json:}'])" \

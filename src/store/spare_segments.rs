@@ -6,7 +6,7 @@
 //! again to give them back. A queue whose consumers keep up writes and deletes a
 //! segment every few megabytes, and at small message sizes that costs more than
 //! the messages themselves. A consumed segment's file is therefore renamed to a
-//! spare (`spare-N.tmp`, which replication and recovery ignore) and the next
+//! spare (`spare-*.tmp`, which replication and recovery ignore) and the next
 //! segment of the same folder is created by renaming it back.
 //!
 //! The stale records a reused file still holds cannot be mistaken for new ones:
@@ -29,6 +29,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
+use super::file_reaper::delete_later;
+
 /// Spare files kept in the whole process.
 pub const MAX_SPARES: usize = 8;
 /// How long a spare is kept for reuse.
@@ -42,11 +44,21 @@ const SUFFIX: &str = ".tmp";
 static POOL: Mutex<VecDeque<(PathBuf, Instant)>> = Mutex::new(VecDeque::new());
 static NEXT_NAME: AtomicU64 = AtomicU64::new(0);
 
-/// A spare's name in `dir` that no file had in this process: also what
-/// [`super::file_reaper`] renames a file to before deleting it.
+/// A spare's name in `dir` that no file had in this process or an earlier
+/// one: also what [`super::file_reaper`] renames a file to before deleting it.
+/// The run's token keeps it apart from the spares an earlier process left
+/// (a broker in a container has the same pid every time), which may still
+/// be waiting for the reaper.
 pub fn fresh_name(dir: &Path) -> PathBuf {
+    static RUN: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    let run = RUN.get_or_init(|| {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        nanos ^ u64::from(std::process::id())
+    });
     let n = NEXT_NAME.fetch_add(1, Ordering::Relaxed);
-    dir.join(format!("{PREFIX}{n}{SUFFIX}"))
+    dir.join(format!("{PREFIX}{run:x}-{n}{SUFFIX}"))
 }
 
 /// True for the file name of a spare.
@@ -72,7 +84,7 @@ pub fn keep(dir: &Path, msgs: &Path) -> io::Result<()> {
         dropped
     };
     for path in dropped {
-        discard(&path);
+        delete_later(path);
     }
     Ok(())
 }
@@ -91,7 +103,7 @@ pub fn take(dir: &Path, target: &Path) -> bool {
             (spare, dropped)
         };
         for path in dropped {
-            discard(&path);
+            delete_later(path);
         }
         let Some((spare, _)) = spare else { return false };
         match std::fs::rename(&spare, target) {
@@ -99,7 +111,7 @@ pub fn take(dir: &Path, target: &Path) -> bool {
             Err(e) => {
                 if e.kind() != io::ErrorKind::NotFound {
                     tracing::warn!(spare = %spare.display(), "cannot reuse a spare segment file: {e}");
-                    discard(&spare);
+                    delete_later(spare);
                 }
             }
         }
@@ -125,10 +137,6 @@ fn expired(pool: &mut VecDeque<(PathBuf, Instant)>, now: Instant) -> Vec<PathBuf
 /// it numbers new segments.
 pub fn forget(dir: &Path) {
     POOL.lock().retain(|(p, _)| p.parent() != Some(dir));
-}
-
-fn discard(path: &Path) {
-    super::file_reaper::delete_later(path.to_path_buf());
 }
 
 #[cfg(test)]

@@ -35,6 +35,17 @@ async fn states(api: &Api) -> Vec<String> {
         .collect()
 }
 
+/// A broker, its API, a publisher's connection and channel, and a queue
+/// named after `prefix`.
+async fn with_queue(prefix: &str) -> (TestBroker, Api, lapin::Connection, lapin::Channel, String) {
+    let broker = start().await;
+    let api = Api::new(&broker);
+    let (conn, ch) = broker.channel().await;
+    let q = uniq(prefix);
+    declare_queue(&ch, &q).await;
+    (broker, api, conn, ch, q)
+}
+
 async fn publish_all(ch: lapin::Channel, queue: String) {
     let body = vec![b'x'; BODY];
     for _ in 0..MESSAGES {
@@ -44,11 +55,7 @@ async fn publish_all(ch: lapin::Channel, queue: String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_consumer_whose_client_stops_reading_slows_its_publishers_without_stopping_them() {
-    let broker = start().await;
-    let api = Api::new(&broker);
-    let (_conn, ch) = broker.channel().await;
-    let q = uniq("paced");
-    declare_queue(&ch, &q).await;
+    let (broker, api, _conn, ch, q) = with_queue("paced").await;
     // A no-ack consumer whose client reads nothing after consume-ok.
     let mut stalled = RawConn::open(broker.addr()).await;
     stalled.send(&channel_open(1)).await;
@@ -76,11 +83,7 @@ async fn a_consumer_whose_client_stops_reading_slows_its_publishers_without_stop
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_consumer_held_back_by_its_prefetch_paces_no_one() {
-    let broker = start().await;
-    let api = Api::new(&broker);
-    let (_conn, ch) = broker.channel().await;
-    let q = uniq("unpaced");
-    declare_queue(&ch, &q).await;
+    let (broker, api, _conn, ch, q) = with_queue("unpaced").await;
     let (_cconn, cch) = broker.channel().await;
     cch.basic_qos(10, BasicQosOptions::default()).await.expect("qos");
     // Never acknowledges: it holds 10 messages and takes no more.
