@@ -7,6 +7,7 @@
 //! [`store`]. [`server`] wires them to sockets; [`config`] reads flags and ini files.
 
 pub mod amqp;
+pub mod amqp1;
 pub mod auth;
 pub mod client;
 pub mod cluster;

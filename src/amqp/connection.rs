@@ -170,11 +170,22 @@ where
     async move {
         let direct = crate::transport::shared_tcp::direct_socket(&stream);
         let (mut rd, mut wr) = tokio::io::split(stream);
+        let mut header = [0u8; 8];
+        match tokio::time::timeout(HANDSHAKE_TIMEOUT, rd.read_exact(&mut header)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return tracing::info!("connection closed before its protocol header: {e}"),
+            Err(_) => return tracing::info!("no protocol header within {HANDSHAKE_TIMEOUT:?}"),
+        }
+        if crate::amqp1::connection::is_amqp1_header(&header) {
+            // Boxed: an AMQP 1.0 connection's future is not part of every
+            // 0-9-1 connection's.
+            return Box::pin(crate::amqp1::connection::serve(ctx, rd, wr, peer, header, direct)).await;
+        }
         // The buffer grows with the traffic (see `ReadSizing`).
         let mut buf = BytesMut::new();
         // Boxed: the handshake's state (authentication included) is large and
         // needed once, not for the life of the connection's task.
-        let handshaking = Box::pin(handshake(&ctx, &mut rd, &mut wr, &mut buf, &peer));
+        let handshaking = Box::pin(handshake(&ctx, &mut rd, &mut wr, &mut buf, &peer, header));
         let (mut conn, writer) = match handshaking.await {
             Ok((info, registration)) => Connection::open(info, registration, wr, direct),
             Err(e) => {

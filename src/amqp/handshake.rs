@@ -195,23 +195,21 @@ async fn authenticate(ctx: &AmqpContext, mechanism: &str, response: &Bytes, peer
         .map_err(|e| e.to_string())
 }
 
-/// Runs the whole opening of a connection; on a protocol error the client gets
-/// connection.close with the reply code before the socket goes.
+/// Runs the whole opening of a connection after its protocol `header` (read
+/// by the caller, which serves AMQP 1.0 itself); on a protocol error the
+/// client gets connection.close with the reply code before the socket goes.
 pub async fn handshake<R, W>(
     ctx: &Arc<AmqpContext>,
     rd: &mut R,
     wr: &mut W,
     buf: &mut BytesMut,
     peer: &Peer,
+    header: [u8; 8],
 ) -> Result<(ConnInfo, Registration), HandshakeError>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let mut header = [0u8; 8];
-    tokio::time::timeout(HANDSHAKE_TIMEOUT, rd.read_exact(&mut header))
-        .await
-        .map_err(|_| HandshakeError::Timeout)??;
     if header != PROTOCOL_HEADER && header != PROTOCOL_HEADER_ALT {
         wr.write_all(&PROTOCOL_HEADER).await?;
         let _ = wr.flush().await;

@@ -1,0 +1,210 @@
+//! A link on which a client receives messages from a queue: a consumer of
+//! the queue whose capacity is the link credit the client granted (and the
+//! room in the session's window and the connection's outbox).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+use super::codec::performative::{AmqpError, Detach, Performative};
+use super::message::write_stored;
+use super::session::{OutDelivery, SessionShared};
+use crate::core::consumer::Consumer;
+use crate::core::queue::Queue;
+use crate::store::SegPos;
+use crate::store::record::RecordView;
+use crate::wire::BasicProperties;
+
+/// The link's credit, as the client grants it and deliveries use it.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Credit {
+    /// Deliveries the client will still take.
+    pub credit: u32,
+    /// Deliveries made on the link so far (the standard's delivery-count).
+    pub delivery_count: u32,
+}
+
+/// A consuming link.
+pub struct LinkConsumer {
+    /// Broker-wide consumer id.
+    pub id: u64,
+    /// The link's handle (ours and the client's).
+    pub handle: u32,
+    /// The link's name, shown as the consumer tag.
+    pub name: String,
+    /// The queue it reads.
+    pub queue: Arc<Queue>,
+    /// Deliveries are sent settled (the client asked for settled mode):
+    /// the queue forgets them once sent.
+    pub presettled: bool,
+    /// The session it belongs to.
+    pub session: Arc<SessionShared>,
+    /// Credit and delivery count.
+    pub credit: Mutex<Credit>,
+    wake: Notify,
+    cancelled: AtomicBool,
+    me: std::sync::Weak<LinkConsumer>,
+}
+
+impl LinkConsumer {
+    /// A consumer for link `handle`; start it with [`LinkConsumer::spawn`]
+    /// after adding it to the queue.
+    pub fn new(
+        id: u64,
+        handle: u32,
+        name: String,
+        queue: Arc<Queue>,
+        presettled: bool,
+        session: Arc<SessionShared>,
+    ) -> Arc<Self> {
+        Arc::new_cyclic(|me| LinkConsumer {
+            id,
+            handle,
+            name,
+            queue,
+            presettled,
+            session,
+            credit: Mutex::new(Credit::default()),
+            wake: Notify::new(),
+            cancelled: AtomicBool::new(false),
+            me: me.clone(),
+        })
+    }
+
+    /// Starts the task that runs the queue's delivery for this link.
+    pub fn spawn(self: &Arc<Self>) {
+        let me = self.clone();
+        tokio::spawn(async move {
+            crate::transport::delivery_loop::run(&me.queue, &me.session.outbox, &me.wake, &me.cancelled).await;
+        });
+    }
+
+    /// Stops deliveries and detaches from the queue.
+    pub fn cancel(&self) {
+        self.cancelled.store(true, Ordering::Release);
+        self.wake.notify_one();
+        self.queue.detach_consumer(self.id);
+    }
+
+    /// The client's flow for this link: credit counted from its view of the
+    /// delivery count. Returns the credit and delivery count after it.
+    pub fn grant(&self, delivery_count: Option<u32>, link_credit: u32) -> Credit {
+        let mut c = self.credit.lock();
+        let theirs = delivery_count.unwrap_or(c.delivery_count);
+        c.credit = theirs.wrapping_add(link_credit).wrapping_sub(c.delivery_count);
+        if c.credit > link_credit {
+            // Counted from a delivery count ahead of ours: not possible for
+            // a well-behaved client; trust the credit it named.
+            c.credit = link_credit;
+        }
+        let now = *c;
+        drop(c);
+        self.wake.notify_one();
+        now
+    }
+
+    /// Drain: the credit left is used up without deliveries. Returns the
+    /// state to report back.
+    pub fn drain(&self) -> Credit {
+        let mut c = self.credit.lock();
+        c.delivery_count = c.delivery_count.wrapping_add(c.credit);
+        c.credit = 0;
+        *c
+    }
+
+    /// Something changed that may let deliveries go on (the session window
+    /// opened, a settlement).
+    pub fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::Acquire)
+    }
+}
+
+impl Consumer for LinkConsumer {
+    fn tag(&self) -> &str {
+        &self.name
+    }
+
+    fn priority(&self) -> i32 {
+        0
+    }
+
+    fn has_capacity(&self) -> bool {
+        !self.is_cancelled()
+            && self.credit.lock().credit > 0
+            && !self.session.outbox.is_full()
+            && self.session.window_open()
+    }
+
+    fn waits_for_client(&self) -> bool {
+        self.session.outbox.is_full() && self.credit.lock().credit > 0 && !self.is_cancelled()
+    }
+
+    /// Takes one credit: deliveries of other queues on the same link cannot
+    /// happen (a link reads one queue), but the connection task may drain
+    /// the credit meanwhile.
+    fn reserve(&self) -> bool {
+        let mut c = self.credit.lock();
+        if c.credit == 0 {
+            return false;
+        }
+        c.credit -= 1;
+        c.delivery_count = c.delivery_count.wrapping_add(1);
+        true
+    }
+
+    fn unreserve(&self) {
+        let mut c = self.credit.lock();
+        c.credit += 1;
+        c.delivery_count = c.delivery_count.wrapping_sub(1);
+    }
+
+    fn deliver(&self, m: &RecordView<'_>, pos: SegPos, redelivered: bool) -> bool {
+        let props = BasicProperties::decode(&mut Bytes::copy_from_slice(m.properties)).unwrap_or_default();
+        let presettled = self.presettled;
+        self.session.send_message(
+            self.handle,
+            presettled,
+            |out| write_stored(out, m.exchange, m.routing_key, &props, m.body, redelivered),
+            |_| match presettled {
+                true => None,
+                false => self.me.upgrade().map(|consumer| OutDelivery { consumer, pos }),
+            },
+        );
+        presettled
+    }
+
+    fn flush(&self) {
+        self.session.outbox.flush();
+    }
+
+    fn notify(&self) {
+        self.wake.notify_one();
+    }
+
+    /// The client learns of it as RabbitMQ tells it: the link is detached
+    /// with `amqp:resource-deleted`.
+    fn queue_deleted(&self) {
+        self.cancelled.store(true, Ordering::Release);
+        self.wake.notify_one();
+        self.session.write(&Performative::Detach(Detach {
+            handle: self.handle,
+            closed: true,
+            error: Some(AmqpError::new(
+                "amqp:resource-deleted",
+                format!("queue '{}' was deleted", self.queue.name),
+            )),
+        }));
+        self.session.outbox.flush();
+    }
+
+    fn id(&self) -> u64 {
+        self.id
+    }
+}

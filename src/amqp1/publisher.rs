@@ -1,0 +1,343 @@
+//! A link on which a client publishes: its target (an exchange with a fixed
+//! or per-message routing key, or none, when each message's `to` names it),
+//! the credit we grant it, messages split over several transfers, and the
+//! outcome of each: accepted once stored (and synced, when it must survive
+//! a restart), released when nothing routed it, rejected when refused.
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+
+use super::address::Address;
+use super::codec::performative::{AmqpError, DeliveryState, Transfer};
+use super::error::{condition, from_core};
+use super::message::Received;
+use super::session::Session;
+use crate::amqp::AmqpContext;
+use crate::core::exchange::Exchange;
+use crate::core::message::Message;
+use crate::core::permissions::{Access, Compiled};
+use crate::core::queue::Queue;
+use crate::core::vhost::VHost;
+use crate::wire::ShortStr;
+
+/// Credit a publisher gets at a time (RabbitMQ grants 128 by default).
+pub const LINK_CREDIT: u32 = 256;
+
+/// Where a publishing link sends messages.
+pub enum Target {
+    /// An exchange, with a fixed routing key or the subject of each message.
+    Exchange(Arc<Exchange>, Option<String>),
+    /// No target address: each message's `to` property says where.
+    PerMessage,
+    /// RabbitMQ's management node: messages are requests, answered on the
+    /// reply link of the same name.
+    Management(String),
+}
+
+/// What a publisher needs from its connection for each message.
+pub struct PublishContext<'a> {
+    /// Shared server state.
+    pub ctx: &'a AmqpContext,
+    /// The connection's vhost.
+    pub vhost: &'a Arc<VHost>,
+    /// The user, for `user-id` checks and permission errors.
+    pub user: &'a str,
+    /// The user's permissions now.
+    pub perms: &'a Compiled,
+    /// Queues that got their first ready message: woken after the batch.
+    pub wakes: &'a mut Vec<Arc<Queue>>,
+    /// The connection (owner of the exclusive queues it declares).
+    pub conn_id: u64,
+}
+
+/// A message whose transfers are still arriving.
+struct Partial {
+    delivery_id: u32,
+    settled: bool,
+    bytes: BytesMut,
+}
+
+/// A publishing link.
+pub struct Publisher {
+    /// The link's handle.
+    pub handle: u32,
+    /// Where its messages go.
+    pub target: Target,
+    /// Transfers received so far on the link.
+    pub delivery_count: u32,
+    /// Credit the client has left.
+    pub credit: u32,
+    /// The largest message accepted.
+    pub max_message_size: u64,
+    partial: Option<Partial>,
+    queues: Vec<Arc<Queue>>,
+    scratch: BytesMut,
+}
+
+/// Resolves an exchange by name, checking write permission on it.
+pub fn writable_exchange(pc: &PublishContext<'_>, name: &str) -> Result<Arc<Exchange>, AmqpError> {
+    let Some(x) = pc.vhost.exchange(name) else {
+        return Err(AmqpError::new(
+            condition::NOT_FOUND,
+            format!("no exchange '{name}' in vhost '{}'", pc.vhost.name),
+        ));
+    };
+    pc.perms
+        .check(Access::Write, "exchange", &x.name, &pc.vhost.name, pc.user)
+        .map_err(|e| from_core(&e))?;
+    if x.internal {
+        return Err(AmqpError::new(
+            condition::UNAUTHORIZED,
+            format!("cannot publish to internal exchange '{name}'"),
+        ));
+    }
+    Ok(x)
+}
+
+/// The exchange and key an address publishes to; a queue must exist.
+pub fn resolve(pc: &PublishContext<'_>, address: &Address) -> Result<(Arc<Exchange>, Option<String>), AmqpError> {
+    match address {
+        Address::Queue(q) => {
+            if pc.vhost.queue(q).is_none() {
+                return Err(AmqpError::new(
+                    condition::NOT_FOUND,
+                    format!("no queue '{q}' in vhost '{}'", pc.vhost.name),
+                ));
+            }
+            Ok((writable_exchange(pc, "")?, Some(q.clone())))
+        }
+        Address::Exchange(x, key) => Ok((writable_exchange(pc, x)?, key.clone())),
+        Address::Management => Err(AmqpError::new(
+            condition::NOT_IMPLEMENTED,
+            "the management node is not available",
+        )),
+    }
+}
+
+impl Publisher {
+    /// A publisher on link `handle` sending to `target`.
+    pub fn new(handle: u32, target: Target, max_message_size: u64) -> Publisher {
+        Publisher {
+            handle,
+            target,
+            delivery_count: 0,
+            credit: 0,
+            max_message_size,
+            partial: None,
+            queues: Vec::new(),
+            scratch: BytesMut::new(),
+        }
+    }
+
+    /// A transfer on this link. Returns the outcome to settle it with (None
+    /// when the message is incomplete, or was sent settled, or waits for a
+    /// sync), or a link error that detaches the link.
+    pub fn on_transfer(
+        &mut self,
+        pc: &mut PublishContext<'_>,
+        session: &Session,
+        t: Transfer,
+        payload: Bytes,
+    ) -> Result<(), AmqpError> {
+        if t.aborted {
+            self.partial = None;
+            return Ok(());
+        }
+        let first = self.partial.is_none();
+        if first {
+            if self.credit == 0 {
+                return Err(AmqpError::new(
+                    condition::TRANSFER_LIMIT,
+                    "transfer without link credit",
+                ));
+            }
+            self.credit -= 1;
+            self.delivery_count = self.delivery_count.wrapping_add(1);
+        }
+        let (delivery_id, settled, payload) = match (self.partial.take(), t.more) {
+            (None, false) => {
+                let Some(id) = t.delivery_id else {
+                    return Err(AmqpError::new(condition::INVALID_FIELD, "transfer without delivery-id"));
+                };
+                (id, t.settled.unwrap_or(false), payload)
+            }
+            (partial, more) => {
+                let mut p = match partial {
+                    Some(p) => p,
+                    None => Partial {
+                        delivery_id: t
+                            .delivery_id
+                            .ok_or_else(|| AmqpError::new(condition::INVALID_FIELD, "transfer without delivery-id"))?,
+                        settled: t.settled.unwrap_or(false),
+                        bytes: BytesMut::new(),
+                    },
+                };
+                p.settled |= t.settled.unwrap_or(false);
+                if (p.bytes.len() + payload.len()) as u64 > self.max_message_size {
+                    return Err(AmqpError::new(
+                        condition::MESSAGE_SIZE,
+                        format!("message larger than {} bytes", self.max_message_size),
+                    ));
+                }
+                p.bytes.extend_from_slice(&payload);
+                if more {
+                    self.partial = Some(p);
+                    return Ok(());
+                }
+                (p.delivery_id, p.settled, p.bytes.freeze())
+            }
+        };
+        if payload.len() as u64 > self.max_message_size {
+            return Err(AmqpError::new(
+                condition::MESSAGE_SIZE,
+                format!("message larger than {} bytes", self.max_message_size),
+            ));
+        }
+        let outcome = self.publish(pc, session, &payload, settled, delivery_id);
+        match outcome {
+            Ok(Some(state)) if !settled => session.shared.settle_incoming(delivery_id, delivery_id, state),
+            Ok(_) => {}
+            Err(e) if settled => tracing::info!("settled message dropped: {}", e.condition),
+            Err(e) => session
+                .shared
+                .settle_incoming(delivery_id, delivery_id, DeliveryState::Rejected(Some(e))),
+        }
+        Ok(())
+    }
+
+    /// Routes and stores one whole message. The outcome is None when the
+    /// accepted disposition waits for a sync.
+    fn publish(
+        &mut self,
+        pc: &mut PublishContext<'_>,
+        session: &Session,
+        payload: &Bytes,
+        settled: bool,
+        delivery_id: u32,
+    ) -> Result<Option<DeliveryState>, AmqpError> {
+        if let Target::Management(name) = &self.target {
+            return management_request(pc, session, name, payload);
+        }
+        let received = Received::parse(payload).map_err(|e| AmqpError::new(condition::DECODE, e.to_string()))?;
+        let (exchange, key) = match &self.target {
+            Target::Management(_) => return Ok(None),
+            Target::Exchange(x, key) => (x.clone(), key.clone()),
+            Target::PerMessage => {
+                let Some(to) = received.to.as_deref() else {
+                    return Err(AmqpError::new(
+                        condition::INVALID_FIELD,
+                        "a link without target address needs the 'to' property",
+                    ));
+                };
+                let address =
+                    Address::parse(to).map_err(|e| AmqpError::new(condition::INVALID_FIELD, e.to_string()))?;
+                resolve(pc, &address)?
+            }
+        };
+        let key = key.or_else(|| received.subject.clone()).unwrap_or_default();
+        if key.len() > 255 {
+            return Err(AmqpError::new(
+                condition::INVALID_FIELD,
+                "routing key longer than 255 bytes",
+            ));
+        }
+        if let Some(uid) = &received.properties.user_id
+            && uid.as_str() != pc.user
+        {
+            return Err(AmqpError::new(
+                condition::UNAUTHORIZED,
+                format!("user-id '{uid}' is not the authenticated user '{}'", pc.user),
+            ));
+        }
+        let mut properties = received.properties;
+        if pc.ctx.settings().set_timestamp && properties.timestamp.is_none() {
+            properties.timestamp = Some((Message::now_ms() / 1000) as u64);
+        }
+        exchange
+            .check_message(&key, properties.headers.as_ref())
+            .map_err(|e| from_core(&e))?;
+        let msg = Message {
+            timestamp: Message::coarse_now_ms(),
+            exchange: ShortStr::from(exchange.name.as_str()),
+            routing_key: ShortStr::from(key),
+            properties: Box::new(properties),
+            raw_properties: None,
+            body: received.body,
+        };
+        let mut queues = std::mem::take(&mut self.queues);
+        pc.vhost.route_cached(&exchange, &msg, &[], &mut queues, None);
+        let mut durable = false;
+        let mut rejected = false;
+        let mut failed = None;
+        for q in &queues {
+            match q.publish(&msg, &mut self.scratch) {
+                Ok(p) => {
+                    durable |= q.durable;
+                    rejected |= p.rejected;
+                    if p.woke && !pc.wakes.iter().any(|w| Arc::ptr_eq(w, q)) {
+                        pc.wakes.push(q.clone());
+                    }
+                }
+                Err(e) => failed = Some(e),
+            }
+        }
+        let routed = !queues.is_empty();
+        queues.clear();
+        self.queues = queues;
+        if let Some(e) = failed {
+            tracing::error!("publish failed: {e}");
+            return Err(from_core(&e));
+        }
+        if rejected {
+            return Ok(Some(DeliveryState::Rejected(Some(AmqpError::new(
+                condition::RESOURCE_LIMIT,
+                "a queue at its length limit refused the message",
+            )))));
+        }
+        if !routed {
+            // RabbitMQ 4 releases what no queue took.
+            return Ok(Some(DeliveryState::Released));
+        }
+        let sync = &pc.ctx.broker.sync;
+        if !settled && durable && msg.properties.is_persistent() && sync.enabled() {
+            session.shared.accept_after_sync(sync, delivery_id);
+            return Ok(None);
+        }
+        Ok(Some(DeliveryState::Accepted))
+    }
+}
+
+/// A request to the management node: answered on the paired reply link,
+/// after the sync that covers the change it made, if any.
+fn management_request(
+    pc: &PublishContext<'_>,
+    session: &Session,
+    link_name: &str,
+    payload: &Bytes,
+) -> Result<Option<DeliveryState>, AmqpError> {
+    let Some(link) = session.reply_link(link_name) else {
+        return Err(AmqpError::new(
+            condition::NOT_ALLOWED,
+            "no management reply link attached with this link's name",
+        ));
+    };
+    let changes_before = pc.vhost.definition_changes();
+    let rq = super::management::Requester {
+        vhost: pc.vhost,
+        user: pc.user,
+        perms: pc.perms,
+        conn_id: pc.conn_id,
+    };
+    let Some(answer) = super::management::handle(&rq, payload) else {
+        return Err(AmqpError::new(condition::DECODE, "not a management request"));
+    };
+    let sync = &pc.ctx.broker.sync;
+    let wrote = pc.vhost.definition_changes() != changes_before;
+    if crate::amqp::durable_reply::replicated() || (wrote && sync.enabled()) {
+        super::management::answer_when_durable(sync, link, answer);
+    } else {
+        link.push(answer);
+    }
+    Ok(Some(DeliveryState::Accepted))
+}
