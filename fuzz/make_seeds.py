@@ -197,3 +197,37 @@ seed("websocket_adapter", "mqtt_whole", b"\x01" + ws_frame(b"".join(mqtt_session
 seed("websocket_adapter", "mqtt_packet_per_message", b"\x01" + b"".join(ws_frame(p) for p in mqtt_session))
 seed("websocket_adapter", "mqtt_split_close", b"\x01" + ws_frame(mqtt_session[0][:5]) + ws_frame(mqtt_session[0][5:] + mqtt_session[1]) + close_frame)
 seed("websocket_adapter", "unmasked", b"\x01" + bytes([0x82, len(mqtt_session[0])]) + mqtt_session[0])
+
+
+# --- AMQP 1.0: frames as a client sends them ---------------------------------
+def amqp1_frame(body, kind=0, channel=0):
+    return struct.pack(">IBBH", 8 + len(body), 2, kind, channel) + body
+
+
+def amqp1_list(code, fields):
+    inner = b"".join(fields)
+    return b"\x00\x53" + bytes([code]) + b"\xc0" + bytes([len(inner) + 1, len(fields)]) + inner
+
+
+def amqp1_str(s):
+    b = s.encode()
+    return b"\xa1" + bytes([len(b)]) + b
+
+
+def amqp1_sym(s):
+    b = s.encode()
+    return b"\xa3" + bytes([len(b)]) + b
+
+
+AMQP1_INIT = amqp1_frame(amqp1_list(0x41, [amqp1_sym("PLAIN"), b"\xa0\x0c\x00guest\x00guest"]), kind=1)
+AMQP1_OPEN = amqp1_frame(amqp1_list(0x10, [amqp1_str("client"), amqp1_str("vhost:/"), b"\x70\x00\x01\x00\x00"]))
+AMQP1_BEGIN = amqp1_frame(amqp1_list(0x11, [b"\x40", b"\x43", b"\x70\x00\x00\x13\x88", b"\x70\x00\x00\x13\x88"]))
+AMQP1_ATTACH = amqp1_frame(amqp1_list(0x12, [amqp1_str("sender"), b"\x43", b"\x42", b"\x50\x02", b"\x50\x00",
+                                             amqp1_list(0x28, [b"\x40"]), amqp1_list(0x29, [amqp1_str("/queues/q")])]))
+AMQP1_MESSAGE = (amqp1_list(0x70, [b"\x41"]) + amqp1_list(0x73, [amqp1_str("id-1"), b"\x40", amqp1_str("/queues/q"), amqp1_str("subject")])
+                 + b"\x00\x53\x74\xc1\x07\x02" + amqp1_str("k") + amqp1_str("v")
+                 + b"\x00\x53\x75\xa0\x05hello")
+AMQP1_TRANSFER = amqp1_frame(amqp1_list(0x14, [b"\x43", b"\x43", b"\xa0\x01\x00", b"\x43", b"\x42"]) + AMQP1_MESSAGE)
+AMQP1_DISPOSITION = amqp1_frame(amqp1_list(0x15, [b"\x41", b"\x43", b"\x52\x05", b"\x41", amqp1_list(0x24, [])]))
+seed("amqp1_frame", "handshake", AMQP1_INIT + AMQP1_OPEN + AMQP1_BEGIN)
+seed("amqp1_frame", "publish", AMQP1_ATTACH + AMQP1_TRANSFER + AMQP1_DISPOSITION)

@@ -277,6 +277,7 @@ impl Connection {
         }
         let p = Performative::decode(&frame.body).map_err(|e| conn_error(condition::DECODE, e.to_string()))?;
         let ch = frame.channel;
+        tracing::trace!(channel = ch, "received {p:?}");
         match p {
             Performative::Open(_) => return Err(conn_error(condition::NOT_ALLOWED, "second open")),
             Performative::Close(e) => {
@@ -360,12 +361,20 @@ impl Connection {
                         format!("detach on unused channel {ch}"),
                     ));
                 };
+                // Only a link still attached on our side gets a detach back:
+                // after a refused attach or a link error, the client's
+                // detaches (its own and its answer to ours) end nothing.
+                let attached = s.publishers.contains_key(&d.handle)
+                    || s.replies.contains_key(&d.handle)
+                    || s.consumers.get(&d.handle).is_some_and(|c| !c.detached_by_us());
                 detach_link(s, d.handle);
-                s.shared.write(&Performative::Detach(Detach {
-                    handle: d.handle,
-                    closed: d.closed,
-                    error: None,
-                }));
+                if attached {
+                    s.shared.write(&Performative::Detach(Detach {
+                        handle: d.handle,
+                        closed: d.closed,
+                        error: None,
+                    }));
+                }
             }
         }
         Ok(true)

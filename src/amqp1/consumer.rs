@@ -46,6 +46,8 @@ pub struct LinkConsumer {
     pub credit: Mutex<Credit>,
     wake: Notify,
     cancelled: AtomicBool,
+    /// We detached the link (its queue was deleted).
+    detached: AtomicBool,
     me: std::sync::Weak<LinkConsumer>,
 }
 
@@ -70,6 +72,7 @@ impl LinkConsumer {
             credit: Mutex::new(Credit::default()),
             wake: Notify::new(),
             cancelled: AtomicBool::new(false),
+            detached: AtomicBool::new(false),
             me: me.clone(),
         })
     }
@@ -119,6 +122,12 @@ impl LinkConsumer {
     /// opened, a settlement).
     pub fn wake(&self) {
         self.wake.notify_one();
+    }
+
+    /// True when we detached the link, so that the client's detach is its
+    /// answer to ours.
+    pub fn detached_by_us(&self) -> bool {
+        self.detached.load(Ordering::Acquire)
     }
 
     fn is_cancelled(&self) -> bool {
@@ -192,6 +201,7 @@ impl Consumer for LinkConsumer {
     /// with `amqp:resource-deleted`.
     fn queue_deleted(&self) {
         self.cancelled.store(true, Ordering::Release);
+        self.detached.store(true, Ordering::Release);
         self.wake.notify_one();
         self.session.write(&Performative::Detach(Detach {
             handle: self.handle,

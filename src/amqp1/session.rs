@@ -72,6 +72,7 @@ impl SessionShared {
     /// Writes one performative on this session's channel.
     pub fn write(&self, p: &Performative) {
         let channel = self.channel;
+        tracing::trace!(channel, "sending {p:?}");
         self.outbox
             .write(|b| write_frame(b, FrameKind::Amqp, channel, |b| p.encode(b)));
     }

@@ -1,0 +1,23 @@
+//! AMQP 1.0 as a client can send it: frames, then each frame's performative,
+//! SASL frame or, for a transfer, the message sections in its payload, and a
+//! management request. Any bytes are decoded or refused with an error, never
+//! a panic.
+#![no_main]
+
+use bytes::BytesMut;
+use lavinmq::amqp1::codec::frame::parse_frame;
+use lavinmq::amqp1::codec::performative::{Performative, Sasl};
+use lavinmq::amqp1::codec::types::skip;
+use lavinmq::amqp1::message::Received;
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let _ = skip(data);
+    let mut buf = BytesMut::from(data);
+    while let Ok(Some(frame)) = parse_frame(&mut buf, 1 << 20) {
+        let _ = Sasl::decode(&frame.body);
+        if let Ok(Performative::Transfer(_, payload)) = Performative::decode(&frame.body) {
+            let _ = Received::parse(&payload);
+        }
+    }
+});
