@@ -31,6 +31,8 @@ pub mod condition {
     pub const TRANSFER_LIMIT: &str = "amqp:link:transfer-limit-exceeded";
     /// A message larger than the link allows.
     pub const MESSAGE_SIZE: &str = "amqp:link:message-size-exceeded";
+    /// Another connection holds the node exclusively.
+    pub const RESOURCE_LOCKED: &str = "amqp:resource-locked";
     /// The link was taken over.
     pub const STOLEN: &str = "amqp:link:stolen";
     /// The broker is shutting down or the connection was closed by an operator.
@@ -44,7 +46,8 @@ pub fn from_core(e: &crate::core::Error) -> AmqpError {
         E::NotFound(_) => condition::NOT_FOUND,
         E::AccessRefused(_) => condition::UNAUTHORIZED,
         E::PreconditionFailed(_) => condition::NOT_ALLOWED,
-        E::ResourceLocked(_) | E::NotAllowed(_) | E::CommandInvalid(_) => condition::NOT_ALLOWED,
+        E::ResourceLocked(_) => condition::RESOURCE_LOCKED,
+        E::NotAllowed(_) | E::CommandInvalid(_) => condition::NOT_ALLOWED,
         E::ResourceError(_) => condition::RESOURCE_LIMIT,
         E::Internal(_) => condition::INTERNAL,
     };

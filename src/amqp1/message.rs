@@ -285,7 +285,7 @@ pub fn write_stored(
         .and_then(|h| h.get("x-delivery-count"))
         .and_then(FieldValue::as_i64)
         .unwrap_or(0)
-        .max(i64::from(redelivered)) as u32;
+        .max(0) as u32;
     encode_described_list(
         section::HEADER,
         &[
@@ -296,7 +296,8 @@ pub fn write_stored(
                 .as_ref()
                 .and_then(|e| e.parse::<u32>().ok())
                 .map_or(Value::Null, Value::Uint),
-            Value::Null,
+            // first-acquirer: no earlier delivery of this message was made.
+            Value::Bool(!redelivered),
             if delivery_count > 0 {
                 Value::Uint(delivery_count)
             } else {

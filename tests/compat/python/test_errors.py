@@ -130,14 +130,33 @@ def broker_still_healthy():
     b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
     b"AMQP\x00\x00\x09\x00",   # 0-9 with new-style header
     b"AMQP\x00\x00\x09\x02",
-    b"AMQP\x00\x01\x00\x00",   # AMQP 1.0 (not enabled)
-    b"AMQP\x03\x01\x00\x00",   # AMQP 1.0 SASL
     b"XXXXXXXX",
-], ids=["http", "amqp-0-9", "amqp-0-9-2", "amqp-1.0", "amqp-1.0-sasl", "garbage"])
+], ids=["http", "amqp-0-9", "amqp-0-9-2", "garbage"])
 def test_wrong_protocol_header_gets_0091_header_and_close(raw, header):
     raw.send(header)
     data, closed = read_until_closed(raw.sock)
     assert data == AMQP_0091, data
+    assert closed
+
+
+AMQP_10_SASL = b"AMQP\x03\x01\x00\x00"
+
+
+def test_amqp_1_0_without_sasl_gets_the_sasl_header_and_close(raw):
+    # As RabbitMQ 4: AMQP 1.0 needs SASL; the answer names the header to use.
+    raw.send(b"AMQP\x00\x01\x00\x00")
+    data, closed = read_until_closed(raw.sock)
+    assert data == AMQP_10_SASL, data
+    assert closed
+
+
+def test_amqp_1_0_sasl_then_garbage_gets_mechanisms_and_close(raw):
+    # The SASL header is echoed and PLAIN offered; a frame that is not a
+    # sasl-init ends the connection.
+    raw.send(AMQP_10_SASL + b"\x00\x00\x00\x0c\x02\x01\x00\x00\x00\x53\x99\x45")
+    data, closed = read_until_closed(raw.sock)
+    assert data.startswith(AMQP_10_SASL), data
+    assert b"PLAIN" in data, data
     assert closed
 
 
