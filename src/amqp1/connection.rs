@@ -560,12 +560,13 @@ impl Connection {
             .check(Access::Read, "queue", &name, &self.vhost.name, &self.user)
             .map_err(|e| from_core(&e))?;
         queue.check_owner(self.id).map_err(|e| from_core(&e))?;
-        if queue.is_stream() {
-            return Err(conn_error(
-                condition::NOT_IMPLEMENTED,
-                "consuming a stream over AMQP 1.0 is not supported yet",
-            ));
-        }
+        let stream_options = match queue.is_stream() {
+            true => Some(
+                super::stream_source::consumer_options(source.filter.as_ref())
+                    .map_err(|e| conn_error(condition::INVALID_FIELD, e))?,
+            ),
+            false => None,
+        };
         let Some(s) = self.sessions.get_mut(&ch) else {
             return Ok(());
         };
@@ -578,7 +579,10 @@ impl Connection {
             role: Role::Sender,
             snd_settle_mode: if presettled { 1 } else { 0 },
             rcv_settle_mode: 0,
-            source: a.source.clone(),
+            source: a
+                .source
+                .as_ref()
+                .map(|s| super::stream_source::applied_only(s, queue.is_stream())),
             target: a.target.clone(),
             initial_delivery_count: Some(0),
             max_message_size: None,
@@ -592,7 +596,11 @@ impl Connection {
             presettled,
             s.shared.clone(),
         );
-        queue.add_consumer(consumer.clone(), false).map_err(|e| from_core(&e))?;
+        match &stream_options {
+            Some(opts) => queue.add_stream_consumer(consumer.clone(), false, opts),
+            None => queue.add_consumer(consumer.clone(), false),
+        }
+        .map_err(|e| from_core(&e))?;
         s.shared.write(&Performative::Attach(Box::new(reply)));
         consumer.spawn();
         s.consumers.insert(a.handle, consumer);
@@ -709,30 +717,33 @@ impl Connection {
 
 /// Applies a client's outcome to deliveries taken off the unsettled map.
 fn settle(taken: Vec<OutDelivery>, state: &DeliveryState) {
-    let mut by_queue: Vec<(Arc<Queue>, Vec<crate::store::SegPos>)> = Vec::new();
-    let mut consumers: Vec<Arc<LinkConsumer>> = Vec::new();
+    // Grouped by link: a link reads one queue, and a stream settles per reader.
+    let mut by_link: Vec<(Arc<LinkConsumer>, Vec<crate::store::SegPos>)> = Vec::new();
     for d in taken {
-        match by_queue.iter_mut().find(|(q, _)| Arc::ptr_eq(q, &d.consumer.queue)) {
+        match by_link.iter_mut().find(|(c, _)| Arc::ptr_eq(c, &d.consumer)) {
             Some((_, positions)) => positions.push(d.pos),
-            None => by_queue.push((d.consumer.queue.clone(), vec![d.pos])),
-        }
-        if !consumers.iter().any(|c| Arc::ptr_eq(c, &d.consumer)) {
-            consumers.push(d.consumer);
+            None => by_link.push((d.consumer, vec![d.pos])),
         }
     }
-    for (q, positions) in by_queue {
-        match state {
-            DeliveryState::Accepted => q.ack(positions),
-            DeliveryState::Rejected(_)
-            | DeliveryState::Modified {
-                undeliverable_here: true,
-                ..
-            } => q.reject(positions),
-            DeliveryState::Released | DeliveryState::Modified { .. } => q.requeue(positions),
-            DeliveryState::Received => {}
+    for (c, positions) in by_link {
+        let q = &c.queue;
+        if q.is_stream() {
+            // A stream keeps its messages: a settlement moves the reader's
+            // offset, and a release is ignored, as in RabbitMQ.
+            let acked = !matches!(state, DeliveryState::Released | DeliveryState::Modified { .. });
+            q.settle_stream(c.id, positions, acked);
+        } else {
+            match state {
+                DeliveryState::Accepted => q.ack(positions),
+                DeliveryState::Rejected(_)
+                | DeliveryState::Modified {
+                    undeliverable_here: true,
+                    ..
+                } => q.reject(positions),
+                DeliveryState::Released | DeliveryState::Modified { .. } => q.requeue(positions),
+                DeliveryState::Received => {}
+            }
         }
-    }
-    for c in consumers {
         c.wake();
     }
 }

@@ -204,7 +204,7 @@ where
 /// The RabbitMQ version whose AMQP 1.0 features we serve. RabbitMQ 4's
 /// clients refuse a server that does not call itself RabbitMQ 4, and enable
 /// features by this version.
-pub const RABBITMQ_VERSION: &str = "4.0.0";
+pub const RABBITMQ_VERSION: &str = "4.1.0";
 
 /// What our open tells clients about the server: as RabbitMQ 4 does, so
 /// that its clients accept us, with our own name in `platform` and

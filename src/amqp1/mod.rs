@@ -13,3 +13,4 @@ pub mod management;
 pub mod message;
 pub mod publisher;
 pub mod session;
+pub mod stream_source;

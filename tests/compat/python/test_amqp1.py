@@ -67,7 +67,11 @@ from rabbitmq_amqp_python_client import (
     ExchangeType,
     Message,
     QueueType,
+    OffsetSpecification,
     QuorumQueueSpecification,
+    StreamConsumerOptions,
+    StreamFilterOptions,
+    StreamSpecification,
     ValidationCodeException,
 )
 from rabbitmq_amqp_python_client.qpid.proton.utils import SendException as RmqSendException
@@ -304,11 +308,13 @@ class _Collect(AMQPMessagingHandler):
             raise _Done()
 
 
-def consume(rmq, queue, n, decide=lambda i, m: "accept", timeout=TIMEOUT):
+def consume(rmq, queue, n, decide=lambda i, m: "accept", timeout=TIMEOUT, options=None):
     """Runs a consumer on the queue until n messages were handled or the
     timeout passed; returns what the handler recorded."""
     handler = _Collect(n, decide)
-    consumer = rmq.consumer(AddressHelper.queue_address(queue), message_handler=handler)
+    consumer = rmq.consumer(
+        AddressHelper.queue_address(queue), message_handler=handler, consumer_options=options
+    )
     # Consumer.run() blocks until a handler raises: a timer bounds it.
     task = rmq._conn.container.schedule(timeout, _Deadline())
     try:
@@ -516,6 +522,61 @@ def test_rmq_client_consume_accept(rmq, mgmt, cleanup):
     assert info.consumer_count == 0
 
 
+def rmq_stream(rmq, mgmt, cleanup, messages):
+    """A stream holding `messages`: (body, annotations, application properties)."""
+    name = uniq("rmq-s")
+    mgmt.declare_queue(StreamSpecification(name=name))
+    cleanup(lambda ch: ch.queue_delete(name))
+    publisher = rmq.publisher(AddressHelper.queue_address(name))
+    try:
+        for body, annotations, props in messages:
+            d = publisher.publish(
+                Message(body=body, inferred=True, annotations=annotations, application_properties=props)
+            )
+            assert d.remote_state == Disposition.ACCEPTED
+    finally:
+        publisher.close()
+    return name
+
+
+def test_rmq_client_stream_offsets(rmq, mgmt, cleanup):
+    s = rmq_stream(rmq, mgmt, cleanup, [(b"s%d" % i, {}, {}) for i in range(10)])
+    got = consume(rmq, s, 10, options=StreamConsumerOptions(offset_specification=OffsetSpecification.first))
+    assert [g.body for g in got] == [b"s%d" % i for i in range(10)]
+    assert [g.annotations.get("x-stream-offset") for g in got] == list(range(10))
+    got = consume(rmq, s, 3, options=StreamConsumerOptions(offset_specification=6))
+    assert [g.body for g in got] == [b"s6", b"s7", b"s8"]
+    got = consume(rmq, s, 1, options=StreamConsumerOptions(offset_specification=OffsetSpecification.last))
+    assert [g.body for g in got] == [b"s9"]
+    # The stream keeps what its readers settled.
+    assert mgmt.queue_info(s).message_count == 10
+
+
+def test_rmq_client_stream_filter_values(rmq, mgmt, cleanup):
+    messages = [(b"f%d" % i, {"x-stream-filter-value": "even" if i % 2 == 0 else "odd"}, {}) for i in range(8)]
+    messages.append((b"plain", {}, {}))
+    s = rmq_stream(rmq, mgmt, cleanup, messages)
+    first = OffsetSpecification.first
+    got = consume(rmq, s, 4, options=StreamConsumerOptions(first, StreamFilterOptions(values=["odd"])))
+    assert [g.body for g in got] == [b"f1", b"f3", b"f5", b"f7"]
+    got = consume(
+        rmq, s, 5, options=StreamConsumerOptions(first, StreamFilterOptions(values=["odd"], match_unfiltered=True))
+    )
+    assert [g.body for g in got] == [b"f1", b"f3", b"f5", b"f7", b"plain"]
+    got = consume(rmq, s, 8, options=StreamConsumerOptions(first, StreamFilterOptions(values=["odd", "even"])))
+    assert len(got) == 8
+
+
+def test_rmq_client_stream_application_properties_filter(rmq, mgmt, cleanup):
+    regions = ["eu", "us", "eu", "ap", "eu"]
+    s = rmq_stream(rmq, mgmt, cleanup, [(b"r%d" % i, {}, {"region": r}) for i, r in enumerate(regions)])
+    options = StreamConsumerOptions(
+        OffsetSpecification.first, StreamFilterOptions(application_properties={"region": "eu"})
+    )
+    got = consume(rmq, s, 3, options=options)
+    assert [g.body for g in got] == [b"r0", b"r2", b"r4"]
+
+
 def test_rmq_client_queue_info_counts_amqp1_consumers(mgmt, cleanup):
     q = rmq_queue(mgmt, cleanup)
     c = proton_connect()
@@ -642,7 +703,7 @@ def test_rmq_client_delete_queue_and_exchange(rmq, mgmt, cleanup):
 def test_proton_open_announces_rabbitmq(pconn):
     props = pconn.conn.remote_properties
     assert props[symbol("product")] == "RabbitMQ"
-    assert props[symbol("version")] == "4.0.0"
+    assert props[symbol("version")] == "4.1.0"
 
 
 def test_proton_v2_queue_round_trip(pconn, cleanup):

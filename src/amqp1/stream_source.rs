@@ -1,0 +1,235 @@
+//! Reading a stream queue over AMQP 1.0 as RabbitMQ 4 offers it: the source's
+//! filter map says where to start (`rabbitmq:stream-offset-spec`: first,
+//! last, next, an offset or a timestamp) and which messages to keep
+//! (`rabbitmq:stream-filter`, with `rabbitmq:stream-match-unfiltered`),
+//! mapped onto the consumer arguments 0-9-1 consumers give a stream.
+
+use bytes::Bytes;
+
+use super::codec::types::{Descriptor, Value};
+use crate::core::stream::ConsumerOptions;
+use crate::wire::{FieldTable, FieldValue};
+
+/// The filter entries of a source, each by its key or its descriptor.
+fn entries(filter: &Value) -> impl Iterator<Item = (&str, &Value)> {
+    let pairs: &[(Value, Value)] = match filter {
+        Value::Map(pairs) => pairs,
+        _ => &[],
+    };
+    pairs.iter().filter_map(|(k, v)| {
+        // The value is usually described by the filter's name; the key is
+        // the client's label for it.
+        let inner = match v {
+            Value::Described(d, inner) => match &**d {
+                Descriptor::Name(name) => return Some((name.as_str(), &**inner)),
+                Descriptor::Code(_) => &**inner,
+            },
+            other => other,
+        };
+        Some((k.as_str()?, inner))
+    })
+}
+
+fn text(s: &str) -> FieldValue {
+    FieldValue::LongStr(Bytes::copy_from_slice(s.as_bytes()))
+}
+
+/// The filters we apply, by name.
+const APPLIED: [&str; 4] = [
+    "rabbitmq:stream-offset-spec",
+    "rabbitmq:stream-filter",
+    "rabbitmq:stream-match-unfiltered",
+    "amqp:application-properties-filter",
+];
+
+/// The consumer options a source's filter map asks for. Filters we do not
+/// apply are left out of the attach we answer with (see [`applied_only`]),
+/// as the standard asks, so that a client can tell.
+pub fn consumer_options(filter: Option<&Value>) -> Result<ConsumerOptions, String> {
+    let mut args = FieldTable::default();
+    let mut values = 0;
+    let mut headers = FieldTable::default();
+    for (name, v) in filter.map(entries).into_iter().flatten() {
+        match name {
+            "rabbitmq:stream-offset-spec" => {
+                let offset = match v {
+                    Value::String(s) | Value::Symbol(s) => text(s),
+                    Value::Timestamp(ms) => FieldValue::Timestamp((*ms / 1000).max(0) as u64),
+                    v => match v.as_u64() {
+                        Some(n) => FieldValue::I64(i64::try_from(n).unwrap_or(i64::MAX)),
+                        None => return Err(format!("invalid rabbitmq:stream-offset-spec {v:?}")),
+                    },
+                };
+                args.insert("x-stream-offset", offset);
+            }
+            "rabbitmq:stream-filter" => {
+                let list: Vec<FieldValue> = match v {
+                    Value::String(s) | Value::Symbol(s) => vec![text(s)],
+                    Value::List(items) | Value::Array(items) => {
+                        items.iter().filter_map(|i| i.as_str().map(text)).collect()
+                    }
+                    v => return Err(format!("invalid rabbitmq:stream-filter {v:?}")),
+                };
+                values = list.len();
+                args.insert("x-stream-filter", FieldValue::Array(list));
+            }
+            "rabbitmq:stream-match-unfiltered" => {
+                let b = v
+                    .as_bool()
+                    .ok_or("rabbitmq:stream-match-unfiltered must be a boolean")?;
+                args.insert("x-stream-match-unfiltered", FieldValue::Bool(b));
+            }
+            "amqp:application-properties-filter" => {
+                let Value::Map(pairs) = v else {
+                    return Err("amqp:application-properties-filter must be a map".into());
+                };
+                for (k, v) in pairs {
+                    let (Some(k), Some(v)) = (k.as_str(), super::message::to_field(v)) else {
+                        return Err(format!("unsupported application property filter {k:?}"));
+                    };
+                    headers.insert(k, v);
+                }
+            }
+            _ => {}
+        }
+    }
+    if !headers.is_empty() {
+        // Every application property must match; a list of filter values
+        // then counts as one more condition each (exact with one value).
+        let mut all = match args.remove("x-stream-filter") {
+            Some(FieldValue::Array(list)) => list,
+            _ => Vec::new(),
+        };
+        all.push(FieldValue::Table(headers));
+        args.insert("x-stream-filter", FieldValue::Array(all));
+    } else if values > 1 {
+        // RabbitMQ's filter values: a message with any of them passes.
+        args.insert("x-filter-match-type", text("any"));
+    }
+    ConsumerOptions::from_arguments(&args)
+}
+
+/// The client's source with only the filters we apply (none on a queue that
+/// is not a stream), for the attach we answer with.
+pub fn applied_only(source: &Value, stream: bool) -> Value {
+    let Value::Described(d, body) = source else {
+        return source.clone();
+    };
+    let Value::List(items) = &**body else {
+        return source.clone();
+    };
+    let mut items = items.clone();
+    if let Some(Value::Map(pairs)) = items.get(7) {
+        let kept: Vec<(Value, Value)> = pairs
+            .iter()
+            .filter(|(k, v)| {
+                let name = match v {
+                    Value::Described(d, _) => match &**d {
+                        Descriptor::Name(n) => Some(n.as_str()),
+                        Descriptor::Code(_) => k.as_str(),
+                    },
+                    _ => k.as_str(),
+                };
+                stream && name.is_some_and(|n| APPLIED.contains(&n))
+            })
+            .cloned()
+            .collect();
+        items[7] = if kept.is_empty() { Value::Null } else { Value::Map(kept) };
+    }
+    Value::Described(d.clone(), Box::new(Value::List(items)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::stream::StartAt;
+
+    fn described(name: &str, v: Value) -> Value {
+        Value::Described(Box::new(Descriptor::Name(name.into())), Box::new(v))
+    }
+
+    #[test]
+    fn offset_specs_and_filters() {
+        let f = Value::Map(vec![
+            (
+                Value::Symbol("rabbitmq:stream-offset-spec".into()),
+                described("rabbitmq:stream-offset-spec", Value::Symbol("first".into())),
+            ),
+            (
+                Value::Symbol("my-filter".into()),
+                described("rabbitmq:stream-filter", Value::Array(vec![Value::String("a".into())])),
+            ),
+        ]);
+        let o = consumer_options(Some(&f)).unwrap();
+        assert_eq!(o.start, Some(StartAt::First));
+        assert!(o.filter.is_some());
+        let f = Value::Map(vec![(
+            Value::Symbol("rabbitmq:stream-offset-spec".into()),
+            Value::Ulong(42),
+        )]);
+        assert_eq!(consumer_options(Some(&f)).unwrap().start, Some(StartAt::Offset(42)));
+        let f = Value::Map(vec![(
+            Value::Symbol("rabbitmq:stream-offset-spec".into()),
+            Value::Timestamp(5_000),
+        )]);
+        assert_eq!(consumer_options(Some(&f)).unwrap().start, Some(StartAt::Time(5_000)));
+        assert_eq!(consumer_options(None).unwrap().start, None);
+        let bad = Value::Map(vec![(
+            Value::Symbol("rabbitmq:stream-offset-spec".into()),
+            Value::String("sideways".into()),
+        )]);
+        assert!(consumer_options(Some(&bad)).is_err());
+    }
+
+    #[test]
+    fn filters_we_do_not_apply_are_left_out_of_the_answer() {
+        let filter = Value::Map(vec![
+            (
+                Value::Symbol("rabbitmq:stream-filter".into()),
+                described("rabbitmq:stream-filter", Value::String("a".into())),
+            ),
+            (
+                Value::Symbol("amqp:properties-filter".into()),
+                described("amqp:properties-filter", Value::Map(vec![])),
+            ),
+        ]);
+        let source = Value::Described(
+            Box::new(Descriptor::Code(0x28)),
+            Box::new(Value::List(vec![
+                Value::String("/queues/s".into()),
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                filter,
+            ])),
+        );
+        let Value::Described(_, body) = applied_only(&source, true) else {
+            panic!()
+        };
+        let Value::List(items) = *body else { panic!() };
+        let Value::Map(kept) = &items[7] else { panic!() };
+        assert_eq!(kept.len(), 1);
+        assert_eq!(kept[0].0.as_str(), Some("rabbitmq:stream-filter"));
+    }
+
+    #[test]
+    fn application_property_filters_match_headers() {
+        let f = Value::Map(vec![(
+            Value::Symbol("amqp:application-properties-filter".into()),
+            described(
+                "amqp:application-properties-filter",
+                Value::Map(vec![(Value::String("region".into()), Value::String("eu".into()))]),
+            ),
+        )]);
+        let filter = consumer_options(Some(&f)).unwrap().filter.unwrap();
+        let mut h = FieldTable::default();
+        h.insert("region", text("eu"));
+        assert!(filter.accepts(Some(&h)));
+        h.insert("region", text("us"));
+        assert!(!filter.accepts(Some(&h)));
+        assert!(!filter.accepts(None));
+    }
+}
