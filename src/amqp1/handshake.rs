@@ -219,6 +219,20 @@ fn server_properties() -> Value {
     ])
 }
 
+/// The client's open properties (product, version, platform, ...) as the
+/// management API lists them for every connection.
+fn client_properties(open: &Open) -> crate::wire::FieldTable {
+    let mut t = crate::wire::FieldTable::default();
+    if let Some(Value::Map(pairs)) = &open.properties {
+        for (k, v) in pairs {
+            if let (Some(k), Some(v)) = (k.as_str().filter(|k| k.len() <= 255), super::message::to_field(v)) {
+                t.insert(k, v);
+            }
+        }
+    }
+    t
+}
+
 /// The vhost an open asks for: RabbitMQ reads `vhost:NAME` from the
 /// hostname; anything else means the default vhost.
 fn vhost_name(open: &Open) -> &str {
@@ -308,7 +322,7 @@ where
         peer: peer.addr,
         local: peer.local,
         auth_mechanism: mechanism,
-        client_properties: Default::default(),
+        client_properties: crate::wire::PackedTable::from(&client_properties(&open)),
         frame_max: max_frame_size,
         channel_max,
         heartbeat,
