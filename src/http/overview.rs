@@ -47,6 +47,19 @@ pub fn listeners(s: &HttpState) -> Value {
         .collect()
 }
 
+/// The HTTP listeners as RabbitMQ lists its management contexts (the port
+/// as a string, as RabbitMQ has it).
+fn contexts(s: &HttpState) -> Value {
+    s.listeners
+        .iter()
+        .filter(|(protocol, _)| protocol.starts_with("http"))
+        .map(|(protocol, addr)| {
+            json!({"node": NODE, "description": "LavinMQ Management", "path": "/",
+                   "port": addr.port().to_string(), "ssl": *protocol == "https"})
+        })
+        .collect()
+}
+
 /// The node name the API reports.
 pub const NODE: &str = "lavinmq@localhost";
 
@@ -107,7 +120,23 @@ pub async fn overview(State(s): State<Arc<HttpState>>, user: Authed) -> Json<Val
         "product_version": env!("CARGO_PKG_VERSION"),
         "management_version": env!("CARGO_PKG_VERSION"),
         "rabbitmq_version": "3.10.0",
+        // No Erlang runs here: RabbitMQ's clients read these as strings,
+        // and an empty one claims nothing.
+        "erlang_version": "",
+        "erlang_full_version": "",
+        "cluster_name": NODE,
         "node": NODE,
+        "contexts": contexts(&s),
+        "rates_mode": "basic",
+        "statistics_db_event_queue": 0,
+        "disable_stats": false,
+        "enable_queue_totals": false,
+        "is_op_policy_updating_enabled": true,
+        "sample_retention_policies": {
+            "global": [600, 3600, 28800, 86400],
+            "basic": [600, 3600],
+            "detailed": [600]
+        },
         "exchange_types": exchange_types(),
         "listeners": listeners(&s),
         "object_totals": {"queues": queues, "exchanges": exchanges, "bindings": bindings, "consumers": consumers,

@@ -213,6 +213,22 @@ async fn overview_and_aliveness() {
     assert_eq!(alive, json!({"status": "ok"}));
     let (_, o) = api.get("/api/overview").await;
     assert_eq!(o["product_name"], "LavinMQ");
+    // Fields RabbitMQ's management clients read, with RabbitMQ's types.
+    for key in [
+        "erlang_version",
+        "erlang_full_version",
+        "cluster_name",
+        "node",
+        "rates_mode",
+    ] {
+        assert!(o[key].is_string(), "{key}: {}", o[key]);
+    }
+    assert_eq!(o["cluster_name"], o["node"]);
+    let contexts = o["contexts"].as_array().expect("contexts");
+    let port = b.server().http_addr().port().to_string();
+    assert!(contexts.iter().any(|c| c["port"] == port.as_str()), "{contexts:?}");
+    assert!(o["sample_retention_policies"]["global"].is_array());
+    assert_eq!(o["disable_stats"], false);
     assert!(o["object_totals"]["queues"].as_u64().unwrap() >= 1);
     // The bindings total counts what /api/bindings lists.
     let (_, all) = api.get("/api/bindings").await;

@@ -48,9 +48,22 @@ async fn assert_wrong_header_answered(broker: &TestBroker, header: &[u8]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wrong_protocol_header_is_answered_with_ours() {
     let broker = start().await;
-    assert_wrong_header_answered(&broker, b"AMQP\x00\x01\x00\x00").await; // AMQP 1.0
     assert_wrong_header_answered(&broker, b"AMQP\x00\x00\x08\x00").await; // AMQP 0-8
+    assert_wrong_header_answered(&broker, b"AMQP\x00\x02\x00\x00").await; // AMQP 2.0
     assert_wrong_header_answered(&broker, b"GET / HTTP/1.1\r\n\r\n").await;
+    assert_broker_alive(&broker).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn amqp_1_0_without_sasl_is_answered_with_the_sasl_header() {
+    let broker = start().await;
+    let mut raw = RawConn::tcp(broker.addr()).await;
+    raw.send(b"AMQP\x00\x01\x00\x00").await;
+    let mut got = Vec::new();
+    within("the server to answer and close", raw.stream.read_to_end(&mut got))
+        .await
+        .expect("read");
+    assert_eq!(got, b"AMQP\x03\x01\x00\x00");
     assert_broker_alive(&broker).await;
 }
 
