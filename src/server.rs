@@ -118,6 +118,7 @@ impl Server {
     async fn start_with(config: &Config, forwarders: Option<Forwarders>) -> Result<Server, StartError> {
         crate::http::node_stats::mark_started();
         let main = &config.main;
+        crate::core::node::set_name(&main.node_name);
         // Unusable certificates stop the start before anything is opened.
         let tls = TlsAcceptors::from_config(config)?;
         let (amqp_edge, mqtt_edge) = tcp_edges(config, forwarders)?;

@@ -46,6 +46,10 @@ pub(crate) struct Cli {
     #[arg(long, value_name = "FILE")]
     pidfile: Option<PathBuf>,
 
+    /// The node's name in the management API (default: lavinmq@localhost)
+    #[arg(long, value_name = "NAME")]
+    node_name: Option<String>,
+
     /// Don't fsync writes to disk
     #[arg(long)]
     no_sync: bool,
@@ -245,6 +249,7 @@ impl Cli {
             main.log_level = "debug".to_owned();
         }
         set_opt(&mut main.pidfile, self.pidfile);
+        set(&mut main.node_name, self.node_name);
         if self.no_sync {
             main.sync = false;
         }

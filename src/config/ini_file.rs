@@ -234,6 +234,7 @@ fn apply_main(config: &mut Config, e: &Entry<'_>, warnings: &mut Vec<String>) ->
             m.log_level = value::parse_log_level(e.value).ok_or_else(|| e.invalid(value::LOG_LEVEL_EXPECTED))?;
         }
         "log_file" => m.log_file = e.opt_path(),
+        "node_name" if !e.value.trim().is_empty() => m.node_name = e.value.trim().to_owned(),
         "pidfile" => m.pidfile = e.opt_path(),
         "control_unix_path" => m.control_unix_path = e.path(),
         "tls_cert" => m.tls_cert = e.opt_path(),

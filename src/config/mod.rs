@@ -88,6 +88,9 @@ pub struct MainConfig {
     pub log_file: Option<PathBuf>,
     /// Write the process id here at start-up (`pidfile`, `--pidfile`).
     pub pidfile: Option<PathBuf>,
+    /// The node's name in the management API, RabbitMQ's `rabbit@host`
+    /// (`node_name`, `--node-name`).
+    pub node_name: String,
     /// Unix socket `lavinmqctl` talks to
     /// (`control_unix_path`, `--control-unix-path`, `LAVINMQ_CONTROL_UNIX_PATH`).
     pub control_unix_path: PathBuf,
@@ -320,6 +323,7 @@ impl Default for MainConfig {
             log_level: "info".to_owned(),
             log_file: None,
             pidfile: None,
+            node_name: crate::core::node::DEFAULT_NAME.to_owned(),
             control_unix_path: PathBuf::from("/tmp/lavinmqctl.sock"),
             tls_cert: None,
             tls_key: None,

@@ -61,6 +61,7 @@ fn defaults_match_lavinmq() {
     assert_eq!(c.main.log_level, "info");
     assert_eq!(c.main.log_file, None);
     assert_eq!(c.main.pidfile, None);
+    assert_eq!(c.main.node_name, "lavinmq@localhost");
     assert_eq!(c.main.control_unix_path, PathBuf::from("/tmp/lavinmqctl.sock"));
     assert_eq!(c.main.tls_cert, None);
     assert_eq!(c.main.stats_interval, 5000);
@@ -130,6 +131,7 @@ data_dir = /data
 log_level = WARN
 log_file = /var/log/lavinmq.log
 pidfile = /run/lavinmq.pid
+node_name = rabbit@mq1
 control_unix_path = /run/ctl.sock
 tls_cert = /c.pem
 tls_key = /k.pem
@@ -196,6 +198,7 @@ unix_path = /run/http.sock
     assert_eq!(m.log_level, "warn");
     assert_eq!(m.log_file, Some(PathBuf::from("/var/log/lavinmq.log")));
     assert_eq!(m.pidfile, Some(PathBuf::from("/run/lavinmq.pid")));
+    assert_eq!(m.node_name, "rabbit@mq1");
     assert_eq!(m.control_unix_path, PathBuf::from("/run/ctl.sock"));
     assert_eq!(m.tls_cert, Some(PathBuf::from("/c.pem")));
     assert_eq!(m.tls_key, Some(PathBuf::from("/k.pem")));
@@ -768,6 +771,8 @@ fn all_flags_are_applied() {
         "ERROR",
         "--pidfile",
         "/p.pid",
+        "--node-name",
+        "lavinmq@mq2",
         "--no-sync",
         "--default-consumer-prefetch",
         "5",
@@ -802,6 +807,7 @@ fn all_flags_are_applied() {
     assert_eq!(c.main.data_dir, PathBuf::from("/d"));
     assert_eq!(c.main.log_level, "error");
     assert_eq!(c.main.pidfile, Some(PathBuf::from("/p.pid")));
+    assert_eq!(c.main.node_name, "lavinmq@mq2");
     assert!(!c.main.sync && !c.main.data_dir_lock && !c.main.default_user_only_loopback);
     assert_eq!(c.main.default_consumer_prefetch, 5);
     assert_eq!(

@@ -21,6 +21,7 @@ pub mod limits;
 pub mod login_throttle;
 pub mod memory;
 pub mod message;
+pub mod node;
 pub mod password;
 pub mod permissions;
 pub mod policy;

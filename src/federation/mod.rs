@@ -247,7 +247,7 @@ impl Federation {
                     s => s.as_str(),
                 };
                 let mut j = json!({
-                    "node": crate::http::overview::NODE,
+                    "node": &*crate::core::node::name(),
                     "vhost": v,
                     "upstream": upstream_name,
                     "type": kind.as_str(),

@@ -33,7 +33,7 @@ fn channel_json(c: &ConnectionEntry, ch: &dyn ChannelView) -> Value {
     let number = ch.number();
     json!({
         "name": channel_name(c, number), "number": number, "vhost": c.info.vhost, "user": c.info.user,
-        "node": super::overview::NODE,
+        "node": &*crate::core::node::name(),
         "connection_details": {"name": c.name, "peer_host": c.info.peer.ip().to_string(),
                                "peer_port": c.info.peer.port()},
         "state": if d.flow_active { "running" } else { "flow" },

@@ -19,7 +19,7 @@ fn connection_json(c: &ConnectionEntry) -> Value {
     let i = &c.info;
     let client_properties = table_to_json(&i.client_properties.unpack());
     let mut out = json!({"name": c.name, "user": c.info.user, "vhost": c.info.vhost, "protocol": c.info.protocol,
-           "node": super::overview::NODE, "connected_at": c.connected_at, "channels": c.channel_count(),
+           "node": &*crate::core::node::name(), "connected_at": c.connected_at, "channels": c.channel_count(),
            "state": c.state(crate::core::message::Message::now_ms()), "type": "network", "ssl": i.tls.is_some(), "auth_mechanism": i.auth_mechanism,
            "host": i.local.ip().to_string(), "port": i.local.port(),
            "peer_host": i.peer.ip().to_string(), "peer_port": i.peer.port(),

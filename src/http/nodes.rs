@@ -1,7 +1,7 @@
 //! `/api/nodes`, `/api/extensions`, `/api/cluster-name`, `/api/auth` and the
 //! health checks: what monitoring scripts and the management UI ask about the
 //! node itself. Unclustered, this broker is one node; its name is
-//! [`super::overview::NODE`]. Clustered, only the leader serves this API (a
+//! [`crate::core::node::name`]. Clustered, only the leader serves this API (a
 //! follower forwards its HTTP port to it), and `/api/nodes` describes the
 //! cluster as the leader sees it: this node first, then one entry per follower
 //! (see [`follower_name`] and [`follower_json`]).
@@ -19,7 +19,6 @@ use super::auth::Authed;
 use super::body::JsonBody;
 use super::error::{ApiError, ApiResult};
 use super::node_stats;
-use super::overview::NODE;
 use crate::cluster::status::{ClusterStatus, FollowerView, Role};
 
 /// The global parameter RabbitMQ keeps the cluster name in.
@@ -29,7 +28,7 @@ fn node_json(s: &HttpState) -> Value {
     let disk = &s.broker.disk;
     let processors = std::thread::available_parallelism().map_or(1, |n| n.get());
     json!({
-        "name": NODE, "type": "disc", "running": true, "being_drained": false,
+        "name": &*crate::core::node::name(), "type": "disc", "running": true, "being_drained": false,
         "os_pid": std::process::id().to_string(), "processors": processors,
         "uptime": node_stats::uptime_secs() * 1000,
         "mem_used": node_stats::resident_memory_bytes(), "mem_limit": s.broker.memory.limit(),
@@ -47,12 +46,12 @@ fn node_json(s: &HttpState) -> Value {
 /// base 36 as in `.clustering_id` and the logs.
 ///
 /// The leader does not know a follower's host name (nor its own: this node
-/// keeps [`NODE`] so that nothing that already reads it breaks), only the
+/// keeps its configured name so that nothing that already reads it breaks), only the
 /// address its replication connection comes from, which changes with every
 /// reconnect. The node id is what identifies a node in the cluster (it is its
 /// etcd lease and its place in the in-sync replica set) and it survives
 /// restarts, so it makes a stable, unique name. It cannot collide with
-/// [`NODE`]: an id is at most 6 base-36 digits, "localhost" has 9.
+/// the default node name: an id is at most 6 base-36 digits, "localhost" has 9.
 pub fn follower_name(id: &str) -> String {
     format!("lavinmq@{id}")
 }
@@ -117,11 +116,11 @@ pub async fn list(State(s): State<Arc<HttpState>>, user: Authed) -> ApiResult<Js
     Ok(Json(Value::Array(nodes)))
 }
 
-/// One node by name: this one ([`NODE`]) or a follower ([`follower_name`]).
+/// One node by name: this one ([`crate::core::node::name`]) or a follower ([`follower_name`]).
 pub async fn show(State(s): State<Arc<HttpState>>, user: Authed, Path(name): Path<String>) -> ApiResult<Json<Value>> {
     user.require_monitoring()?;
     let status = ClusterStatus::if_clustered();
-    if name == NODE {
+    if *name == *crate::core::node::name() {
         return Ok(Json(this_node_json(&s, status.as_deref())));
     }
     status
@@ -253,6 +252,6 @@ mod tests {
         assert_eq!(v["address"], "10.0.0.2:41234");
         // The largest id is 6 digits: never this node's name.
         let max = crate::cluster::node_id::format(i32::MAX as u32);
-        assert_ne!(follower_name(&max), NODE);
+        assert_ne!(follower_name(&max), crate::core::node::DEFAULT_NAME);
     }
 }

@@ -42,7 +42,7 @@ pub fn listeners(s: &HttpState) -> Value {
     s.listeners
         .iter()
         .map(|(protocol, addr)| {
-            json!({"node": NODE, "protocol": protocol, "ip_address": addr.ip().to_string(), "port": addr.port()})
+            json!({"node": &*crate::core::node::name(), "protocol": protocol, "ip_address": addr.ip().to_string(), "port": addr.port()})
         })
         .collect()
 }
@@ -54,14 +54,11 @@ fn contexts(s: &HttpState) -> Value {
         .iter()
         .filter(|(protocol, _)| protocol.starts_with("http"))
         .map(|(protocol, addr)| {
-            json!({"node": NODE, "description": "LavinMQ Management", "path": "/",
+            json!({"node": &*crate::core::node::name(), "description": "LavinMQ Management", "path": "/",
                    "port": addr.port().to_string(), "ssl": *protocol == "https"})
         })
         .collect()
 }
-
-/// The node name the API reports.
-pub const NODE: &str = "lavinmq@localhost";
 
 /// Totals across the vhosts the user may see.
 pub async fn overview(State(s): State<Arc<HttpState>>, user: Authed) -> Json<Value> {
@@ -124,8 +121,8 @@ pub async fn overview(State(s): State<Arc<HttpState>>, user: Authed) -> Json<Val
         // and an empty one claims nothing.
         "erlang_version": "",
         "erlang_full_version": "",
-        "cluster_name": NODE,
-        "node": NODE,
+        "cluster_name": &*crate::core::node::name(),
+        "node": &*crate::core::node::name(),
         "contexts": contexts(&s),
         "rates_mode": "basic",
         "statistics_db_event_queue": 0,

@@ -33,7 +33,7 @@ fn vhost_json(s: &HttpState, v: &VHost) -> Value {
     let mut out = json!({"name": v.name, "description": meta.description, "tags": meta.tags,
            "default_queue_type": queue_type,
            "metadata": {"description": meta.description, "tags": meta.tags, "default_queue_type": queue_type},
-           "tracing": false, "cluster_state": {super::overview::NODE: "running"},
+           "tracing": false, "cluster_state": cluster_state(),
            "messages": ready + unacked, "messages_ready": ready, "messages_unacknowledged": unacked});
     // Counts and rates as of the last statistics sample.
     if let Some(t) = s.broker.stats.vhost(&v.name) {
@@ -184,4 +184,12 @@ pub async fn clear_limit(
     }
     s.broker.update_vhost_limits(&vhost, |l| Ok(l.clear(&name)))?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// `cluster_state`: this node, running (followers are not listed, as a
+/// RabbitMQ node lists only the cluster members that run the vhost).
+fn cluster_state() -> Value {
+    let mut m = serde_json::Map::new();
+    m.insert(crate::core::node::name().to_string(), Value::from("running"));
+    Value::Object(m)
 }

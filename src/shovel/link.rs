@@ -137,7 +137,7 @@ impl Forward for ShovelForward<'_> {
         if cfg.add_forward_headers {
             let mut entry = FieldTable::new();
             let s = |v: &str| FieldValue::from(v);
-            entry.insert("shovelled-by", s(crate::http::overview::NODE));
+            entry.insert("shovelled-by", s(&crate::core::node::name()));
             entry.insert("shovel-type", s("dynamic"));
             entry.insert("shovel-name", s(self.link.name));
             entry.insert("shovel-vhost", s(self.link.vhost));

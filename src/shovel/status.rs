@@ -99,7 +99,7 @@ impl Status {
             "name": name,
             "vhost": vhost,
             "type": "dynamic",
-            "node": crate::http::overview::NODE,
+            "node": &*crate::core::node::name(),
             "state": inner.state.as_str(),
             "timestamp": inner.since,
             "error": inner.reason,

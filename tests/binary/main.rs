@@ -237,3 +237,50 @@ async fn durable_messages_survive_a_restart_of_the_binary() {
     sigterm(&child);
     assert!(wait_exit(&mut child).success());
 }
+
+/// The HTTP API's port, from the broker's log line (waiting for it a while).
+fn http_port(broker: &process::BrokerProcess) -> u16 {
+    for _ in 0..100 {
+        let found = broker
+            .log_text()
+            .lines()
+            .find_map(|l| l.split("HTTP API listening on ").nth(1))
+            .and_then(|addr| addr.trim().rsplit(':').next()?.parse().ok());
+        if let Some(port) = found {
+            return port;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("no HTTP listener in the log:\n{}", broker.log_text())
+}
+
+#[tokio::test]
+async fn the_node_name_comes_from_the_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let ini = dir.path().join("lavinmq.ini");
+    std::fs::write(&ini, "[main]\nnode_name = rabbit@mq1\n").unwrap();
+    let data = dir.path().join("data");
+    let broker = process::BrokerProcess::spawn(&data, Some(&ini));
+    let base = format!("http://127.0.0.1:{}", http_port(&broker));
+    let get = |path: &str| {
+        let url = format!("{base}{path}");
+        async move {
+            let r = reqwest::Client::new()
+                .get(url)
+                .basic_auth("guest", Some("guest"))
+                .send()
+                .await
+                .expect("request");
+            r.json::<serde_json::Value>().await.expect("json")
+        }
+    };
+    let overview = get("/api/overview").await;
+    assert_eq!(overview["node"], "rabbit@mq1", "{overview}");
+    assert_eq!(overview["cluster_name"], "rabbit@mq1");
+    let nodes = get("/api/nodes").await;
+    assert_eq!(nodes[0]["name"], "rabbit@mq1", "{nodes}");
+    let node = get("/api/nodes/rabbit@mq1").await;
+    assert_eq!(node["name"], "rabbit@mq1", "{node}");
+    let vhost = get("/api/vhosts/%2F").await;
+    assert_eq!(vhost["cluster_state"]["rabbit@mq1"], "running", "{vhost}");
+}
