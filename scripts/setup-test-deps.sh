@@ -3,9 +3,9 @@
 # Idempotent and quick when everything is already present.
 #   - the build's own needs (scripts/setup-build-deps.sh: C linker, Rust)
 #   - Python 3 and a venv at ./.venv with pinned pika, kombu, pytest, requests,
-#     paho-mqtt
-#   - npm packages for tests/compat/node (amqplib, mqtt and playwright-core,
-#     pinned)
+#     paho-mqtt, python-qpid-proton and rabbitmq-amqp-python-client
+#   - npm packages for tests/compat/node (amqplib, mqtt, playwright-core and
+#     rhea, pinned)
 #   - Debian's chromium, which the browser tests of the management UI drive
 #     (tests/compat/node/ui_e2e.js)
 #   - Debian's etcd-server: the clustering tests start private etcd servers
@@ -60,7 +60,7 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
 fi
 NSTAMP="$NODE_DIR/node_modules/.compat-package.json"
 if [ -d "$NODE_DIR/node_modules/amqplib" ] && [ -d "$NODE_DIR/node_modules/mqtt" ] \
-    && [ -d "$NODE_DIR/node_modules/playwright-core" ] \
+    && [ -d "$NODE_DIR/node_modules/playwright-core" ] && [ -d "$NODE_DIR/node_modules/rhea" ] \
     && [ -f "$NSTAMP" ] && cmp -s "$NODE_DIR/package.json" "$NSTAMP"; then
     log "node modules up to date ($NODE_DIR/node_modules)"
 else

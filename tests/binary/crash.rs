@@ -34,9 +34,11 @@
 //! its confirm. `POWER_LOSS_SEEDS=N` runs N seeds (default 4),
 //! `POWER_LOSS_SEED=S` only seed S.
 //!
-//! [`shovel`] kills a broker in the middle of a shovel.
+//! [`shovel`] kills a broker in the middle of a shovel, [`amqp1`] under AMQP 1.0
+//! publishers.
 
 use crate::process;
+mod amqp1;
 mod power_loss_fs;
 mod shovel;
 mod slow_disk;

@@ -29,7 +29,7 @@ COMPAT="$ROOT/tests/compat"
 PY="$ROOT/.venv/bin/python"
 
 if [ ! -x "$PY" ] || [ ! -d "$COMPAT/node/node_modules/amqplib" ] || [ ! -d "$COMPAT/node/node_modules/mqtt" ] \
-    || [ ! -d "$COMPAT/node/node_modules/playwright-core" ]; then
+    || [ ! -d "$COMPAT/node/node_modules/playwright-core" ] || [ ! -d "$COMPAT/node/node_modules/rhea" ]; then
     echo "compat: test dependencies missing; run scripts/setup-test-deps.sh first" >&2
     exit 2
 fi
@@ -157,6 +157,9 @@ if ! timeout 60 "$PY" "$COMPAT/kombu_smoke.py"; then FAILED+=("kombu"); fi
 
 echo "== amqplib smoke test"
 if ! timeout 60 node "$COMPAT/node/amqplib_smoke.js"; then FAILED+=("amqplib"); fi
+
+echo "== rhea smoke test (AMQP 1.0)"
+if ! timeout 60 node "$COMPAT/node/rhea_amqp1.js"; then FAILED+=("rhea"); fi
 
 echo "== mqtt.js smoke test (WebSocket and TCP)"
 if ! timeout 60 node "$COMPAT/node/mqttjs_websocket.js"; then FAILED+=("mqtt.js"); fi
