@@ -13,7 +13,7 @@ use super::connection::{CLOSE_TIMEOUT, ConnInfo, HANDSHAKE_TIMEOUT, PROTOCOL_HEA
 use super::context::AmqpContext;
 use super::error::{AmqpError, code};
 use crate::auth::Identity;
-use crate::core::connections::{ConnectionInfo, ConnectionLimits, Registration};
+use crate::core::connections::{ConnectionInfo, Registration};
 use crate::core::login_throttle::Admission;
 use crate::transport::peer::Peer;
 
@@ -140,13 +140,7 @@ fn server_properties() -> FieldTable {
 /// Extracts user and password from a start-ok response.
 fn credentials(mechanism: &str, response: &Bytes) -> Option<(String, String)> {
     match mechanism {
-        "PLAIN" => {
-            let mut parts = response.split(|b| *b == 0);
-            let _authzid = parts.next()?;
-            let user = std::str::from_utf8(parts.next()?).ok()?;
-            let pass = std::str::from_utf8(parts.next()?).ok()?;
-            Some((user.to_string(), pass.to_string()))
-        }
+        "PLAIN" => crate::auth::plain_credentials(response),
         "AMQPLAIN" => {
             let table = FieldTable::decode_body(response.clone()).ok()?;
             let user = table.get("LOGIN")?.as_str()?.to_string();
@@ -174,15 +168,7 @@ fn mechanisms(peer: &Peer) -> Bytes {
 /// ignored), which must exist. The error is the reason for the log.
 async fn authenticate(ctx: &AmqpContext, mechanism: &str, response: &Bytes, peer: &Peer) -> Result<Identity, String> {
     if mechanism == "EXTERNAL" {
-        let Some(cn) = peer.external_identity() else {
-            return Err("EXTERNAL needs a verified TLS client certificate".to_owned());
-        };
-        let user = ctx
-            .broker
-            .users
-            .shared(cn)
-            .ok_or_else(|| format!("no user '{cn}' for the client certificate's common name"))?;
-        return Ok(Identity::Local(user));
+        return crate::auth::certificate_user(&ctx.broker.users, peer.external_identity());
     }
     let Some((username, password)) = credentials(mechanism, response) else {
         return Err(format!("unsupported mechanism or malformed response ({mechanism})"));
@@ -378,10 +364,7 @@ where
         heartbeat,
         tls: peer.tls_info(),
     };
-    let limits = ConnectionLimits {
-        vhost: vhost.max_connections(),
-        user: crate::core::limits::in_force(identity.limits().max_connections),
-    };
+    let limits = identity.connection_limits(&vhost);
     let now = crate::core::message::Message::now_ms();
     let registration = ctx
         .broker

@@ -21,32 +21,11 @@ pub enum Address {
 #[error("invalid address '{0}'")]
 pub struct BadAddress(pub String);
 
-/// Decodes `%XX` escapes; `None` for a malformed escape or invalid UTF-8.
-fn percent_decode(s: &str) -> Option<String> {
-    if !s.contains('%') {
-        return Some(s.to_owned());
-    }
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' {
-            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
-}
-
 impl Address {
     /// Parses a link's source or target address.
     pub fn parse(address: &str) -> Result<Address, BadAddress> {
         let bad = || BadAddress(address.to_owned());
-        let dec = |s: &str| percent_decode(s).ok_or_else(bad);
+        let dec = |s: &str| crate::auth::percent_decode(s, false).ok_or_else(bad);
         if address == "/management" {
             return Ok(Address::Management);
         }

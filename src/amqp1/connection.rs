@@ -296,7 +296,8 @@ impl Connection {
             Performative::Attach(a) => self.attach(ch, *a)?,
             Performative::Flow(f) => self.flow(ch, f)?,
             Performative::Transfer(t, payload) => {
-                let perms = self.permissions().clone();
+                // Brought up to date, then borrowed beside the sessions.
+                self.permissions();
                 let Connection {
                     ctx,
                     id,
@@ -304,6 +305,7 @@ impl Connection {
                     user,
                     sessions,
                     wakes,
+                    perms,
                     ..
                 } = self;
                 let Some(s) = sessions.get_mut(&ch) else {
@@ -329,7 +331,7 @@ impl Connection {
                     ctx,
                     vhost,
                     user,
-                    perms: &perms,
+                    perms: &perms.1,
                     wakes,
                     conn_id: *id,
                 };

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::codec::frame::{AMQP_HEADER, MIN_MAX_FRAME_SIZE, SASL_HEADER, parse_frame, write_frame};
@@ -15,7 +15,7 @@ use super::codec::{Frame, FrameKind, Value};
 use super::error::condition;
 use crate::amqp::AmqpContext;
 use crate::auth::Identity;
-use crate::core::connections::{ConnectionInfo, ConnectionLimits, Registration};
+use crate::core::connections::{ConnectionInfo, Registration};
 use crate::core::login_throttle::Admission;
 use crate::core::vhost::VHost;
 use crate::transport::peer::Peer;
@@ -109,15 +109,6 @@ pub async fn send_performative<W: AsyncWrite + Unpin>(wr: &mut W, p: &Performati
     send(wr, &out).await
 }
 
-/// PLAIN's `authzid NUL user NUL password`.
-fn plain_credentials(response: &Bytes) -> Option<(String, String)> {
-    let mut parts = response.split(|b| *b == 0);
-    let _authzid = parts.next()?;
-    let user = std::str::from_utf8(parts.next()?).ok()?;
-    let pass = std::str::from_utf8(parts.next()?).ok()?;
-    Some((user.to_owned(), pass.to_owned()))
-}
-
 /// The SASL exchange: offers the mechanisms, checks the client's choice.
 async fn sasl<R, W>(
     ctx: &AmqpContext,
@@ -159,16 +150,8 @@ where
         return Err(refuse(wr, Admission::refusal_text(left)).await);
     }
     let found = match mechanism.as_str() {
-        "EXTERNAL" => match peer.external_identity() {
-            Some(cn) => ctx
-                .broker
-                .users
-                .shared(cn)
-                .map(Identity::Local)
-                .ok_or_else(|| format!("no user '{cn}' for the client certificate's common name")),
-            None => Err("EXTERNAL needs a verified TLS client certificate".to_owned()),
-        },
-        "PLAIN" => match initial_response.as_ref().and_then(plain_credentials) {
+        "EXTERNAL" => crate::auth::certificate_user(&ctx.broker.users, peer.external_identity()),
+        "PLAIN" => match initial_response.as_deref().and_then(crate::auth::plain_credentials) {
             Some((user, pass)) => ctx
                 .broker
                 .auth
@@ -328,10 +311,7 @@ where
         heartbeat,
         tls: peer.tls_info(),
     };
-    let limits = ConnectionLimits {
-        vhost: vhost.max_connections(),
-        user: crate::core::limits::in_force(identity.limits().max_connections),
-    };
+    let limits = identity.connection_limits(&vhost);
     let now = crate::core::message::Message::now_ms();
     let registration = ctx
         .broker

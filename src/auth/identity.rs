@@ -132,6 +132,15 @@ impl Identity {
         Some(tokio::time::Instant::now() + left)
     }
 
+    /// The connection limits a new connection of this user to `vhost` is
+    /// checked against: the vhost's and the user's `max-connections`.
+    pub fn connection_limits(&self, vhost: &crate::core::vhost::VHost) -> crate::core::connections::ConnectionLimits {
+        crate::core::connections::ConnectionLimits {
+            vhost: vhost.max_connections(),
+            user: crate::core::limits::in_force(self.limits().max_connections),
+        }
+    }
+
     /// Limits a local user has set; none for a token's user.
     pub fn limits(&self) -> crate::core::user::UserLimits {
         match self {

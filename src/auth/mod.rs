@@ -39,6 +39,28 @@ pub fn percent_decode(s: &str, plus_is_space: bool) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
+/// The user and password of a SASL PLAIN response (`authzid NUL user NUL
+/// password`), as AMQP 0-9-1 and 1.0 send it.
+pub fn plain_credentials(response: &[u8]) -> Option<(String, String)> {
+    let mut parts = response.split(|b| *b == 0);
+    let _authzid = parts.next()?;
+    let user = std::str::from_utf8(parts.next()?).ok()?;
+    let pass = std::str::from_utf8(parts.next()?).ok()?;
+    Some((user.to_owned(), pass.to_owned()))
+}
+
+/// SASL EXTERNAL: the user named by a verified client certificate's common
+/// name (`cn`, None without one), which must exist. The error is for the log.
+pub fn certificate_user(users: &UserStore, cn: Option<&str>) -> Result<Identity, String> {
+    let Some(cn) = cn else {
+        return Err("EXTERNAL needs a verified TLS client certificate".to_owned());
+    };
+    users
+        .shared(cn)
+        .map(Identity::Local)
+        .ok_or_else(|| format!("no user '{cn}' for the client certificate's common name"))
+}
+
 /// Why a login was refused; the text is for the log.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LoginError {

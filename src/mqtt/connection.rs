@@ -30,7 +30,7 @@ use super::session_registry::{Claim, SessionState};
 use super::shared_subscription;
 use super::topic_alias::{TOPIC_ALIAS_MAXIMUM, TopicAliases};
 use super::topic_map::topic_to_routing_key;
-use crate::core::connections::{ConnectionInfo, ConnectionLimits, Registration};
+use crate::core::connections::{ConnectionInfo, Registration};
 use crate::core::login_throttle::Admission;
 use crate::core::message::Message;
 use crate::core::permissions::{Access, Compiled};
@@ -188,10 +188,7 @@ where
         heartbeat: connect.keep_alive,
         tls: peer.tls_info(),
     };
-    let limits = ConnectionLimits {
-        vhost: admitted.vhost.max_connections(),
-        user: crate::core::limits::in_force(admitted.identity.limits().max_connections),
-    };
+    let limits = admitted.identity.connection_limits(&admitted.vhost);
     let registration = match ctx.broker.connections.register(info, Message::now_ms(), limits) {
         Ok(r) => r,
         Err(reached) => {
