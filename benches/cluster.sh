@@ -52,7 +52,7 @@ start_node() { # start_node i prefix [clustered]: a fresh data dir per prefix
             --clustering-etcd-endpoints "127.0.0.1:$ECLIENT" --clustering-etcd-prefix "$prefix"
             --clustering-lease-ttl "$TTL")
     fi
-    NO_COLOR=1 "$BIN" -D "$WORK/d$i-$prefix" -p $((BASE + 10 + i)) --mqtt-port $((BASE + 20 + i)) \
+    NO_COLOR=1 "$BIN" -D "$WORK/d$i-$prefix" -p $((BASE + 10 + i)) --mqtt-port $((BASE + 20 + i)) --stream-port -1 \
         --http-port $((BASE + 30 + i)) --metrics-http-port -1 --amqps-port -1 --mqtts-port -1 \
         --https-port -1 --control-unix-path "$WORK/ctl$i.sock" "${args[@]}" >"$WORK/n$i-$prefix.log" 2>&1 &
     NODE_PIDS[i]=$!

@@ -46,7 +46,7 @@ wait_listening() {
 # start_lavinmq NAME AMQP_PORT HTTP_PORT: prints the broker's pid.
 start_lavinmq() {
     mkdir -p "$WORK/$1"
-    target/release/lavinmq -D "$WORK/$1" -p "$2" --http-port "$3" --metrics-http-port 0 --mqtt-port 0 \
+    target/release/lavinmq -D "$WORK/$1" -p "$2" --http-port "$3" --metrics-http-port 0 --mqtt-port 0 --stream-port -1 \
         --control-unix-path "$WORK/$1.sock" >>"$WORK/$1.log" 2>&1 &
     LAVINMQ_PIDS+=($!)
     wait_listening "$2" && wait_listening "$3"

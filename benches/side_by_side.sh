@@ -208,7 +208,7 @@ await_listen() {
 }
 start_lavinmq() {
     mkdir -p "$DATA"
-    target/release/lavinmq -D "$DATA" -p "$LPORT" --http-port 0 --metrics-http-port 0 --mqtt-port 0 \
+    target/release/lavinmq -D "$DATA" -p "$LPORT" --http-port 0 --metrics-http-port 0 --mqtt-port 0 --stream-port -1 \
         --control-unix-path "$WORK/lavinmqctl.sock" >>"$WORK/lavinmq.log" 2>&1 &
     LPID=$!
     await_listen "$LPORT" "$LPID" lavinmq "$WORK/lavinmq.log"
@@ -223,7 +223,7 @@ stop_lavinmq() {
 start_anchor() {
     mkdir -p "$ADATA"
     "$ANCHOR_LAVINMQ" -D "$ADATA" -b 127.0.0.1 -p "$APORT" --amqps-port -1 --http-port -1 --https-port -1 \
-        --mqtt-port -1 --mqtts-port -1 --metrics-http-port -1 --clustering-port "$ACLUSTER_PORT" \
+        --mqtt-port -1 --mqtts-port -1 --stream-port -1 --metrics-http-port -1 --clustering-port "$ACLUSTER_PORT" \
         --control-unix-path "$WORK/anchor-ctl.sock" >>"$WORK/anchor.log" 2>&1 &
     APID=$!
     await_listen "$APORT" "$APID" "LavinMQ 2.9.1" "$WORK/anchor.log" || { stop_anchor; return 1; }

@@ -184,7 +184,7 @@ sandbox_inner() {
     LOG="$S/broker.log"
     start_broker_and_wait chroot "$R" /usr/bin/env -i PATH=/usr/bin:/bin "${envs[@]}" \
         /usr/bin/setpriv --reuid=lavinmq --regid=lavinmq --init-groups -- \
-        /bin/sh -c 'umask 0027 && exec /usr/bin/lavinmq -p 0 --mqtt-port 0 --http-port 0 --metrics-http-port -1'
+        /bin/sh -c 'umask 0027 && exec /usr/bin/lavinmq -p 0 --mqtt-port 0 --stream-port 0 --http-port 0 --metrics-http-port -1'
     grep -q 'config file: /etc/lavinmq/lavinmq.ini' "$LOG" || fail "the broker did not read /etc/lavinmq/lavinmq.ini"
     grep -q 'data dir /var/lib/lavinmq' "$LOG" || fail "the broker did not use /var/lib/lavinmq"
     expect "control socket owner and mode" "$(in_root stat -c '%U:%G %a' "$SOCK")" "lavinmq:lavinmq 660"
@@ -584,7 +584,7 @@ CTL="$X/usr/bin/lavinmqctl"
 LOG="$TMP/image.log"
 start_broker_and_wait env "${image_env[@]}" LAVINMQ_DATADIR="$TMP/image/data" \
     LAVINMQ_CONTROL_UNIX_PATH="$SOCK" "$X/usr/bin/lavinmq" -c "$ini" \
-    -p 0 --mqtt-port 0 --http-port 0 --metrics-http-port 0
+    -p 0 --mqtt-port 0 --stream-port 0 --http-port 0 --metrics-http-port 0
 for listener in AMQP MQTT 'HTTP API' Metrics; do
     grep -qE "$listener listening on (\[::\]|0\.0\.0\.0):" "$LOG" ||
         fail "with the image's config, $listener does not listen on all interfaces: $(cat "$LOG")"

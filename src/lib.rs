@@ -24,6 +24,7 @@ pub mod mqtt;
 pub mod server;
 pub mod shovel;
 pub mod store;
+pub mod stream_protocol;
 pub mod system_limits;
 pub mod systemd;
 pub mod takeover;

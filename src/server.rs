@@ -95,6 +95,8 @@ pub struct Server {
     shutdown: CancellationToken,
     ctx: Arc<AmqpContext>,
     mqtt_ctx: Arc<MqttContext>,
+    stream_ctx: Arc<crate::stream_protocol::StreamContext>,
+    stream_addr: Option<SocketAddr>,
     control: Option<crate::transport::unix_socket::BoundSocket>,
     /// Stops the `log_exchange` publisher, while it runs.
     log_exchange: parking_lot::Mutex<Option<CancellationToken>>,
@@ -201,12 +203,47 @@ impl Server {
             ),
             None => (None, None, None),
         };
+        let stream_listener = match config.stream.port {
+            Some(port) => {
+                let l = bind_tcp("stream", &config.stream.bind, port).await?;
+                let addr = l.local_addr().map_err(|source| StartError::Bind {
+                    what: "stream",
+                    addr: config.stream.bind.clone(),
+                    source,
+                })?;
+                tracing::info!("Stream protocol listening on {addr}");
+                Some((l, addr))
+            }
+            None => None,
+        };
+        let stream_tls_listener = match (&tls, config.stream.tls_port) {
+            (Some(_), Some(port)) => {
+                let l = bind_tcp("stream TLS", &config.stream.bind, port).await?;
+                let addr = l.local_addr().map_err(|source| StartError::Bind {
+                    what: "stream TLS",
+                    addr: config.stream.bind.clone(),
+                    source,
+                })?;
+                tracing::info!("Stream protocol over TLS listening on {addr}");
+                Some((l, addr))
+            }
+            _ => None,
+        };
+        let stream_addr = stream_listener.as_ref().map(|l| l.1);
+        let stream_tls_addr = stream_tls_listener.as_ref().map(|l| l.1);
         let mut listeners = vec![("amqp", amqp_addr), ("mqtt", mqtt_addr), ("http", http_addr)];
+        listeners.extend(stream_addr.map(|a| ("stream", a)));
+        listeners.extend(stream_tls_addr.map(|a| ("stream/ssl", a)));
         for (protocol, addr) in [("amqps", amqps_addr), ("mqtts", mqtts_addr), ("https", https_addr)] {
             listeners.extend(addr.map(|a| (protocol, a)));
         }
         let ctx = AmqpContext::new(broker.clone(), amqp_settings, shutdown.clone());
         let mqtt_ctx = MqttContext::new(broker.clone(), mqtt_settings(config), shutdown.clone());
+        let stream_ctx = crate::stream_protocol::StreamContext::new(
+            ctx.clone(),
+            stream_settings(config, stream_addr, stream_tls_addr),
+            shutdown.clone(),
+        );
         let http_state = Arc::new(crate::http::HttpState {
             broker: broker.clone(),
             loopback_only_user: main.default_user_only_loopback.then(|| main.default_user.clone()),
@@ -263,6 +300,11 @@ impl Server {
                 let edge = mqtt_edge.clone();
                 tokio::spawn(serve_tls(listener, edge, acceptors.mqtt.clone(), mqtt_ctx.clone()));
             }
+            if let Some((listener, _)) = stream_tls_listener {
+                // The stream protocol's TLS settings are AMQPS's.
+                let edge = mqtt_edge.clone();
+                tokio::spawn(serve_tls(listener, edge, acceptors.amqp.clone(), stream_ctx.clone()));
+            }
             if let Some((listener, _)) = bound.http {
                 let (tls, state) = (acceptors.http.clone(), http_state.clone());
                 tokio::spawn(crate::http::https::serve(
@@ -285,9 +327,16 @@ impl Server {
         ));
         tokio::spawn(crate::transport::protocol_listener::serve_plain(
             mqtt_listener,
-            mqtt_edge,
+            mqtt_edge.clone(),
             mqtt_ctx.clone(),
         ));
+        if let Some((listener, _)) = stream_listener {
+            tokio::spawn(crate::transport::protocol_listener::serve_plain(
+                listener,
+                mqtt_edge,
+                stream_ctx.clone(),
+            ));
+        }
         apply_node_limits(&broker, main);
         tokio::spawn(alarm_check_loop(broker.clone(), shutdown.clone()));
         tokio::spawn(crate::memory_trim::trim_periodically(broker.clone(), shutdown.clone()));
@@ -306,6 +355,8 @@ impl Server {
             shutdown,
             ctx,
             mqtt_ctx,
+            stream_ctx,
+            stream_addr,
             control,
             log_exchange: parking_lot::Mutex::new(None),
             unix_sockets,
@@ -368,6 +419,11 @@ impl Server {
         self.mqtt_addr
     }
 
+    /// Address of the stream protocol listener, unless disabled.
+    pub fn stream_addr(&self) -> Option<SocketAddr> {
+        self.stream_addr
+    }
+
     /// The address the HTTP API listener is bound to.
     pub fn http_addr(&self) -> SocketAddr {
         self.http_addr
@@ -426,9 +482,11 @@ impl Server {
         }
         self.ctx.tasks.close();
         self.mqtt_ctx.tasks.close();
+        self.stream_ctx.tasks.close();
         let connections = async {
             self.ctx.tasks.wait().await;
             self.mqtt_ctx.tasks.wait().await;
+            self.stream_ctx.tasks.wait().await;
         };
         if tokio::time::timeout(Duration::from_secs(5), connections).await.is_err() {
             tracing::warn!("connections did not close in time");
@@ -576,6 +634,33 @@ async fn alarm_check_loop(broker: Arc<Broker>, shutdown: CancellationToken) {
             _ = tokio::time::sleep(Duration::from_millis(250)) => {}
             _ = shutdown.cancelled() => return,
         }
+    }
+}
+
+/// The stream listeners' settings: the address metadata answers advertise
+/// is the configured one, else the bind address (the host name when bound
+/// to every address), with the bound ports.
+fn stream_settings(
+    config: &Config,
+    plain: Option<SocketAddr>,
+    tls: Option<SocketAddr>,
+) -> crate::stream_protocol::StreamSettings {
+    let s = &config.stream;
+    let host = s
+        .advertised_host
+        .clone()
+        .unwrap_or_else(|| match s.bind.parse::<std::net::IpAddr>() {
+            Ok(ip) if ip.is_unspecified() => crate::core::node::host_name(),
+            _ => s.bind.clone(),
+        });
+    let plain_port = plain.map(|a| a.port());
+    let tls_port = tls.map(|a| a.port());
+    crate::stream_protocol::StreamSettings {
+        frame_max: s.frame_max,
+        heartbeat: s.heartbeat,
+        advertised_host: host,
+        advertised_port: s.advertised_port.or(plain_port).or(tls_port).unwrap_or(5552),
+        advertised_tls_port: s.advertised_port.and(tls_port).or(tls_port),
     }
 }
 

@@ -120,6 +120,20 @@ pub(crate) struct Cli {
     #[arg(long, value_name = "PATH")]
     mqtt_unix_path: Option<PathBuf>,
 
+    /// IP address the stream protocol listens on (overrides --bind)
+    #[arg(long, value_name = "BIND")]
+    stream_bind: Option<String>,
+
+    /// Stream protocol port to listen on (default: 5552); -1 to disable
+    #[arg(long, value_name = "PORT", allow_negative_numbers = true,
+          value_parser = clap::value_parser!(i32).range(-1..=65535))]
+    stream_port: Option<i32>,
+
+    /// Stream protocol TLS port to listen on (default: 5551); -1 to disable
+    #[arg(long, value_name = "PORT", allow_negative_numbers = true,
+          value_parser = clap::value_parser!(i32).range(-1..=65535))]
+    stream_tls_port: Option<i32>,
+
     /// IP address the HTTP server listens on (overrides --bind)
     #[arg(long, value_name = "BIND")]
     http_bind: Option<String>,
@@ -295,6 +309,14 @@ impl Cli {
         set(&mut mqtt.port, self.mqtt_port);
         set(&mut mqtt.tls_port, self.mqtts_port.map(|p| u16::try_from(p).ok()));
         set_opt(&mut mqtt.unix_path, self.mqtt_unix_path);
+
+        let stream = &mut config.stream;
+        set(&mut stream.bind, self.stream_bind.or_else(|| self.bind.clone()));
+        set(&mut stream.port, self.stream_port.map(|p| u16::try_from(p).ok()));
+        set(
+            &mut stream.tls_port,
+            self.stream_tls_port.map(|p| u16::try_from(p).ok()),
+        );
 
         let mgmt = &mut config.mgmt;
         set(&mut mgmt.bind, self.http_bind.or(self.bind));

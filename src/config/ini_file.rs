@@ -56,6 +56,7 @@ fn apply_section(
         "amqp" => apply_amqp,
         "mqtt" => apply_mqtt,
         "mgmt" => apply_mgmt,
+        "stream" => apply_stream,
         "clustering" => apply_clustering,
         "oauth" => apply_oauth,
         "http" => {
@@ -386,6 +387,26 @@ fn apply_mqtt(config: &mut Config, e: &Entry<'_>, warnings: &mut Vec<String>) ->
         "max_inflight_messages" => m.max_inflight_messages = e.int()?,
         "max_keep_alive" => m.max_keep_alive = e.int()?,
         "default_vhost" => m.default_vhost = e.string(),
+        _ => warnings.push(e.unknown()),
+    }
+    Ok(())
+}
+
+fn apply_stream(config: &mut Config, e: &Entry<'_>, warnings: &mut Vec<String>) -> Result<(), ConfigError> {
+    let s = &mut config.stream;
+    match e.key {
+        "bind" => s.bind = e.string(),
+        "port" => s.port = e.port_or_disabled()?,
+        "tls_port" => s.tls_port = e.port_or_disabled()?,
+        "advertised_host" => s.advertised_host = e.opt_string(),
+        "advertised_port" => {
+            s.advertised_port = match e.value.trim() {
+                "" => None,
+                _ => Some(e.int()?),
+            }
+        }
+        "frame_max" => s.frame_max = e.int()?,
+        "heartbeat" => s.heartbeat = e.int()?,
         _ => warnings.push(e.unknown()),
     }
     Ok(())

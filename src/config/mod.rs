@@ -61,6 +61,8 @@ pub struct Config {
     pub mqtt: MqttConfig,
     /// Settings from `[mgmt]` (or the deprecated `[http]`): the HTTP API.
     pub mgmt: MgmtConfig,
+    /// Settings from `[stream]`: RabbitMQ's stream protocol listeners.
+    pub stream: StreamConfig,
     /// Settings from `[clustering]`: etcd-coordinated leader election and
     /// replication to followers.
     pub clustering: ClusteringConfig,
@@ -284,6 +286,47 @@ pub struct MqttConfig {
     pub max_keep_alive: u16,
     /// Vhost MQTT clients land in (`default_vhost`).
     pub default_vhost: String,
+}
+
+/// `[stream]` settings: the listeners of RabbitMQ's stream protocol, which
+/// RabbitMQ's stream clients speak (its port 5552), and the address its
+/// metadata answers name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamConfig {
+    /// Address of the stream listeners (`bind`, `--stream-bind`, `-b`).
+    pub bind: String,
+    /// Plain port (`port`, `--stream-port`); 0 picks an ephemeral port,
+    /// `-1` (`None`) leaves it unbound.
+    pub port: Option<u16>,
+    /// TLS port (`tls_port`, `--stream-tls-port`), bound when TLS is
+    /// configured; unset or `-1` (`None`, the default, as in RabbitMQ where
+    /// stream TLS is opt-in) leaves it unbound.
+    pub tls_port: Option<u16>,
+    /// The host clients are told to connect to for a stream
+    /// (`advertised_host`); by default the bind address, or the machine's
+    /// host name when bound to every address.
+    pub advertised_host: Option<String>,
+    /// The port clients are told to connect to (`advertised_port`); by
+    /// default the bound port.
+    pub advertised_port: Option<u16>,
+    /// Largest frame accepted, told to clients in the tune (`frame_max`).
+    pub frame_max: u32,
+    /// Heartbeat interval in seconds proposed to clients (`heartbeat`).
+    pub heartbeat: u32,
+}
+
+impl Default for StreamConfig {
+    fn default() -> Self {
+        Self {
+            bind: "127.0.0.1".to_owned(),
+            port: Some(5552),
+            tls_port: None,
+            advertised_host: None,
+            advertised_port: None,
+            frame_max: 1_048_576,
+            heartbeat: 60,
+        }
+    }
 }
 
 /// `[mgmt]` settings: the HTTP management API and UI listeners.

@@ -31,6 +31,12 @@ pub trait Consumer: Send + Sync {
     }
     /// Returns a slot taken by [`Consumer::reserve`] that no delivery used.
     fn unreserve(&self) {}
+    /// True when stream messages should carry their offset in an
+    /// `x-stream-offset` header (AMQP consumers); protocols that carry the
+    /// offset otherwise skip the re-encoding.
+    fn wants_offset_header(&self) -> bool {
+        true
+    }
     /// Hands a stored message to the consumer. Called under the queue lock, only
     /// after `reserve()` succeeded; the consumer buffers it for sending.
     /// Returns true when the message is settled by the delivery itself (no-ack

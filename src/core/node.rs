@@ -17,6 +17,16 @@ pub fn name() -> Arc<str> {
     }
 }
 
+/// The machine's host name (`localhost` when it cannot be read).
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "localhost".to_owned())
+}
+
 /// Names the node; the server calls it once at start-up.
 pub fn set_name(name: &str) {
     if let Ok(mut n) = NAME.write() {

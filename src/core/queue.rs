@@ -663,6 +663,46 @@ impl Queue {
         Ok(())
     }
 
+    /// The offset a stream client stored under `reference`; `None` when it
+    /// stored none, or the queue is not a stream.
+    pub fn stored_stream_offset(&self, reference: &str) -> Option<u64> {
+        self.state.lock().stream.as_ref()?.stored_offset(reference)
+    }
+
+    /// Stores a stream client's offset under `reference`.
+    pub fn store_stream_offset(&self, reference: &str, offset: u64) {
+        if let Some(s) = self.state.lock().stream.as_mut() {
+            s.store_offset(reference, offset, Message::now_ms());
+        }
+    }
+
+    /// The last publishing id of the stream publisher named `reference`.
+    pub fn stream_publisher_sequence(&self, reference: &str) -> u64 {
+        let st = self.state.lock();
+        st.stream.as_ref().map_or(0, |s| s.publisher_sequence(reference))
+    }
+
+    /// Publishes a stream publisher's message unless it is a duplicate (its
+    /// `publishing_id` is not above the last one of `reference`): `None`
+    /// for a duplicate.
+    pub fn publish_deduplicated(
+        &self,
+        msg: &Message,
+        scratch: &mut BytesMut,
+        reference: &str,
+        publishing_id: u64,
+    ) -> Result<Option<Published>> {
+        {
+            let mut st = self.state.lock();
+            if let Some(s) = st.stream.as_mut()
+                && !s.track_publisher(reference, publishing_id, Message::now_ms())
+            {
+                return Ok(None);
+            }
+        }
+        self.publish(msg, scratch).map(Some)
+    }
+
     /// Settles stream deliveries of consumer `id` (`acked`: ack, nack or reject;
     /// otherwise returned to the queue, which a stream ignores).
     pub fn settle_stream(&self, id: u64, positions: impl IntoIterator<Item = SegPos>, acked: bool) {
@@ -706,9 +746,16 @@ impl Queue {
                     c.unreserve();
                     continue;
                 };
-                let view = with_header(view, "x-stream-offset", next.offset as i64, &mut st.props_scratch);
-                c.deliver(&view, stream::offset_pos(next.offset), false);
-                st.unacked += 1;
+                let view = match c.wants_offset_header() {
+                    true => with_header(view, "x-stream-offset", next.offset as i64, &mut st.props_scratch),
+                    false => view,
+                };
+                if c.deliver(&view, stream::offset_pos(next.offset), false) {
+                    // Settled by the delivery (a stream-protocol subscriber).
+                    s.settle(c.id(), [next.offset], true, 0);
+                } else {
+                    st.unacked += 1;
+                }
                 st.counts.deliver += 1;
                 delivered += 1;
                 progress = true;
@@ -1120,6 +1167,9 @@ impl Queue {
                 return 0;
             }
             st.deleted = true;
+            if let Some(s) = st.stream.as_mut() {
+                s.discard_tracking();
+            }
             let count = st.store.ready_count();
             if let Err(e) = std::fs::remove_dir_all(st.store.dir()) {
                 tracing::warn!(queue = %self.name, "cannot remove queue directory: {e}");

@@ -19,6 +19,10 @@ use crate::store::stream_store::{StreamCursor, StreamStore};
 
 /// File with the tracked offset of each consumer tag.
 const OFFSETS_FILE: &str = "consumer_offsets.json";
+/// File with the last publishing id of each named stream-protocol publisher.
+const PUBLISHERS_FILE: &str = "publisher_sequences.json";
+/// How long a changed offset or publisher sequence may wait to be written.
+const SAVE_AFTER_MS: i64 = 500;
 
 /// Queue arguments a stream does not accept (RabbitMQ and LavinMQ refuse them).
 pub const FORBIDDEN_ARGUMENTS: [&str; 8] = [
@@ -187,6 +191,10 @@ pub struct StreamState {
     offsets: BTreeMap<String, u64>,
     offsets_path: PathBuf,
     dirty_since: Option<i64>,
+    /// Last publishing id of each named publisher (stream protocol
+    /// deduplication), by publisher reference.
+    publishers: BTreeMap<String, u64>,
+    publishers_dirty_since: Option<i64>,
 }
 
 /// A message read for a consumer: its offset and where it is.
@@ -205,12 +213,17 @@ impl StreamState {
         let offsets = crate::store::definitions::read_json(&offsets_path)
             .and_then(|v| serde_json::from_value(v).ok())
             .unwrap_or_default();
+        let publishers = crate::store::definitions::read_json(&dir.join(PUBLISHERS_FILE))
+            .and_then(|v| serde_json::from_value(v).ok())
+            .unwrap_or_default();
         Ok(StreamState {
             store,
             readers: FxHashMap::default(),
             offsets,
             offsets_path,
             dirty_since: None,
+            publishers,
+            publishers_dirty_since: None,
         })
     }
 
@@ -346,7 +359,7 @@ impl StreamState {
                 self.offsets.insert(reader.tag.clone(), t);
                 self.dirty_since.get_or_insert(now_ms);
             }
-            if self.dirty_since.is_some_and(|since| now_ms - since >= 500) {
+            if self.dirty_since.is_some_and(|since| now_ms - since >= SAVE_AFTER_MS) {
                 self.save_offsets();
             }
         }
@@ -367,6 +380,66 @@ impl StreamState {
         }
     }
 
+    /// The offset stored under `reference` (a consumer tag, or a stream
+    /// client's consumer name).
+    pub fn stored_offset(&self, reference: &str) -> Option<u64> {
+        self.offsets.get(reference).copied()
+    }
+
+    /// Stores `offset` under `reference`, as a stream client's store-offset
+    /// asks; written out within [`SAVE_AFTER_MS`] and at close.
+    pub fn store_offset(&mut self, reference: &str, offset: u64, now_ms: i64) {
+        if self.offsets.get(reference) != Some(&offset) {
+            self.offsets.insert(reference.to_owned(), offset);
+            self.dirty_since.get_or_insert(now_ms);
+        }
+        if self.dirty_since.is_some_and(|since| now_ms - since >= SAVE_AFTER_MS) {
+            self.save_offsets();
+        }
+    }
+
+    /// The last publishing id stored for the publisher named `reference`
+    /// (0 when none).
+    pub fn publisher_sequence(&self, reference: &str) -> u64 {
+        self.publishers.get(reference).copied().unwrap_or(0)
+    }
+
+    /// Records that the publisher named `reference` sent `publishing_id`;
+    /// false when it sent that id (or a later one) before: the message is
+    /// a duplicate and is not stored again.
+    pub fn track_publisher(&mut self, reference: &str, publishing_id: u64, now_ms: i64) -> bool {
+        match self.publishers.get_mut(reference) {
+            Some(last) if *last >= publishing_id => return false,
+            Some(last) => *last = publishing_id,
+            None => {
+                self.publishers.insert(reference.to_owned(), publishing_id);
+            }
+        }
+        let since = *self.publishers_dirty_since.get_or_insert(now_ms);
+        if now_ms - since >= SAVE_AFTER_MS {
+            self.save_publishers();
+        }
+        true
+    }
+
+    /// Writes the publisher sequences if they changed.
+    pub fn save_publishers(&mut self) {
+        if self.publishers_dirty_since.take().is_none() {
+            return;
+        }
+        let path = self.offsets_path.with_file_name(PUBLISHERS_FILE);
+        let value = serde_json::json!(self.publishers);
+        if let Err(e) = crate::store::definitions::write_json(&path, &value, false) {
+            tracing::warn!("cannot save stream publisher sequences: {e}");
+        }
+    }
+
+    /// Forgets unsaved changes: the stream is being deleted.
+    pub fn discard_tracking(&mut self) {
+        self.dirty_since = None;
+        self.publishers_dirty_since = None;
+    }
+
     /// Writes the tracked offsets if they changed.
     pub fn save_offsets(&mut self) {
         if self.dirty_since.take().is_none() {
@@ -376,6 +449,15 @@ impl StreamState {
         if let Err(e) = crate::store::definitions::write_json(&self.offsets_path, &offsets, false) {
             tracing::warn!("cannot save stream consumer offsets: {e}");
         }
+    }
+}
+
+impl Drop for StreamState {
+    /// A stream closed with the broker keeps its offsets and publisher
+    /// sequences.
+    fn drop(&mut self) {
+        self.save_offsets();
+        self.save_publishers();
     }
 }
 

@@ -30,12 +30,7 @@ const USER_HZ: f64 = 100.0;
 
 /// The host name, which LavinMQ reports as the cluster name.
 pub fn hostname() -> String {
-    fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|s| s.trim().to_owned())
-        .filter(|s| !s.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "localhost".to_owned())
+    crate::core::node::host_name()
 }
 
 /// Open file descriptors of this process.

@@ -16,4 +16,5 @@ mod persistence;
 mod publish;
 mod queue_features;
 mod queues;
+mod stream_protocol;
 mod streams;

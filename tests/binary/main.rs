@@ -81,6 +81,8 @@ fn spawn(data: &std::path::Path, extra: &[&str]) -> (Child, u16) {
             "0",
             "--mqtt-port",
             "0",
+            "--stream-port",
+            "0",
         ])
         .arg("--control-unix-path")
         .arg(data.join("ctl.sock"))

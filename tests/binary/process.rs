@@ -116,6 +116,8 @@ impl BrokerProcess {
             "0",
             "--mqtt-port",
             "0",
+            "--stream-port",
+            "0",
         ]);
         cmd.arg("--control-unix-path").arg(data.join("ctl.sock"));
         if let Some(ini) = ini {

@@ -55,7 +55,7 @@ fn systemd_hears_ready_only_once_listening_then_reloading_watchdog_and_stopping(
         .args(["--metrics-http-port", "0"])
         .args(["-p", &amqp.to_string()])
         .args(["--http-port", &http.to_string()])
-        .args(["--mqtt-port", &mqtt.to_string()])
+        .args(["--mqtt-port", &mqtt.to_string(), "--stream-port", "0"])
         .arg("--control-unix-path")
         .arg(dir.path().join("ctl.sock"))
         .env("NOTIFY_SOCKET", &notify_path)
@@ -101,6 +101,8 @@ fn under_journald_lines_carry_a_priority_and_no_timestamp() {
             "--http-port",
             "0",
             "--mqtt-port",
+            "0",
+            "--stream-port",
             "0",
             "--metrics-http-port",
             "0",

@@ -59,6 +59,7 @@ pub async fn start_with(tweak: impl FnOnce(&mut Config)) -> TestBroker {
     config.amqp.port = 0;
     config.mgmt.port = 0;
     config.mqtt.port = 0;
+    config.stream.port = Some(0);
     config.main.metrics_http_port = Some(0);
     config.main.control_unix_path = dir.path().join("ctl.sock");
     tweak(&mut config);
@@ -80,6 +81,11 @@ impl TestBroker {
     /// Address of the AMQP listener.
     pub fn addr(&self) -> SocketAddr {
         self.server().amqp_addr()
+    }
+
+    /// Address of the stream protocol listener.
+    pub fn stream_addr(&self) -> SocketAddr {
+        self.server().stream_addr().expect("stream listener bound")
     }
 
     /// The data dir (shared by restarts).

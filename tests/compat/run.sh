@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Cross-client compatibility tests (pika/pytest with paho-mqtt, kombu,
-# amqplib, mqtt.js), then the management UI's end-to-end tests in headless
-# Chromium (tests/compat/node/ui_e2e.js, screenshots of every page in
-# target/ui-screenshots/). The broker started here also accepts OAuth 2
+# Cross-client compatibility tests (pika/pytest with paho-mqtt and rstream for
+# the stream protocol, kombu, amqplib, mqtt.js), then the management UI's
+# end-to-end tests in headless Chromium (tests/compat/node/ui_e2e.js,
+# screenshots of every page in target/ui-screenshots/). The broker started here also accepts OAuth 2
 # tokens from a small identity provider (tests/compat/node/oidc_provider.js)
 # and offers its UI single sign-on through it.
 #
@@ -11,7 +11,8 @@
 #     a free loopback port with a fresh data dir, or
 #   - with COMPAT_TARGET_URL=amqp://... runs against an already running broker
 #     (e.g. a reference RabbitMQ started by scripts/start-rabbitmq.sh); set
-#     MGMT_URL=http://user:pass@host:port for its management API.
+#     MGMT_URL=http://user:pass@host:port for its management API and
+#     STREAM_PORT (default 5552) for its stream protocol port.
 #
 # Other knobs:
 #   LAVINMQ_ARGS     extra arguments for the broker binary
@@ -67,6 +68,8 @@ if [ -n "${COMPAT_TARGET_URL:-}" ]; then
     export AMQP_URL="$COMPAT_TARGET_URL"
     echo "compat: using existing broker at $AMQP_URL"
     HOST_PORT="$("$PY" -c 'import sys; from urllib.parse import urlsplit; u = urlsplit(sys.argv[1]); print(u.hostname or "127.0.0.1", u.port or 5672)' "$AMQP_URL")"
+    export STREAM_HOST="${STREAM_HOST:-${HOST_PORT%% *}}"
+    export STREAM_PORT="${STREAM_PORT:-5552}"
 else
     BIN="${LAVINMQ_BIN:-target/release/lavinmq}"
     if [ ! -x "$BIN" ]; then
@@ -76,6 +79,7 @@ else
     PORT="$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
     HTTP_PORT="$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
     MQTT_PORT="$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
+    STREAM_PORT="$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
     OIDC_PORT="$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
     DATA_DIR="$(mktemp -d)"
     BROKER_LOG="$(mktemp)"
@@ -106,11 +110,13 @@ client_id = lavinmq-ui
 mgmt_base_url = http://127.0.0.1:$HTTP_PORT
 INI
     # shellcheck disable=SC2086
-    "$BIN" -c "$CONFIG_FILE" -D "$DATA_DIR" -p "$PORT" --amqp-bind 127.0.0.1 --http-bind 127.0.0.1 --http-port "$HTTP_PORT" --mqtt-bind 127.0.0.1 --mqtt-port "$MQTT_PORT" --metrics-http-port 0 --control-unix-path "$DATA_DIR/ctl.sock" ${LAVINMQ_ARGS:-} >"$BROKER_LOG" 2>&1 &
+    "$BIN" -c "$CONFIG_FILE" -D "$DATA_DIR" -p "$PORT" --amqp-bind 127.0.0.1 --http-bind 127.0.0.1 --http-port "$HTTP_PORT" --mqtt-bind 127.0.0.1 --mqtt-port "$MQTT_PORT" --stream-bind 127.0.0.1 --stream-port "$STREAM_PORT" --metrics-http-port 0 --control-unix-path "$DATA_DIR/ctl.sock" ${LAVINMQ_ARGS:-} >"$BROKER_LOG" 2>&1 &
     BROKER_PID=$!
     export AMQP_URL="amqp://guest:guest@127.0.0.1:$PORT/%2F"
     export MGMT_URL="http://guest:guest@127.0.0.1:$HTTP_PORT"
     export MQTT_URL="mqtt://127.0.0.1:$MQTT_PORT"
+    export STREAM_HOST="127.0.0.1"
+    export STREAM_PORT
     export LAVINMQ_HTTP_URL="http://127.0.0.1:$HTTP_PORT"
     HOST_PORT="127.0.0.1 $PORT"
     echo "compat: started $BIN (pid $BROKER_PID) on 127.0.0.1:$PORT"

@@ -224,6 +224,8 @@ impl Node {
             p.amqp.to_string(),
             "--mqtt-port".into(),
             p.mqtt.to_string(),
+            "--stream-port".into(),
+            "0".into(),
             "--http-port".into(),
             p.http.to_string(),
             "--metrics-http-port".into(),

@@ -1,0 +1,197 @@
+//! Publishing: a declared publisher appends messages to one stream; each
+//! publishing id is confirmed once the message is on disk (after the group
+//! commit that covers it, and, clustered, the in-sync followers), or
+//! refused with a code. A publisher with a name (its reference) is
+//! deduplicated: an id not above the last one stored for that name is
+//! confirmed without being stored again, across reconnects and restarts.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use parking_lot::Mutex;
+
+use super::codec::command::Published;
+use super::codec::{code, reply};
+use crate::amqp1::message::Received;
+use crate::core::message::Message;
+use crate::core::queue::Queue;
+use crate::store::{GroupSync, SyncWaiter};
+use crate::transport::outbox::Outbox;
+use crate::wire::{FieldTable, FieldValue, ShortStr};
+
+/// The header the filter value of a message is kept in, which the stream
+/// filters of every protocol match.
+const FILTER_VALUE_HEADER: &str = "x-stream-filter-value";
+
+/// A declared publisher.
+pub struct Publisher {
+    /// The stream it writes to.
+    pub queue: Arc<Queue>,
+    /// Its name, for deduplication.
+    pub reference: Option<String>,
+}
+
+/// Confirms and replies held until the sync that covers them, sent in the
+/// order they were queued.
+pub struct HeldReplies {
+    outbox: Arc<Outbox>,
+    state: Mutex<Held>,
+}
+
+#[derive(Default)]
+struct Held {
+    next_token: u64,
+    /// (token, publisher id, publishing ids) or (token, a written reply).
+    waiting: VecDeque<(u64, Pending)>,
+}
+
+enum Pending {
+    Confirms(u8, Vec<u64>),
+    Reply(BytesMut),
+}
+
+impl HeldReplies {
+    /// Replies for the connection behind `outbox`.
+    pub fn new(outbox: Arc<Outbox>) -> Arc<Self> {
+        Arc::new(HeldReplies {
+            outbox,
+            state: Mutex::default(),
+        })
+    }
+
+    fn hold(self: &Arc<Self>, sync: &GroupSync, pending: Pending) {
+        let token = {
+            let mut s = self.state.lock();
+            s.next_token += 1;
+            let t = s.next_token;
+            s.waiting.push_back((t, pending));
+            t
+        };
+        let waiter: Arc<dyn SyncWaiter> = self.clone();
+        sync.register(&waiter, token);
+    }
+
+    /// Confirms `ids` of `publisher_id` once synced.
+    pub fn confirm_after_sync(self: &Arc<Self>, sync: &GroupSync, publisher_id: u8, ids: Vec<u64>) {
+        self.hold(sync, Pending::Confirms(publisher_id, ids));
+    }
+
+    /// Sends the reply `write` produces once synced (a definition change).
+    pub fn reply_after_sync(self: &Arc<Self>, sync: &GroupSync, write: impl FnOnce(&mut BytesMut)) {
+        let mut b = BytesMut::new();
+        write(&mut b);
+        self.hold(sync, Pending::Reply(b));
+    }
+
+    /// True while something waits for a sync: later replies must queue
+    /// behind it to keep their order.
+    pub fn busy(&self) -> bool {
+        !self.state.lock().waiting.is_empty()
+    }
+}
+
+impl SyncWaiter for HeldReplies {
+    fn synced(&self, token: u64, ok: bool) {
+        let mut ready = Vec::new();
+        {
+            let mut s = self.state.lock();
+            while s.waiting.front().is_some_and(|(t, _)| *t <= token) {
+                if let Some((_, p)) = s.waiting.pop_front() {
+                    ready.push(p);
+                }
+            }
+        }
+        if ready.is_empty() {
+            return;
+        }
+        self.outbox.send(|b| {
+            for p in ready {
+                match p {
+                    Pending::Confirms(publisher, ids) if ok => reply::publish_confirm(b, publisher, &ids),
+                    Pending::Confirms(publisher, ids) => {
+                        let errors: Vec<(u64, u16)> = ids.iter().map(|id| (*id, code::INTERNAL_ERROR)).collect();
+                        reply::publish_error(b, publisher, &errors);
+                    }
+                    Pending::Reply(bytes) => b.extend_from_slice(&bytes),
+                }
+            }
+        });
+    }
+}
+
+/// What became of the messages of one publish frame.
+#[derive(Default)]
+pub struct Outcome {
+    /// Stored (or duplicates): confirmed.
+    pub confirmed: Vec<u64>,
+    /// Refused, with their codes.
+    pub refused: Vec<(u64, u16)>,
+    /// The stream got its first ready message: wake its readers.
+    pub woke: bool,
+}
+
+impl Publisher {
+    /// Stores the messages of a publish frame on the publisher's stream.
+    pub fn publish(&self, messages: Vec<Published>, scratch: &mut BytesMut, set_timestamp: bool) -> Outcome {
+        let mut out = Outcome::default();
+        let deleted = self.queue.lock().deleted;
+        for m in messages {
+            let id = m.publishing_id;
+            if deleted {
+                out.refused.push((id, code::STREAM_DOES_NOT_EXIST));
+                continue;
+            }
+            let msg = match to_message(&self.queue.name, &m, set_timestamp) {
+                Ok(msg) => msg,
+                Err(e) => {
+                    tracing::info!("publish refused: {e}");
+                    out.refused.push((id, code::PRECONDITION_FAILED));
+                    continue;
+                }
+            };
+            let stored = match &self.reference {
+                Some(r) => self.queue.publish_deduplicated(&msg, scratch, r, id),
+                None => self.queue.publish(&msg, scratch).map(Some),
+            };
+            match stored {
+                Ok(Some(p)) if p.rejected => out.refused.push((id, code::PRECONDITION_FAILED)),
+                Ok(Some(p)) => {
+                    out.woke |= p.woke;
+                    out.confirmed.push(id);
+                }
+                // A duplicate: confirmed, not stored again.
+                Ok(None) => out.confirmed.push(id),
+                Err(e) => {
+                    tracing::error!("publish failed: {e}");
+                    out.refused.push((id, code::INTERNAL_ERROR));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The core message for a published AMQP 1.0 message, its filter value kept
+/// in a header.
+fn to_message(stream: &str, m: &Published, set_timestamp: bool) -> Result<Message, String> {
+    let received = Received::parse(&m.message).map_err(|e| e.to_string())?;
+    let mut properties = received.properties;
+    if let Some(v) = &m.filter_value {
+        properties
+            .headers
+            .get_or_insert_with(FieldTable::new)
+            .insert(FILTER_VALUE_HEADER, FieldValue::from(v.as_str()));
+    }
+    if set_timestamp && properties.timestamp.is_none() {
+        properties.timestamp = Some((Message::now_ms() / 1000) as u64);
+    }
+    Ok(Message {
+        timestamp: Message::coarse_now_ms(),
+        exchange: ShortStr::from(""),
+        routing_key: ShortStr::from(stream),
+        properties: Box::new(properties),
+        raw_properties: None,
+        body: received.body,
+    })
+}
