@@ -231,3 +231,70 @@ AMQP1_TRANSFER = amqp1_frame(amqp1_list(0x14, [b"\x43", b"\x43", b"\xa0\x01\x00"
 AMQP1_DISPOSITION = amqp1_frame(amqp1_list(0x15, [b"\x41", b"\x43", b"\x52\x05", b"\x41", amqp1_list(0x24, [])]))
 seed("amqp1_frame", "handshake", AMQP1_INIT + AMQP1_OPEN + AMQP1_BEGIN)
 seed("amqp1_frame", "publish", AMQP1_ATTACH + AMQP1_TRANSFER + AMQP1_DISPOSITION)
+
+
+# --- RabbitMQ stream protocol: frames as a client sends them -----------------
+def sframe(key, fields, version=1):
+    body = struct.pack(">HH", key, version) + fields
+    return struct.pack(">I", len(body)) + body
+
+
+def sstr(s):
+    if s is None:
+        return struct.pack(">h", -1)
+    b = s.encode()
+    return struct.pack(">h", len(b)) + b
+
+
+def sbytes(b):
+    return struct.pack(">i", len(b)) + b
+
+
+def sarray(items):
+    return struct.pack(">i", len(items)) + b"".join(items)
+
+
+def smap(pairs):
+    return sarray([sstr(k) + sstr(v) for k, v in pairs])
+
+
+STREAM_MESSAGE = b"\x00\x53\x75\xa0\x05hello"
+STREAM_MESSAGE_PROPS = AMQP1_MESSAGE
+STREAM_PEER_PROPERTIES = sframe(17, struct.pack(">I", 1) + smap([("product", "fuzz"), ("version", "1.0"), ("connection_name", "c")]))
+STREAM_SASL_HANDSHAKE = sframe(18, struct.pack(">I", 2))
+STREAM_SASL_AUTHENTICATE = sframe(19, struct.pack(">I", 3) + sstr("PLAIN") + sbytes(b"\x00guest\x00guest"))
+STREAM_TUNE = sframe(20, struct.pack(">II", 1048576, 60))
+STREAM_OPEN = sframe(21, struct.pack(">I", 4) + sstr("/"))
+STREAM_DECLARE_PUBLISHER = sframe(1, struct.pack(">IB", 5, 0) + sstr("producer-1") + sstr("s"))
+STREAM_PUBLISH_V1 = sframe(2, b"\x00" + sarray([struct.pack(">Q", 1) + sbytes(STREAM_MESSAGE), struct.pack(">Q", 2) + sbytes(STREAM_MESSAGE_PROPS)]))
+STREAM_PUBLISH_V2 = sframe(2, b"\x00" + sarray([struct.pack(">Q", 3) + sstr("red") + sbytes(STREAM_MESSAGE), struct.pack(">Q", 4) + sstr(None) + sbytes(STREAM_MESSAGE_PROPS)]), version=2)
+STREAM_SUBSCRIBE = sframe(7, struct.pack(">IB", 6, 1) + sstr("s") + struct.pack(">HQ", 4, 42) + struct.pack(">H", 10) + smap([("name", "consumer"), ("single-active-consumer", "true"), ("filter.0", "red"), ("match-unfiltered", "true")]))
+STREAM_SUBSCRIBE_OLD = sframe(7, struct.pack(">IB", 7, 2) + sstr("s") + struct.pack(">H", 1) + struct.pack(">H", 1))
+STREAM_SUBSCRIBE_TIMESTAMP = sframe(7, struct.pack(">IB", 8, 3) + sstr("s") + struct.pack(">Hq", 5, 1700000000000) + struct.pack(">H", 2) + smap([]))
+STREAM_CREDIT = sframe(9, struct.pack(">BH", 1, 5))
+STREAM_STORE_OFFSET = sframe(10, sstr("consumer") + sstr("s") + struct.pack(">Q", 42))
+STREAM_QUERY_OFFSET = sframe(11, struct.pack(">I", 9) + sstr("consumer") + sstr("s"))
+STREAM_METADATA = sframe(15, struct.pack(">I", 10) + sarray([sstr("s"), sstr("missing")]))
+STREAM_CREATE = sframe(13, struct.pack(">I", 11) + sstr("s") + smap([("x-queue-type", "stream"), ("max-length-bytes", "1000000"), ("stream-max-segment-size-bytes", "500000")]))
+STREAM_CREATE_SUPER_STREAM = sframe(29, struct.pack(">I", 12) + sstr("orders") + sarray([sstr("orders-0"), sstr("orders-1")]) + sarray([sstr("0"), sstr("1")]) + smap([("max-age", "1h")]))
+STREAM_CLOSE = sframe(22, struct.pack(">IH", 13, 1) + sstr("bye"))
+STREAM_HEARTBEAT = sframe(23, b"")
+seed("stream_frame", "handshake", STREAM_PEER_PROPERTIES + STREAM_SASL_HANDSHAKE + STREAM_SASL_AUTHENTICATE + struct.pack(">I", 12) + struct.pack(">HH", 0x8014, 1) + struct.pack(">II", 1048576, 60) + STREAM_OPEN)
+seed("stream_frame", "publish", STREAM_DECLARE_PUBLISHER + STREAM_PUBLISH_V1 + STREAM_PUBLISH_V2)
+seed("stream_frame", "subscribe", STREAM_SUBSCRIBE + STREAM_CREDIT + STREAM_STORE_OFFSET + STREAM_QUERY_OFFSET + STREAM_SUBSCRIBE_OLD + STREAM_SUBSCRIBE_TIMESTAMP)
+seed("stream_frame", "manage", STREAM_METADATA + STREAM_CREATE + STREAM_CREATE_SUPER_STREAM)
+seed("stream_frame", "close", STREAM_HEARTBEAT + STREAM_CLOSE + sframe(0x8016, struct.pack(">IH", 13, 1)))
+seed("stream_frame", "tune", STREAM_TUNE + STREAM_HEARTBEAT)
+# The remaining commands, once each.
+seed("stream_frame", "others", b"".join([
+    sframe(5, struct.pack(">I", 14) + sstr("producer-1") + sstr("s")),
+    sframe(6, struct.pack(">IB", 15, 0)),
+    sframe(12, struct.pack(">IB", 16, 1)),
+    sframe(14, struct.pack(">I", 17) + sstr("s")),
+    sframe(24, struct.pack(">I", 18) + sstr("key") + sstr("orders")),
+    sframe(25, struct.pack(">I", 19) + sstr("orders")),
+    sframe(0x801a, struct.pack(">IH", 20, 1) + struct.pack(">H", 3)),
+    sframe(27, struct.pack(">I", 21) + sarray([struct.pack(">HHH", 2, 1, 2), struct.pack(">HHH", 7, 1, 2)])),
+    sframe(28, struct.pack(">I", 22) + sstr("s")),
+    sframe(30, struct.pack(">I", 23) + sstr("orders")),
+]))

@@ -33,6 +33,7 @@ pub mod stats;
 pub mod stats_sampler;
 pub mod stream;
 pub mod stream_filter;
+pub mod stream_groups;
 pub mod super_stream;
 pub mod table_json;
 pub mod topic;

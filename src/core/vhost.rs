@@ -115,6 +115,8 @@ pub struct VHost {
     /// Who set each runtime parameter, when known: a shovel with a host-less
     /// URI acts as that user on this broker.
     parameter_owners: RwLock<HashMap<(String, String), String>>,
+    /// Single active consumer groups of the vhost's streams.
+    pub stream_groups: super::stream_groups::StreamGroups,
 }
 
 /// What administrators say about a vhost (RabbitMQ's vhost metadata): shown by
@@ -311,6 +313,7 @@ impl VHost {
             limits: RwLock::default(),
             parameters: RwLock::default(),
             parameter_owners: RwLock::default(),
+            stream_groups: Default::default(),
             churn: ChurnCounters::default(),
         });
         {

@@ -18,7 +18,7 @@ use super::codec::reply::{self, Broker};
 use super::codec::{Command, DecodeError, code, key, split_frame};
 use super::handshake::{Opened, handshake};
 use super::publisher::{HeldReplies, Publisher};
-use super::subscription::Subscription;
+use super::subscription::{SingleActive, Subscription};
 use crate::auth::Identity;
 use crate::core::permissions::{Access, Compiled};
 use crate::core::queue::Queue;
@@ -33,7 +33,7 @@ const CLOSE_LINGER: Duration = Duration::from_secs(1);
 
 /// The commands and versions we serve, told to clients that ask
 /// (publish 2 carries filter values).
-const COMMAND_VERSIONS: [(u16, u16, u16); 28] = [
+const COMMAND_VERSIONS: [(u16, u16, u16); 29] = [
     (key::DECLARE_PUBLISHER, 1, 1),
     (key::PUBLISH, 1, 2),
     (key::PUBLISH_CONFIRM, 1, 1),
@@ -58,6 +58,7 @@ const COMMAND_VERSIONS: [(u16, u16, u16); 28] = [
     (key::CLOSE, 1, 1),
     (key::HEARTBEAT, 1, 1),
     (key::STREAM_STATS, 1, 1),
+    (key::CONSUMER_UPDATE, 1, 1),
     (key::ROUTE, 1, 1),
     (key::PARTITIONS, 1, 1),
     (key::CREATE_SUPER_STREAM, 1, 1),
@@ -144,6 +145,8 @@ struct Connection {
     /// Streams that got their first messages in this read batch.
     wakes: Vec<Arc<Queue>>,
     alarms: tokio::sync::watch::Receiver<crate::core::alarms::Alarms>,
+    /// Correlation ids of the requests the broker sends (consumer updates).
+    correlations: Arc<std::sync::atomic::AtomicU32>,
 }
 
 impl Connection {
@@ -165,6 +168,7 @@ impl Connection {
             scratch: BytesMut::new(),
             wakes: Vec::new(),
             alarms,
+            correlations: Arc::new(std::sync::atomic::AtomicU32::new(1)),
             ctx,
         }
     }
@@ -445,7 +449,19 @@ impl Connection {
                 return Ok(false);
             }
             Command::CloseResponse => return Ok(false),
-            Command::Heartbeat | Command::Tune { .. } | Command::ConsumerUpdateResponse { .. } => {}
+            Command::ConsumerUpdateResponse {
+                correlation_id, offset, ..
+            } => {
+                let start = offset.map(start_at);
+                let found = self
+                    .subscriptions
+                    .values()
+                    .any(|s| s.activated(correlation_id, start.clone()));
+                if !found {
+                    tracing::debug!("consumer update answer {correlation_id} for no pending activation");
+                }
+            }
+            Command::Heartbeat | Command::Tune { .. } => {}
             Command::ExchangeCommandVersions { correlation_id, .. } => {
                 self.outbox
                     .write(|b| reply::command_versions(b, correlation_id, &COMMAND_VERSIONS));
@@ -657,15 +673,31 @@ impl Connection {
             return refuse(self, code::ACCESS_REFUSED);
         }
         let property = |k: &str| properties.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
-        if property("single-active-consumer") == Some("true") {
-            tracing::info!("subscription refused: single active consumer is not supported yet");
-            return refuse(self, code::PRECONDITION_FAILED);
-        }
         let opts = match consumer_options(offset, properties) {
             Ok(o) => o,
             Err(e) => {
                 tracing::info!("subscription refused: {e}");
                 return refuse(self, code::PRECONDITION_FAILED);
+            }
+        };
+        let single_active = match property("single-active-consumer") == Some("true") {
+            false => None,
+            true => {
+                let Some(name) = property("name").filter(|n| !n.is_empty()) else {
+                    tracing::info!("subscription refused: a single active consumer needs a name");
+                    return refuse(self, code::PRECONDITION_FAILED);
+                };
+                // A partition's place in its super stream spreads the
+                // partitions over the group's members.
+                let partition = property("super-stream")
+                    .and_then(|ss| crate::core::super_stream::partitions(&self.vhost, ss))
+                    .and_then(|ps| ps.iter().position(|p| p == stream));
+                Some(SingleActive::new(
+                    name.to_owned(),
+                    partition,
+                    opts.clone(),
+                    self.correlations.clone(),
+                ))
             }
         };
         let tag = match property("name") {
@@ -679,9 +711,18 @@ impl Connection {
             subscription_id,
             tag,
             queue.clone(),
+            self.vhost.clone(),
             self.outbox.clone(),
             credit,
+            single_active,
         );
+        if sub.single_active.is_some() {
+            // It reads once its group makes it active and the client says
+            // from where.
+            self.subscriptions.insert(subscription_id, sub.clone());
+            sub.join_group();
+            return;
+        }
         if let Err(e) = queue.add_stream_consumer(sub.clone(), false, &opts) {
             tracing::warn!("subscription to '{stream}' failed: {e}");
             self.outbox
@@ -783,17 +824,22 @@ fn stream_arguments(arguments: &[(String, String)]) -> Result<FieldTable, String
     Ok(t)
 }
 
-/// A subscription's start and filter as a stream consumer's options:
-/// `filter.N` properties are filter values (a message with any of them
-/// passes), `match-unfiltered` lets messages without a value through.
-fn consumer_options(offset: OffsetSpec, properties: &[(String, String)]) -> Result<ConsumerOptions, String> {
-    let start = match offset {
+/// Where an offset specification starts reading.
+fn start_at(offset: OffsetSpec) -> StartAt {
+    match offset {
         OffsetSpec::First => StartAt::First,
         OffsetSpec::Last => StartAt::Last,
         OffsetSpec::Next => StartAt::Next,
         OffsetSpec::Offset(o) => StartAt::Offset(o),
         OffsetSpec::Timestamp(ms) => StartAt::Time(ms),
-    };
+    }
+}
+
+/// A subscription's start and filter as a stream consumer's options:
+/// `filter.N` properties are filter values (a message with any of them
+/// passes), `match-unfiltered` lets messages without a value through.
+fn consumer_options(offset: OffsetSpec, properties: &[(String, String)]) -> Result<ConsumerOptions, String> {
+    let start = start_at(offset);
     let values: Vec<FieldValue> = properties
         .iter()
         .filter(|(k, _)| k.starts_with("filter."))

@@ -4,7 +4,7 @@
 //! when sent: a subscriber acknowledges nothing, it stores its offset.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
@@ -14,7 +14,9 @@ use super::codec::chunk::ChunkWriter;
 use super::codec::{code, reply};
 use crate::core::consumer::Consumer;
 use crate::core::queue::Queue;
-use crate::core::stream::pos_offset;
+use crate::core::stream::{ConsumerOptions, StartAt, pos_offset};
+use crate::core::stream_groups::GroupMember;
+use crate::core::vhost::VHost;
 use crate::store::SegPos;
 use crate::store::record::RecordView;
 use crate::transport::outbox::Outbox;
@@ -38,6 +40,37 @@ struct Sending {
     took_credit: bool,
 }
 
+/// A subscription in a single active consumer group: it reads only while
+/// active, from where the client's answer to the consumer update says.
+pub struct SingleActive {
+    /// The group's (consumer) name.
+    pub name: String,
+    /// The stream's index among its super stream's partitions.
+    pub partition: Option<usize>,
+    /// Filter and options; the start comes with each activation.
+    pub opts: ConsumerOptions,
+    /// Correlation ids of the broker's requests on this connection.
+    pub correlations: Arc<AtomicU32>,
+    /// The consumer update whose answer starts deliveries.
+    pending: Mutex<Option<u32>>,
+    /// Attached to the queue (active and answered).
+    attached: AtomicBool,
+}
+
+impl SingleActive {
+    /// Group membership for a subscription named `name`.
+    pub fn new(name: String, partition: Option<usize>, opts: ConsumerOptions, correlations: Arc<AtomicU32>) -> Self {
+        SingleActive {
+            name,
+            partition,
+            opts,
+            correlations,
+            pending: Mutex::new(None),
+            attached: AtomicBool::new(false),
+        }
+    }
+}
+
 /// A stream-protocol subscription.
 pub struct Subscription {
     /// Broker-wide consumer id.
@@ -52,18 +85,25 @@ pub struct Subscription {
     sending: Mutex<Sending>,
     wake: Notify,
     cancelled: AtomicBool,
+    spawned: AtomicBool,
+    /// Set for a single active consumer.
+    pub single_active: Option<SingleActive>,
+    vhost: Arc<VHost>,
 }
 
 impl Subscription {
     /// A subscription with `credit` chunks granted; start it with
     /// [`Subscription::spawn`] after adding it to the queue.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         id: u64,
         subscription_id: u8,
         tag: String,
         queue: Arc<Queue>,
+        vhost: Arc<VHost>,
         outbox: Arc<Outbox>,
         credit: u16,
+        single_active: Option<SingleActive>,
     ) -> Arc<Self> {
         Arc::new(Subscription {
             id,
@@ -77,11 +117,17 @@ impl Subscription {
             }),
             wake: Notify::new(),
             cancelled: AtomicBool::new(false),
+            spawned: AtomicBool::new(false),
+            single_active,
+            vhost,
         })
     }
 
-    /// Starts the task that runs the queue's delivery for it.
+    /// Starts the task that runs the queue's delivery for it (once).
     pub fn spawn(self: &Arc<Self>) {
+        if self.spawned.swap(true, Ordering::AcqRel) {
+            return;
+        }
         let me = self.clone();
         tokio::spawn(async move {
             crate::transport::delivery_loop::run(&me.queue, &me.outbox, &me.wake, &me.cancelled).await;
@@ -97,11 +143,59 @@ impl Subscription {
         self.wake.notify_one();
     }
 
-    /// Stops deliveries and leaves the queue.
+    /// Stops deliveries and leaves the queue (and its group, whose next
+    /// member takes over).
     pub fn cancel(&self) {
         self.cancelled.store(true, Ordering::Release);
         self.wake.notify_one();
         self.queue.detach_consumer(self.id);
+        self.leave_group();
+    }
+
+    fn leave_group(&self) {
+        if let Some(sa) = &self.single_active {
+            self.vhost.stream_groups.leave(&self.queue.name, &sa.name, self.id);
+        }
+    }
+
+    /// Joins its single active consumer group, if it has one.
+    pub fn join_group(self: &Arc<Self>) {
+        if let Some(sa) = &self.single_active {
+            let member: Arc<dyn GroupMember> = self.clone();
+            self.vhost
+                .stream_groups
+                .join(&self.queue.name, &sa.name, sa.partition, self.id, member);
+        }
+    }
+
+    /// The client answered consumer update `correlation_id`: true when it
+    /// was this subscription's activation, which now starts reading from
+    /// `start` (the options' start when the client named none).
+    pub fn activated(self: &Arc<Self>, correlation_id: u32, start: Option<StartAt>) -> bool {
+        let Some(sa) = &self.single_active else {
+            return false;
+        };
+        {
+            let mut pending = sa.pending.lock();
+            if *pending != Some(correlation_id) {
+                return false;
+            }
+            *pending = None;
+        }
+        if self.is_cancelled() || sa.attached.swap(true, Ordering::AcqRel) {
+            return true;
+        }
+        let mut opts = sa.opts.clone();
+        if start.is_some() {
+            opts.start = start;
+        }
+        if let Err(e) = self.queue.add_stream_consumer(self.clone(), false, &opts) {
+            tracing::warn!("activating a single active consumer failed: {e}");
+            sa.attached.store(false, Ordering::Release);
+            return true;
+        }
+        self.spawn();
+        true
     }
 
     /// True once it stopped (unsubscribed, or its stream was deleted).
@@ -234,11 +328,32 @@ impl Consumer for Subscription {
     fn queue_deleted(&self) {
         self.cancelled.store(true, Ordering::Release);
         self.wake.notify_one();
+        self.leave_group();
         self.outbox
             .send(|b| reply::metadata_update(b, code::STREAM_NOT_AVAILABLE, &self.queue.name));
     }
 
     fn id(&self) -> u64 {
         self.id
+    }
+}
+
+impl GroupMember for Subscription {
+    /// Tells the client with a consumer update; an activation starts
+    /// deliveries once the client answers it with the offset to read from.
+    fn set_active(&self, active: bool) {
+        let Some(sa) = &self.single_active else {
+            return;
+        };
+        if self.is_cancelled() {
+            return;
+        }
+        if !active && sa.attached.swap(false, Ordering::AcqRel) {
+            self.queue.detach_consumer(self.id);
+        }
+        let correlation_id = sa.correlations.fetch_add(1, Ordering::Relaxed);
+        *sa.pending.lock() = active.then_some(correlation_id);
+        self.outbox
+            .send(|b| reply::consumer_update(b, correlation_id, self.subscription_id, active));
     }
 }

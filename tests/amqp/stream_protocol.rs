@@ -10,6 +10,7 @@ mod consume;
 mod errors;
 mod interop;
 mod publish;
+mod single_active;
 mod super_streams;
 
 use std::time::Duration;

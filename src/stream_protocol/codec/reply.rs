@@ -178,3 +178,13 @@ pub fn stream_stats(out: &mut BytesMut, correlation_id: u32, code: u16, stats: &
     }
     end_frame(out, f);
 }
+
+/// Tells a single active consumer it became active or stopped being so;
+/// the client answers an activation with the offset to start from.
+pub fn consumer_update(out: &mut BytesMut, correlation_id: u32, subscription_id: u8, active: bool) {
+    let f = begin_frame(out, key::CONSUMER_UPDATE, 1);
+    out.put_u32(correlation_id);
+    out.put_u8(subscription_id);
+    out.put_u8(u8::from(active));
+    end_frame(out, f);
+}
