@@ -16,6 +16,8 @@ mod churn;
 mod churn_loops;
 #[path = "lavinmqperf/mqtt_throughput.rs"]
 mod mqtt_throughput;
+#[path = "lavinmqperf/stream_throughput.rs"]
+mod stream_throughput;
 #[path = "lavinmqperf/throughput.rs"]
 mod throughput;
 
@@ -32,7 +34,7 @@ use clap::Parser;
 const USAGE: &str = "Usage: lavinmqperf [protocol] [throughput | bind-churn | queue-churn | connection-churn | \
 channel-churn | consumer-churn | connection-count | queue-count] [arguments]
 
-Protocols: amqp (default), mqtt
+Protocols: amqp (default), mqtt, stream (RabbitMQ's stream protocol)
 Run `lavinmqperf throughput --help` for the flags of a mode.";
 
 static EPOCH: OnceLock<Instant> = OnceLock::new();
@@ -98,12 +100,30 @@ fn mqtt_main(rest: &[String]) -> ExitCode {
     }
 }
 
+fn stream_main(rest: &[String]) -> ExitCode {
+    match rest.first().map(String::as_str) {
+        Some("throughput") => {
+            let args = stream_throughput::StreamThroughputArgs::parse_from(argv("stream throughput", &rest[1..]));
+            block_on(stream_throughput::run(args))
+        }
+        Some(m) => {
+            eprintln!("Unknown stream mode: {m} (the stream protocol has: throughput)");
+            ExitCode::from(2)
+        }
+        None => {
+            eprintln!("{USAGE}");
+            ExitCode::from(2)
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     let mut rest = &args[1.min(args.len())..];
     match rest.first().map(String::as_str) {
         Some("amqp") => rest = &rest[1..],
         Some("mqtt") => return mqtt_main(&rest[1..]),
+        Some("stream") => return stream_main(&rest[1..]),
         _ => {}
     }
     let Some(mode) = rest.first() else {

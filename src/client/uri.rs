@@ -115,6 +115,19 @@ pub fn parse_mqtt(input: &str) -> Result<AmqpUri, String> {
     parse_scheme(input, "mqtt", 1883)
 }
 
+/// Parses a stream protocol URI as RabbitMQ's stream clients write it,
+/// `rabbitmq-stream://user:password@host:port/vhost` (port 5552 by
+/// default); `rabbitmq-stream+tls://` means TLS (port 5551 by default) with
+/// the same query parameters as `amqps://`.
+pub fn parse_stream(input: &str) -> Result<AmqpUri, String> {
+    if let Some(rest) = input.strip_prefix("rabbitmq-stream+tls://") {
+        let mut uri = parse_scheme(&format!("rabbitmq-stream://{rest}"), "rabbitmq-stream", 5551)?;
+        uri.tls = Some(tls_params(input)?);
+        return Ok(uri);
+    }
+    parse_scheme(input, "rabbitmq-stream", 5552)
+}
+
 fn parse_scheme(input: &str, scheme: &str, default_port: u16) -> Result<AmqpUri, String> {
     let bad = |why: &str| format!("invalid URI {input:?}: {why}");
     let rest = if let Some(rest) = input.strip_prefix(scheme).and_then(|r| r.strip_prefix("://")) {

@@ -172,9 +172,41 @@ impl Publisher {
     }
 }
 
+/// Stored properties of a message that is only a body: persistent, as an
+/// AMQP 1.0 message without a header section is durable.
+pub const PLAIN_PROPERTIES: [u8; 3] = [0x10, 0x00, 0x02];
+
+/// The body of a message that is exactly one data section (what the stream
+/// clients send for a message without properties), without decoding it.
+pub fn only_data_section(m: &bytes::Bytes) -> Option<bytes::Bytes> {
+    let (start, len) = match m.get(..4)? {
+        [0x00, 0x53, 0x75, 0xa0] => (5, usize::from(*m.get(4)?)),
+        [0x00, 0x53, 0x75, 0xb0] => (8, u32::from_be_bytes(m.get(4..8)?.try_into().ok()?) as usize),
+        _ => return None,
+    };
+    (start + len == m.len()).then(|| m.slice(start..))
+}
+
 /// The core message for a published AMQP 1.0 message, its filter value kept
 /// in a header.
 fn to_message(stream: &str, m: &Published, set_timestamp: bool) -> Result<Message, String> {
+    // Most messages are a body only: stored without decoding or re-encoding.
+    if m.filter_value.is_none()
+        && !set_timestamp
+        && let Some(body) = only_data_section(&m.message)
+    {
+        return Ok(Message {
+            timestamp: Message::coarse_now_ms(),
+            exchange: ShortStr::from(""),
+            routing_key: ShortStr::from(stream),
+            properties: Box::new(crate::wire::BasicProperties {
+                delivery_mode: Some(2),
+                ..Default::default()
+            }),
+            raw_properties: Some(bytes::Bytes::from_static(&PLAIN_PROPERTIES)),
+            body,
+        });
+    }
     let received = Received::parse(&m.message).map_err(|e| e.to_string())?;
     let mut properties = received.properties;
     if let Some(v) = &m.filter_value {
@@ -194,4 +226,27 @@ fn to_message(stream: &str, m: &Published, set_timestamp: bool) -> Result<Messag
         raw_properties: None,
         body: received.body,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lone_data_section_is_taken_as_the_body() {
+        let short = bytes::Bytes::from_static(&[0x00, 0x53, 0x75, 0xa0, 2, b'h', b'i']);
+        assert_eq!(only_data_section(&short).as_deref(), Some(&b"hi"[..]));
+        let long = bytes::Bytes::from_static(&[0x00, 0x53, 0x75, 0xb0, 0, 0, 0, 1, b'x']);
+        assert_eq!(only_data_section(&long).as_deref(), Some(&b"x"[..]));
+        // Anything more (a properties section, a trailing byte) is decoded.
+        let more = bytes::Bytes::from_static(&[0x00, 0x53, 0x75, 0xa0, 1, b'x', 0]);
+        assert_eq!(only_data_section(&more), None);
+        let props = bytes::Bytes::from_static(&[0x00, 0x53, 0x73, 0x45]);
+        assert_eq!(only_data_section(&props), None);
+        // The stored properties are those the full decoding gives.
+        let decoded = Received::parse(&short).unwrap();
+        let mut enc = BytesMut::new();
+        decoded.properties.encode(&mut enc).unwrap();
+        assert_eq!(&enc[..], &PLAIN_PROPERTIES);
+    }
 }

@@ -12,6 +12,7 @@ use tokio::sync::Notify;
 
 use super::codec::chunk::ChunkWriter;
 use super::codec::{code, reply};
+use super::publisher::PLAIN_PROPERTIES;
 use crate::core::consumer::Consumer;
 use crate::core::queue::Queue;
 use crate::core::stream::{ConsumerOptions, StartAt, pos_offset};
@@ -21,6 +22,19 @@ use crate::store::SegPos;
 use crate::store::record::RecordView;
 use crate::transport::outbox::Outbox;
 use crate::wire::BasicProperties;
+
+/// Writes `body` as an AMQP 1.0 message of one data section.
+fn write_data_section(out: &mut BytesMut, body: &[u8]) {
+    use bytes::BufMut;
+    match u8::try_from(body.len()) {
+        Ok(n) => out.put_slice(&[0x00, 0x53, 0x75, 0xa0, n]),
+        Err(_) => {
+            out.put_slice(&[0x00, 0x53, 0x75, 0xb0]);
+            out.put_u32(body.len() as u32);
+        }
+    }
+    out.put_slice(body);
+}
 
 /// Most messages in one chunk.
 const CHUNK_ENTRIES: u16 = 512;
@@ -83,6 +97,9 @@ pub struct Subscription {
     pub queue: Arc<Queue>,
     outbox: Arc<Outbox>,
     sending: Mutex<Sending>,
+    /// Whether `sending` has credit or room in its open chunk, kept beside
+    /// it so that the queue's many capacity checks take no lock.
+    can_take: AtomicBool,
     wake: Notify,
     cancelled: AtomicBool,
     spawned: AtomicBool,
@@ -115,6 +132,7 @@ impl Subscription {
                 credit: u32::from(credit),
                 ..Sending::default()
             }),
+            can_take: AtomicBool::new(credit > 0),
             wake: Notify::new(),
             cancelled: AtomicBool::new(false),
             spawned: AtomicBool::new(false),
@@ -139,6 +157,7 @@ impl Subscription {
         {
             let mut s = self.sending.lock();
             s.credit = s.credit.saturating_add(u32::from(credit));
+            self.mirror(&s);
         }
         self.wake.notify_one();
     }
@@ -203,6 +222,12 @@ impl Subscription {
         self.cancelled.load(Ordering::Acquire)
     }
 
+    /// Updates [`Subscription::can_take`] after a change to `s`.
+    fn mirror(&self, s: &Sending) {
+        self.can_take
+            .store(s.credit > 0 || Self::chunk_has_room(s), Ordering::Release);
+    }
+
     /// Room in the open chunk for one more message.
     fn chunk_has_room(s: &Sending) -> bool {
         s.chunk
@@ -236,8 +261,7 @@ impl Consumer for Subscription {
         if self.is_cancelled() || self.outbox.is_full() {
             return false;
         }
-        let s = self.sending.lock();
-        s.credit > 0 || Self::chunk_has_room(&s)
+        self.can_take.load(Ordering::Acquire)
     }
 
     fn waits_for_client(&self) -> bool {
@@ -255,6 +279,7 @@ impl Consumer for Subscription {
         }
         s.credit -= 1;
         s.took_credit = true;
+        self.mirror(&s);
         true
     }
 
@@ -262,6 +287,7 @@ impl Consumer for Subscription {
         let mut s = self.sending.lock();
         if std::mem::take(&mut s.took_credit) {
             s.credit += 1;
+            self.mirror(&s);
         }
     }
 
@@ -271,7 +297,13 @@ impl Consumer for Subscription {
 
     fn deliver(&self, m: &RecordView<'_>, pos: SegPos, _redelivered: bool) -> bool {
         let offset = pos_offset(pos);
-        let props = BasicProperties::decode(&mut Bytes::copy_from_slice(m.properties)).unwrap_or_default();
+        // A message that is only a body, as stream clients publish most,
+        // goes back as they sent it: one data section, nothing decoded.
+        let plain = m.properties == PLAIN_PROPERTIES && m.exchange.is_empty();
+        let props = match plain {
+            true => BasicProperties::default(),
+            false => BasicProperties::decode(&mut Bytes::copy_from_slice(m.properties)).unwrap_or_default(),
+        };
         let mut guard = self.sending.lock();
         let s = &mut *guard;
         // A chunk holds consecutive offsets only: a gap (filtered messages)
@@ -297,12 +329,17 @@ impl Consumer for Subscription {
         let Sending { chunk, out, .. } = s;
         if let Some(c) = chunk.as_mut() {
             c.begin_entry(out);
-            crate::amqp1::message::write_stored(out, m.exchange, m.routing_key, &props, m.body, false);
+            if plain {
+                write_data_section(out, m.body);
+            } else {
+                crate::amqp1::message::write_stored(out, m.exchange, m.routing_key, &props, m.body, false);
+            }
             c.end_entry(out);
         }
         if !Self::chunk_has_room(s) {
             Self::finish_chunk(s);
         }
+        self.mirror(s);
         true
     }
 
@@ -310,6 +347,7 @@ impl Consumer for Subscription {
         let out = {
             let mut s = self.sending.lock();
             Self::finish_chunk(&mut s);
+            self.mirror(&s);
             if s.out.is_empty() {
                 return;
             }
