@@ -239,6 +239,9 @@ impl Server {
         }
         let ctx = AmqpContext::new(broker.clone(), amqp_settings, shutdown.clone());
         let mqtt_ctx = MqttContext::new(broker.clone(), mqtt_settings(config), shutdown.clone());
+        // Stream connections, as MQTT's, take no PROXY header and are not
+        // forwarded by followers (yet): the same socket options only.
+        let stream_edge = mqtt_edge.clone();
         let stream_ctx = crate::stream_protocol::StreamContext::new(
             ctx.clone(),
             stream_settings(config, stream_addr, stream_tls_addr),
@@ -302,7 +305,7 @@ impl Server {
             }
             if let Some((listener, _)) = stream_tls_listener {
                 // The stream protocol's TLS settings are AMQPS's.
-                let edge = mqtt_edge.clone();
+                let edge = stream_edge.clone();
                 tokio::spawn(serve_tls(listener, edge, acceptors.amqp.clone(), stream_ctx.clone()));
             }
             if let Some((listener, _)) = bound.http {
@@ -333,7 +336,7 @@ impl Server {
         if let Some((listener, _)) = stream_listener {
             tokio::spawn(crate::transport::protocol_listener::serve_plain(
                 listener,
-                mqtt_edge,
+                stream_edge,
                 stream_ctx.clone(),
             ));
         }

@@ -42,6 +42,8 @@ pub struct Broker {
     pub connections: Arc<super::connections::ConnectionRegistry>,
     /// Totals and rates sampled every `stats_interval`.
     pub stats: super::stats_sampler::StatsSampler,
+    /// The stream protocol's publishers and consumers.
+    pub stream_clients: super::stream_clients::StreamClients,
     /// Global runtime parameters by name.
     global_parameters: RwLock<BTreeMap<String, Value>>,
     /// Serialises writes of `vhosts.json` and `parameters.json` (they share
@@ -110,6 +112,7 @@ impl Broker {
             memory,
             connections: Arc::default(),
             stats: Default::default(),
+            stream_clients: Default::default(),
             global_parameters: RwLock::default(),
             save_lock: Mutex::new(()),
             update_lock: Mutex::new(()),

@@ -693,14 +693,30 @@ impl Queue {
         publishing_id: u64,
     ) -> Result<Option<Published>> {
         {
-            let mut st = self.state.lock();
-            if let Some(s) = st.stream.as_mut()
-                && !s.track_publisher(reference, publishing_id, Message::now_ms())
+            let st = self.state.lock();
+            if st.deleted {
+                return Err(Error::NotFound(format!(
+                    "no queue '{}' in vhost '{}'",
+                    self.name, self.vhost
+                )));
+            }
+            if st
+                .stream
+                .as_ref()
+                .is_some_and(|s| s.publisher_sequence(reference) >= publishing_id)
             {
                 return Ok(None);
             }
         }
-        self.publish(msg, scratch).map(Some)
+        let published = self.publish(msg, scratch)?;
+        // Remembered only once stored: a failed or refused message may be
+        // sent again with the same id.
+        if !published.rejected
+            && let Some(s) = self.state.lock().stream.as_mut()
+        {
+            s.track_publisher(reference, publishing_id, Message::now_ms());
+        }
+        Ok(Some(published))
     }
 
     /// Settles stream deliveries of consumer `id` (`acked`: ack, nack or reject;

@@ -15,6 +15,8 @@ pub trait GroupMember: Send + Sync {
     /// The member becomes the group's active consumer (true) or stops being
     /// it (false). Called without the groups' lock held.
     fn set_active(&self, active: bool);
+    /// The group's stream was deleted: the member is dropped from it.
+    fn stream_deleted(&self);
 }
 
 struct Member {
@@ -104,6 +106,23 @@ impl StreamGroups {
         notify(changes);
     }
 
+    /// Drops every group of the deleted stream `stream`, telling each
+    /// member (those waiting their turn are not consumers of the queue, so
+    /// the queue cannot tell them).
+    pub fn drop_stream(&self, stream: &str) {
+        let members: Vec<Arc<dyn GroupMember>> = {
+            let mut groups = self.groups.lock();
+            let keys: Vec<_> = groups.keys().filter(|(s, _)| s == stream).cloned().collect();
+            keys.into_iter()
+                .filter_map(|k| groups.remove(&k))
+                .flat_map(|g| g.members.into_iter().map(|m| m.member))
+                .collect()
+        };
+        for m in members {
+            m.stream_deleted();
+        }
+    }
+
     /// The members of each group of `stream`: name, then (id, active) in
     /// the order they joined.
     pub fn of_stream(&self, stream: &str) -> Vec<(String, Vec<(u64, bool)>)> {
@@ -128,6 +147,9 @@ mod tests {
         fn set_active(&self, active: bool) {
             self.0.store(if active { 1 } else { -1 }, Ordering::SeqCst);
         }
+        fn stream_deleted(&self) {
+            self.0.store(9, Ordering::SeqCst);
+        }
     }
 
     fn probe() -> Arc<Probe> {
@@ -145,6 +167,9 @@ mod tests {
         g.leave("s", "app", 1);
         assert_eq!(b.0.load(Ordering::SeqCst), 1);
         assert_eq!(g.of_stream("s"), [("app".to_owned(), vec![(2, true)])]);
+        g.drop_stream("s");
+        assert_eq!(b.0.load(Ordering::SeqCst), 9, "told");
+        assert!(g.of_stream("s").is_empty());
     }
 
     #[test]

@@ -63,6 +63,12 @@ pub fn create(
             binding_keys.len()
         )));
     }
+    let mut unique = partitions.to_vec();
+    unique.sort();
+    unique.dedup();
+    if unique.len() != partitions.len() {
+        return Err(SuperStreamError::Invalid("partition names must differ".into()));
+    }
     if vhost.exchange(name).is_some() {
         return Err(SuperStreamError::Exists(format!("exchange '{name}'")));
     }
@@ -84,11 +90,24 @@ pub fn create(
         auto_delete: false,
         passive: false,
     };
-    for (i, (p, key)) in partitions.iter().zip(binding_keys).enumerate() {
-        vhost.declare_queue(p, &q_opts, q_args.clone(), conn)?;
-        let mut b_args = FieldTable::default();
-        b_args.insert(PARTITION_ORDER_ARGUMENT, FieldValue::I64(i as i64));
-        vhost.bind_queue(p, name, key, b_args, Some(conn))?;
+    let mut created = Vec::new();
+    let mut step = || -> Result<(), Error> {
+        for (i, (p, key)) in partitions.iter().zip(binding_keys).enumerate() {
+            vhost.declare_queue(p, &q_opts, q_args.clone(), conn)?;
+            created.push(p.clone());
+            let mut b_args = FieldTable::default();
+            b_args.insert(PARTITION_ORDER_ARGUMENT, FieldValue::I64(i as i64));
+            vhost.bind_queue(p, name, key, b_args, Some(conn))?;
+        }
+        Ok(())
+    };
+    if let Err(e) = step() {
+        // Nothing of a half-made super stream stays.
+        for p in &created {
+            let _ = vhost.delete_queue(p, false, false, Some(conn));
+        }
+        let _ = vhost.delete_exchange(name, false);
+        return Err(e.into());
     }
     Ok(())
 }
@@ -112,7 +131,7 @@ pub fn partitions(vhost: &VHost, name: &str) -> Option<Vec<String>> {
         .bindings()
         .into_iter()
         .filter_map(|b| match &b.destination {
-            Destination::Queue(q) => {
+            Destination::Queue(q) if q.is_stream() => {
                 let order = b
                     .arguments
                     .get(PARTITION_ORDER_ARGUMENT)
@@ -120,7 +139,7 @@ pub fn partitions(vhost: &VHost, name: &str) -> Option<Vec<String>> {
                     .unwrap_or(i64::MAX);
                 Some((order, q.name.clone()))
             }
-            Destination::Exchange(_) => None,
+            _ => None,
         })
         .collect();
     bound.sort();
@@ -136,8 +155,8 @@ pub fn route(vhost: &VHost, name: &str, routing_key: &str) -> Option<Vec<String>
         .into_iter()
         .filter(|b| b.routing_key == routing_key)
         .filter_map(|b| match &b.destination {
-            Destination::Queue(q) => Some(q.name.clone()),
-            Destination::Exchange(_) => None,
+            Destination::Queue(q) if q.is_stream() => Some(q.name.clone()),
+            _ => None,
         })
         .collect();
     out.dedup();

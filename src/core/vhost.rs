@@ -516,6 +516,9 @@ impl VHost {
     pub fn delete_all(&self) {
         for q in self.queues() {
             q.delete();
+            if q.is_stream() {
+                self.stream_groups.drop_stream(&q.name);
+            }
         }
         self.queues.write().clear();
         self.queues_changed();
@@ -938,6 +941,9 @@ impl VHost {
             }
         }
         let count = q.delete();
+        if q.is_stream() {
+            self.stream_groups.drop_stream(&q.name);
+        }
         for name in emptied {
             let _ = self.delete_exchange(&name, true);
         }

@@ -15,7 +15,8 @@ use super::stats_json;
 use crate::core::connections::ConnectionEntry;
 use crate::core::table_json::table_to_json;
 
-fn connection_json(c: &ConnectionEntry) -> Value {
+/// A connection as the API shows it.
+pub fn connection_json(c: &ConnectionEntry) -> Value {
     let i = &c.info;
     let client_properties = table_to_json(&i.client_properties.unpack());
     let mut out = json!({"name": c.name, "user": c.info.user, "vhost": c.info.vhost, "protocol": c.info.protocol,

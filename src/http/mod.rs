@@ -31,6 +31,7 @@ pub mod replicated;
 pub mod shovels;
 pub mod sso;
 pub mod stats_json;
+pub mod stream_clients;
 pub mod stream_read;
 pub mod topic_permissions;
 pub mod ui;
@@ -147,6 +148,27 @@ fn routes(state: Arc<HttpState>) -> Router {
         .route("/metrics/detailed", get(metrics::detailed))
         .route("/api/aliveness-test/{vhost}", get(overview::aliveness))
         .route("/api/connections", get(connections::list))
+        .route("/api/stream/connections", get(stream_clients::connections))
+        .route(
+            "/api/stream/connections/{vhost}",
+            get(stream_clients::connections_vhost),
+        )
+        .route(
+            "/api/stream/connections/{vhost}/{name}/publishers",
+            get(stream_clients::connection_publishers),
+        )
+        .route(
+            "/api/stream/connections/{vhost}/{name}/consumers",
+            get(stream_clients::connection_consumers),
+        )
+        .route("/api/stream/publishers", get(stream_clients::publishers))
+        .route("/api/stream/publishers/{vhost}", get(stream_clients::publishers_vhost))
+        .route(
+            "/api/stream/publishers/{vhost}/{stream}",
+            get(stream_clients::publishers_stream),
+        )
+        .route("/api/stream/consumers", get(stream_clients::consumers))
+        .route("/api/stream/consumers/{vhost}", get(stream_clients::consumers_vhost))
         .route(
             "/api/connections/{name}",
             get(connections::show).delete(connections::close),

@@ -147,6 +147,8 @@ struct Connection {
     alarms: tokio::sync::watch::Receiver<crate::core::alarms::Alarms>,
     /// Correlation ids of the requests the broker sends (consumer updates).
     correlations: Arc<std::sync::atomic::AtomicU32>,
+    /// The client came over TLS: metadata names the TLS port.
+    tls: bool,
 }
 
 impl Connection {
@@ -169,6 +171,7 @@ impl Connection {
             wakes: Vec::new(),
             alarms,
             correlations: Arc::new(std::sync::atomic::AtomicU32::new(1)),
+            tls: o.tls,
             ctx,
         }
     }
@@ -222,6 +225,7 @@ impl Connection {
                 tokio::select! {
                     r = self.alarms.changed() => if r.is_err() { break },
                     _ = shutdown.cancelled() => return Some((code::OK, "broker shutdown".into())),
+                    _ = entry.closed() => return Some((code::OK, entry.reason())),
                 }
             }
             buf.reserve(64 * 1024);
@@ -272,6 +276,7 @@ impl Connection {
             s.cancel();
         }
         self.publishers.clear();
+        self.ctx.amqp.broker.stream_clients.remove_connection(self.id);
         self.vhost.connection_closed(self.id);
     }
 
@@ -301,6 +306,15 @@ impl Connection {
                 tracing::info!("refused: {e}");
                 false
             }
+        }
+    }
+
+    /// Whose a publisher or consumer on `stream` is, for the management API.
+    fn client_of(&self, stream: &str) -> crate::core::stream_clients::ClientOf {
+        crate::core::stream_clients::ClientOf {
+            connection: self.registration.entry.name.clone(),
+            vhost: self.vhost.name.clone(),
+            stream: stream.to_owned(),
         }
     }
 
@@ -342,6 +356,7 @@ impl Connection {
                 stream,
             } => {
                 let (c, seq) = match self.stream(&stream) {
+                    Some(_) if !self.allowed(Access::Read, &stream) => (code::ACCESS_REFUSED, 0),
                     Some(q) => (code::OK, q.stream_publisher_sequence(&reference)),
                     None => (code::STREAM_DOES_NOT_EXIST, 0),
                 };
@@ -353,7 +368,14 @@ impl Connection {
                 publisher_id,
             } => {
                 let c = match self.publishers.remove(&publisher_id) {
-                    Some(_) => code::OK,
+                    Some(_) => {
+                        self.ctx
+                            .amqp
+                            .broker
+                            .stream_clients
+                            .remove_publisher(self.id, publisher_id);
+                        code::OK
+                    }
                     None => code::PUBLISHER_DOES_NOT_EXIST,
                 };
                 self.respond(key::DELETE_PUBLISHER, correlation_id, c);
@@ -395,6 +417,7 @@ impl Connection {
             } => {
                 let (c, offset) = match self.stream(&stream) {
                     None => (code::STREAM_DOES_NOT_EXIST, 0),
+                    Some(_) if !self.allowed(Access::Read, &stream) => (code::ACCESS_REFUSED, 0),
                     Some(q) => match q.stored_stream_offset(&reference) {
                         Some(o) => (code::OK, o),
                         None => (code::NO_OFFSET, 0),
@@ -410,6 +433,11 @@ impl Connection {
                 let c = match self.subscriptions.remove(&subscription_id) {
                     Some(s) => {
                         s.cancel();
+                        self.ctx
+                            .amqp
+                            .broker
+                            .stream_clients
+                            .remove_consumer(self.id, subscription_id);
                         code::OK
                     }
                     None => code::SUBSCRIPTION_ID_DOES_NOT_EXIST,
@@ -431,10 +459,14 @@ impl Connection {
                     .iter()
                     .map(|s| (s.as_str(), self.stream(s).map(|_| 0)))
                     .collect();
+                let port = match self.tls {
+                    true => settings.advertised_tls_port.unwrap_or(settings.advertised_port),
+                    false => settings.advertised_port,
+                };
                 let broker = Broker {
                     reference: 0,
                     host: &settings.advertised_host,
-                    port: u32::from(settings.advertised_port),
+                    port: u32::from(port),
                 };
                 self.outbox
                     .write(|b| reply::metadata(b, correlation_id, std::slice::from_ref(&broker), &leaders));
@@ -607,15 +639,36 @@ impl Connection {
     }
 
     fn declare_publisher(&mut self, correlation_id: u32, publisher_id: u8, reference: Option<String>, stream: &str) {
+        // A publisher whose stream was deleted meanwhile no longer counts.
+        self.publishers.retain(|_, p| !p.queue.lock().deleted);
         let taken = self.publishers.contains_key(&publisher_id);
-        let c = if taken || reference.as_ref().is_some_and(|r| r.len() > 256) {
+        let reference_taken = reference.as_ref().is_some_and(|r| {
+            self.publishers
+                .values()
+                .any(|p| p.queue.name == stream && p.reference.as_ref() == Some(r))
+        });
+        let c = if taken || reference_taken || reference.as_ref().is_some_and(|r| r.len() > 256) {
             code::PRECONDITION_FAILED
         } else {
             match self.stream(stream) {
                 None => code::STREAM_DOES_NOT_EXIST,
                 Some(_) if !self.allowed(Access::Write, stream) => code::ACCESS_REFUSED,
                 Some(queue) => {
-                    self.publishers.insert(publisher_id, Publisher { queue, reference });
+                    let of = self.client_of(stream);
+                    let stats =
+                        self.ctx
+                            .amqp
+                            .broker
+                            .stream_clients
+                            .add_publisher(self.id, of, publisher_id, reference.clone());
+                    self.publishers.insert(
+                        publisher_id,
+                        Publisher {
+                            queue,
+                            reference,
+                            stats,
+                        },
+                    );
                     code::OK
                 }
             }
@@ -646,8 +699,11 @@ impl Connection {
         }
         let sync = &self.ctx.amqp.broker.sync;
         if sync.enabled() || crate::amqp::durable_reply::replicated() || self.held.busy() {
-            self.held.confirm_after_sync(sync, publisher_id, out.confirmed);
+            self.held.confirm_after_sync(sync, &p.stats, out.confirmed);
         } else {
+            p.stats
+                .confirmed
+                .fetch_add(out.confirmed.len() as u64, std::sync::atomic::Ordering::Relaxed);
             self.outbox
                 .write(|b| reply::publish_confirm(b, publisher_id, &out.confirmed));
         }
@@ -663,6 +719,19 @@ impl Connection {
         properties: &[(String, String)],
     ) {
         let refuse = |me: &Self, c: u16| me.respond(key::SUBSCRIBE, correlation_id, c);
+        // A subscription whose stream was deleted no longer holds its id.
+        if self
+            .subscriptions
+            .get(&subscription_id)
+            .is_some_and(|s| s.is_cancelled())
+        {
+            self.subscriptions.remove(&subscription_id);
+            self.ctx
+                .amqp
+                .broker
+                .stream_clients
+                .remove_consumer(self.id, subscription_id);
+        }
         if self.subscriptions.contains_key(&subscription_id) {
             return refuse(self, code::SUBSCRIPTION_ID_ALREADY_EXISTS);
         }
@@ -706,6 +775,13 @@ impl Connection {
         };
         // The answer goes out before the first chunk.
         self.respond(key::SUBSCRIBE, correlation_id, code::OK);
+        let stats = self.ctx.amqp.broker.stream_clients.add_consumer(
+            self.id,
+            self.client_of(stream),
+            subscription_id,
+            properties.to_vec(),
+            single_active.is_none(),
+        );
         let sub = Subscription::new(
             self.ctx.amqp.next_id(),
             subscription_id,
@@ -715,6 +791,7 @@ impl Connection {
             self.outbox.clone(),
             credit,
             single_active,
+            stats,
         );
         if sub.single_active.is_some() {
             // It reads once its group makes it active and the client says
@@ -771,11 +848,11 @@ impl Connection {
     }
 
     fn delete(&mut self, correlation_id: u32, stream: &str) {
-        if self.stream(stream).is_none() {
-            return self.respond(key::DELETE, correlation_id, code::STREAM_DOES_NOT_EXIST);
-        }
         if !self.allowed(Access::Configure, stream) {
             return self.respond(key::DELETE, correlation_id, code::ACCESS_REFUSED);
+        }
+        if self.stream(stream).is_none() {
+            return self.respond(key::DELETE, correlation_id, code::STREAM_DOES_NOT_EXIST);
         }
         let before = self.vhost.definition_changes();
         match self.vhost.delete_queue(stream, false, false, Some(self.id)) {
@@ -790,10 +867,18 @@ impl Connection {
                     .filter(|(_, p)| p.queue.name == stream)
                     .map(|(id, _)| *id)
                     .collect();
+                let clients = &self.ctx.amqp.broker.stream_clients;
                 for id in gone {
                     self.publishers.remove(&id);
+                    clients.remove_publisher(self.id, id);
                 }
-                self.subscriptions.retain(|_, s| !s.is_cancelled());
+                self.subscriptions.retain(|id, s| {
+                    let keep = !s.is_cancelled();
+                    if !keep {
+                        clients.remove_consumer(self.id, *id);
+                    }
+                    keep
+                });
             }
             Err(e) => {
                 tracing::info!("deleting stream '{stream}' failed: {e}");

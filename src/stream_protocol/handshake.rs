@@ -51,6 +51,8 @@ pub struct Opened {
     pub heartbeat: u32,
     /// The connection's listing in the registry.
     pub registration: Registration,
+    /// The client came over TLS.
+    pub tls: bool,
     /// Its id.
     pub id: u64,
 }
@@ -196,6 +198,7 @@ where
                         tracing::warn!("authentication failed: {why}");
                         tokio::time::sleep(broker.logins.failed(source)).await;
                         let c = match mechanism.as_str() {
+                            _ if why.contains("only connect from loopback") => code::AUTHENTICATION_FAILURE_LOOPBACK,
                             "PLAIN" | "EXTERNAL" => code::AUTHENTICATION_FAILURE,
                             _ => code::SASL_MECHANISM_NOT_SUPPORTED,
                         };
@@ -205,12 +208,13 @@ where
                 }
             }
             Command::Tune { frame_max, heartbeat } => {
-                // Each side keeps the smaller of the two non-zero values.
-                let pick = |a: u32, b: u32| match (a, b) {
+                // The smaller non-zero frame size; the heartbeat the client
+                // asks for, as RabbitMQ takes it (0: none).
+                let frame_max = match (ours.0, frame_max) {
                     (0, x) | (x, 0) => x,
                     (a, b) => a.min(b),
                 };
-                tuned = Some((pick(ours.0, frame_max), pick(ours.1, heartbeat)));
+                tuned = Some((frame_max, heartbeat));
             }
             Command::Open { correlation_id, vhost } => {
                 let Some((identity, mechanism)) = identity else {
@@ -278,6 +282,7 @@ where
                     heartbeat,
                     registration,
                     id,
+                    tls: peer.tls.is_some(),
                 });
             }
             Command::Heartbeat => {}

@@ -7,6 +7,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use bytes::BytesMut;
 use parking_lot::Mutex;
@@ -16,6 +17,7 @@ use super::codec::{code, reply};
 use crate::amqp1::message::Received;
 use crate::core::message::Message;
 use crate::core::queue::Queue;
+use crate::core::stream_clients::PublisherStats;
 use crate::store::{GroupSync, SyncWaiter};
 use crate::transport::outbox::Outbox;
 use crate::wire::{FieldTable, FieldValue, ShortStr};
@@ -30,6 +32,8 @@ pub struct Publisher {
     pub queue: Arc<Queue>,
     /// Its name, for deduplication.
     pub reference: Option<String>,
+    /// Its listing and counters in the management API.
+    pub stats: Arc<PublisherStats>,
 }
 
 /// Confirms and replies held until the sync that covers them, sent in the
@@ -47,7 +51,7 @@ struct Held {
 }
 
 enum Pending {
-    Confirms(u8, Vec<u64>),
+    Confirms(Arc<PublisherStats>, Vec<u64>),
     Reply(BytesMut),
 }
 
@@ -73,8 +77,8 @@ impl HeldReplies {
     }
 
     /// Confirms `ids` of `publisher_id` once synced.
-    pub fn confirm_after_sync(self: &Arc<Self>, sync: &GroupSync, publisher_id: u8, ids: Vec<u64>) {
-        self.hold(sync, Pending::Confirms(publisher_id, ids));
+    pub fn confirm_after_sync(self: &Arc<Self>, sync: &GroupSync, publisher: &Arc<PublisherStats>, ids: Vec<u64>) {
+        self.hold(sync, Pending::Confirms(publisher.clone(), ids));
     }
 
     /// Sends the reply `write` produces once synced (a definition change).
@@ -108,10 +112,14 @@ impl SyncWaiter for HeldReplies {
         self.outbox.send(|b| {
             for p in ready {
                 match p {
-                    Pending::Confirms(publisher, ids) if ok => reply::publish_confirm(b, publisher, &ids),
-                    Pending::Confirms(publisher, ids) => {
+                    Pending::Confirms(p, ids) if ok => {
+                        p.confirmed.fetch_add(ids.len() as u64, Ordering::Relaxed);
+                        reply::publish_confirm(b, p.publisher_id, &ids);
+                    }
+                    Pending::Confirms(p, ids) => {
+                        p.errored.fetch_add(ids.len() as u64, Ordering::Relaxed);
                         let errors: Vec<(u64, u16)> = ids.iter().map(|id| (*id, code::INTERNAL_ERROR)).collect();
-                        reply::publish_error(b, publisher, &errors);
+                        reply::publish_error(b, p.publisher_id, &errors);
                     }
                     Pending::Reply(bytes) => b.extend_from_slice(&bytes),
                 }
@@ -135,6 +143,7 @@ impl Publisher {
     /// Stores the messages of a publish frame on the publisher's stream.
     pub fn publish(&self, messages: Vec<Published>, scratch: &mut BytesMut, set_timestamp: bool) -> Outcome {
         let mut out = Outcome::default();
+        self.stats.published.fetch_add(messages.len() as u64, Ordering::Relaxed);
         let deleted = self.queue.lock().deleted;
         for m in messages {
             let id = m.publishing_id;
@@ -168,6 +177,9 @@ impl Publisher {
                 }
             }
         }
+        self.stats
+            .errored
+            .fetch_add(out.refused.len() as u64, Ordering::Relaxed);
         out
     }
 }

@@ -16,25 +16,13 @@ use super::publisher::PLAIN_PROPERTIES;
 use crate::core::consumer::Consumer;
 use crate::core::queue::Queue;
 use crate::core::stream::{ConsumerOptions, StartAt, pos_offset};
+use crate::core::stream_clients::ConsumerStats;
 use crate::core::stream_groups::GroupMember;
 use crate::core::vhost::VHost;
 use crate::store::SegPos;
 use crate::store::record::RecordView;
 use crate::transport::outbox::Outbox;
 use crate::wire::BasicProperties;
-
-/// Writes `body` as an AMQP 1.0 message of one data section.
-fn write_data_section(out: &mut BytesMut, body: &[u8]) {
-    use bytes::BufMut;
-    match u8::try_from(body.len()) {
-        Ok(n) => out.put_slice(&[0x00, 0x53, 0x75, 0xa0, n]),
-        Err(_) => {
-            out.put_slice(&[0x00, 0x53, 0x75, 0xb0]);
-            out.put_u32(body.len() as u32);
-        }
-    }
-    out.put_slice(body);
-}
 
 /// Most messages in one chunk.
 const CHUNK_ENTRIES: u16 = 512;
@@ -103,6 +91,8 @@ pub struct Subscription {
     wake: Notify,
     cancelled: AtomicBool,
     spawned: AtomicBool,
+    /// Its listing and counters in the management API.
+    pub stats: Arc<ConsumerStats>,
     /// Set for a single active consumer.
     pub single_active: Option<SingleActive>,
     vhost: Arc<VHost>,
@@ -121,6 +111,7 @@ impl Subscription {
         outbox: Arc<Outbox>,
         credit: u16,
         single_active: Option<SingleActive>,
+        stats: Arc<ConsumerStats>,
     ) -> Arc<Self> {
         Arc::new(Subscription {
             id,
@@ -136,6 +127,7 @@ impl Subscription {
             wake: Notify::new(),
             cancelled: AtomicBool::new(false),
             spawned: AtomicBool::new(false),
+            stats,
             single_active,
             vhost,
         })
@@ -209,8 +201,11 @@ impl Subscription {
             opts.start = start;
         }
         if let Err(e) = self.queue.add_stream_consumer(self.clone(), false, &opts) {
-            tracing::warn!("activating a single active consumer failed: {e}");
+            // Its stream is gone: the client learns it, the group forgets it.
+            tracing::info!("activating a single active consumer failed: {e}");
             sa.attached.store(false, Ordering::Release);
+            self.leave_group();
+            self.stream_deleted();
             return true;
         }
         self.spawn();
@@ -330,7 +325,7 @@ impl Consumer for Subscription {
         if let Some(c) = chunk.as_mut() {
             c.begin_entry(out);
             if plain {
-                write_data_section(out, m.body);
+                crate::amqp1::message::write_data_section(out, m.body);
             } else {
                 crate::amqp1::message::write_stored(out, m.exchange, m.routing_key, &props, m.body, false);
             }
@@ -340,6 +335,9 @@ impl Consumer for Subscription {
             Self::finish_chunk(s);
         }
         self.mirror(s);
+        drop(guard);
+        self.stats.consumed.fetch_add(1, Ordering::Relaxed);
+        self.stats.offset.store(offset, Ordering::Relaxed);
         true
     }
 
@@ -363,12 +361,10 @@ impl Consumer for Subscription {
 
     /// The client learns of it as RabbitMQ tells it: a metadata update
     /// saying the stream is no longer available.
+    /// Its group is dropped with the stream (no other member is made
+    /// active for a stream that is gone).
     fn queue_deleted(&self) {
-        self.cancelled.store(true, Ordering::Release);
-        self.wake.notify_one();
-        self.leave_group();
-        self.outbox
-            .send(|b| reply::metadata_update(b, code::STREAM_NOT_AVAILABLE, &self.queue.name));
+        GroupMember::stream_deleted(self);
     }
 
     fn id(&self) -> u64 {
@@ -386,6 +382,7 @@ impl GroupMember for Subscription {
         if self.is_cancelled() {
             return;
         }
+        self.stats.active.store(active, Ordering::Relaxed);
         if !active && sa.attached.swap(false, Ordering::AcqRel) {
             self.queue.detach_consumer(self.id);
         }
@@ -393,5 +390,15 @@ impl GroupMember for Subscription {
         *sa.pending.lock() = active.then_some(correlation_id);
         self.outbox
             .send(|b| reply::consumer_update(b, correlation_id, self.subscription_id, active));
+    }
+
+    /// Told as RabbitMQ tells it: a metadata update, once.
+    fn stream_deleted(&self) {
+        if self.cancelled.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.wake.notify_one();
+        self.outbox
+            .send(|b| reply::metadata_update(b, code::STREAM_NOT_AVAILABLE, &self.queue.name));
     }
 }

@@ -9,6 +9,7 @@
 mod consume;
 mod errors;
 mod interop;
+mod management;
 mod publish;
 mod single_active;
 mod super_streams;

@@ -5,6 +5,13 @@ use bytes::Bytes;
 use super::primitives::Reader;
 use super::{DecodeError, key};
 
+/// The client's answer to the broker's tune.
+const TUNE_RESPONSE: u16 = key::TUNE | key::RESPONSE;
+/// The client's answer to a close the broker sent.
+const CLOSE_RESPONSE: u16 = key::CLOSE | key::RESPONSE;
+/// A single active consumer's answer to a consumer update.
+const CONSUMER_UPDATE_RESPONSE: u16 = key::CONSUMER_UPDATE | key::RESPONSE;
+
 /// Where a subscription starts reading.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OffsetSpec {
@@ -179,6 +186,10 @@ impl Command {
                         true => r.opt_string("filter value")?,
                         false => None,
                     };
+                    // A size with its top bit set starts a sub-entry batch.
+                    if r.peek_u16().is_some_and(|h| h & 0x8000 != 0) {
+                        return Err(DecodeError::Invalid("sub-entry batch (not supported)"));
+                    }
                     let message = r.bytes("message")?;
                     messages.push(Published {
                         publishing_id,
@@ -264,7 +275,7 @@ impl Command {
                 data: r.bytes("sasl data")?,
             },
             // The client answers the broker's tune with its own.
-            key::TUNE | 0x8014 => Command::Tune {
+            key::TUNE | TUNE_RESPONSE => Command::Tune {
                 frame_max: r.u32("frame max")?,
                 heartbeat: r.u32("heartbeat")?,
             },
@@ -277,7 +288,7 @@ impl Command {
                 code: r.u16("closing code")?,
                 reason: r.string("closing reason")?,
             },
-            0x8016 => Command::CloseResponse,
+            CLOSE_RESPONSE => Command::CloseResponse,
             key::HEARTBEAT => Command::Heartbeat,
             key::ROUTE => Command::Route {
                 correlation_id: r.u32("correlation id")?,
@@ -288,11 +299,13 @@ impl Command {
                 correlation_id: r.u32("correlation id")?,
                 super_stream: r.string("super stream")?,
             },
-            0x801a => {
+            CONSUMER_UPDATE_RESPONSE => {
                 let correlation_id = r.u32("correlation id")?;
                 let code = r.u16("response code")?;
+                // Type 0 ("none") answers a deactivation (the Java client).
                 let offset = match r.remaining() {
                     0 => None,
+                    _ if r.peek_u16() == Some(0) => None,
                     _ => Some(offset_spec(&mut r)?),
                 };
                 Command::ConsumerUpdateResponse {

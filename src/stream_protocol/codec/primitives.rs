@@ -40,6 +40,12 @@ impl<'a> Reader<'a> {
         Ok(s)
     }
 
+    /// The next u16, without taking it.
+    pub fn peek_u16(&self) -> Option<u16> {
+        let b = self.buf.get(self.at..self.at + 2)?;
+        Some(u16::from_be_bytes([b[0], b[1]]))
+    }
+
     /// Bytes not read yet.
     pub fn remaining(&self) -> usize {
         self.buf.len() - self.at

@@ -188,5 +188,12 @@ async fn deleting_a_stream_tells_its_subscribers() {
         update.contains("MetadataUpdate") && update.contains("StreamNotAvailable"),
         "{update}"
     );
+    // The subscription id is free again, for a stream of the same name too.
+    env.stream_creator().create(&stream).await.unwrap();
+    let again = client
+        .subscribe(1, &stream, OffsetSpecification::First, 1, HashMap::new())
+        .await
+        .expect("subscribed again");
+    assert!(again.is_ok(), "the id of a deleted stream's subscription is free");
     client.close().await.unwrap();
 }
