@@ -377,6 +377,7 @@ async fn second_server_on_the_same_data_dir_is_refused() {
     config.amqp.port = 0;
     config.mgmt.port = 0;
     config.mqtt.port = 0;
+    config.stream.port = Some(0);
     match Server::start(&config).await {
         Ok(second) => {
             second.shutdown().await;

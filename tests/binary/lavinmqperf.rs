@@ -32,6 +32,7 @@ async fn start_broker_with(tweak: impl FnOnce(&mut Config, &std::path::Path)) ->
     config.amqp.port = 0;
     config.mgmt.port = 0;
     config.mqtt.port = 0;
+    config.stream.port = Some(0);
     config.main.metrics_http_port = Some(0);
     config.main.control_unix_path = dir.path().join("ctl.sock");
     tweak(&mut config, dir.path());

@@ -95,6 +95,7 @@ fn bare_config(dir: &Path) -> Config {
     config.amqp.port = 0;
     config.mgmt.port = 0;
     config.mqtt.port = 0;
+    config.stream.port = Some(0);
     config.main.control_unix_path = dir.join("ctl.sock");
     config
 }

@@ -246,6 +246,7 @@ async fn a_file_in_the_way_of_a_unix_socket_stops_the_start() {
     config.main.metrics_http_port = None;
     config.amqp.port = 0;
     config.mqtt.port = 0;
+    config.stream.port = Some(0);
     config.mgmt.port = 0;
     config.amqp.unix_path = Some(path.clone());
     let err = within("start", lavinmq::server::Server::start(&config))
