@@ -92,7 +92,7 @@ WORKDIR /var/lib/lavinmq
 VOLUME /var/lib/lavinmq
 # AMQP, AMQPS, MQTT, MQTTS, HTTP API/UI, HTTPS, Prometheus metrics. The TLS
 # ports open only with a certificate (LAVINMQ_TLS_CERT_PATH/_KEY_PATH).
-EXPOSE 5672 5671 1883 8883 15672 15671 15692
+EXPOSE 5672 5671 1883 8883 5552 15672 15671 15692
 # Healthy when the broker answers on its control socket. start-period covers
 # the recovery of a large data dir at start.
 HEALTHCHECK --interval=30s --timeout=10s --start-period=60s --retries=3 \

@@ -41,9 +41,9 @@ fail() {
 }
 skip() { echo "[check-package] skipped: $*"; }
 
-# The ports the Dockerfile must EXPOSE: AMQP, AMQPS, MQTT, MQTTS, HTTP, HTTPS,
-# metrics.
-IMAGE_PORTS="5672 5671 1883 8883 15672 15671 15692"
+# The ports the Dockerfile must EXPOSE: AMQP, AMQPS, MQTT, MQTTS, the stream
+# protocol, HTTP, HTTPS, metrics.
+IMAGE_PORTS="5672 5671 1883 8883 5552 15672 15671 15692"
 
 # Starts a broker in the background (the command in "$@", output in $LOG),
 # waits until `$CTL status` answers on the control socket $SOCK, and sets
