@@ -134,6 +134,17 @@ fn consumers_json(s: &HttpState, user: &Authed, sel: &Select<'_>) -> Listing {
     Listing(out)
 }
 
+/// What a list function makes of a selection.
+type Lister = fn(&HttpState, &Authed, &Select<'_>) -> Listing;
+
+/// `list` for the selection, after checking the user's access to its vhost.
+fn in_vhost(s: &HttpState, user: &Authed, sel: Select<'_>, list: Lister) -> ApiResult<Listing> {
+    if let Some(v) = sel.vhost {
+        s.vhost_for(user, v)?;
+    }
+    Ok(list(s, user, &sel))
+}
+
 /// Every stream publisher.
 pub async fn publishers(State(s): State<Arc<HttpState>>, user: Authed) -> Listing {
     publishers_json(&s, &user, &Select::default())
@@ -145,12 +156,11 @@ pub async fn publishers_vhost(
     user: Authed,
     Path(vhost): Path<String>,
 ) -> ApiResult<Listing> {
-    s.vhost_for(&user, &vhost)?;
     let sel = Select {
         vhost: Some(&vhost),
         ..Select::default()
     };
-    Ok(publishers_json(&s, &user, &sel))
+    in_vhost(&s, &user, sel, publishers_json)
 }
 
 /// The publishers of one stream.
@@ -159,13 +169,12 @@ pub async fn publishers_stream(
     user: Authed,
     Path((vhost, stream)): Path<(String, String)>,
 ) -> ApiResult<Listing> {
-    s.vhost_for(&user, &vhost)?;
     let sel = Select {
         vhost: Some(&vhost),
         stream: Some(&stream),
         ..Select::default()
     };
-    Ok(publishers_json(&s, &user, &sel))
+    in_vhost(&s, &user, sel, publishers_json)
 }
 
 /// Every stream consumer.
@@ -179,12 +188,11 @@ pub async fn consumers_vhost(
     user: Authed,
     Path(vhost): Path<String>,
 ) -> ApiResult<Listing> {
-    s.vhost_for(&user, &vhost)?;
     let sel = Select {
         vhost: Some(&vhost),
         ..Select::default()
     };
-    Ok(consumers_json(&s, &user, &sel))
+    in_vhost(&s, &user, sel, consumers_json)
 }
 
 /// The publishers of one stream connection.
@@ -193,13 +201,12 @@ pub async fn connection_publishers(
     user: Authed,
     Path((vhost, name)): Path<(String, String)>,
 ) -> ApiResult<Listing> {
-    s.vhost_for(&user, &vhost)?;
     let sel = Select {
         vhost: Some(&vhost),
         connection: Some(&name),
         ..Select::default()
     };
-    Ok(publishers_json(&s, &user, &sel))
+    in_vhost(&s, &user, sel, publishers_json)
 }
 
 /// The consumers of one stream connection.
@@ -208,11 +215,10 @@ pub async fn connection_consumers(
     user: Authed,
     Path((vhost, name)): Path<(String, String)>,
 ) -> ApiResult<Listing> {
-    s.vhost_for(&user, &vhost)?;
     let sel = Select {
         vhost: Some(&vhost),
         connection: Some(&name),
         ..Select::default()
     };
-    Ok(consumers_json(&s, &user, &sel))
+    in_vhost(&s, &user, sel, consumers_json)
 }
