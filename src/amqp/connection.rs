@@ -203,38 +203,15 @@ where
         drop(conn);
         outbox.close();
         let _ = writer.await;
-        linger(&mut rd, &mut buf).await;
+        crate::transport::close_linger::linger(&mut rd, &mut buf).await;
     }
     .instrument(span)
 }
 
-/// How long a closed connection's socket is kept open to read what the client
-/// still sends.
-const CLOSE_LINGER: Duration = Duration::from_secs(1);
 /// The longest a publisher waits after a read batch for consumers that cannot
 /// keep up (see [`crate::core::queue::Queue::deliver_or_wake`]): it is slowed
 /// to their pace, never stopped by one that stalls.
 const PACE_LIMIT: Duration = Duration::from_millis(5);
-
-/// After the connection is closed (our close-ok or close written, the write
-/// side shut down), reads and drops what the client still sends until it
-/// closes its end, for at most [`CLOSE_LINGER`]. A socket closed with unread
-/// bytes in it is reset, and the reset can destroy the close-ok before the
-/// client read it (a client closing while another of its threads publishes).
-/// `buf`, the connection's read buffer, takes the bytes.
-async fn linger<R: AsyncRead + Unpin>(rd: &mut R, buf: &mut BytesMut) {
-    let drain = async {
-        loop {
-            buf.clear();
-            buf.reserve(4096);
-            match rd.read_buf(buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {}
-            }
-        }
-    };
-    let _ = tokio::time::timeout(CLOSE_LINGER, drain).await;
-}
 
 /// An open connection after the handshake.
 struct Connection {

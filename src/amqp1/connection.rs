@@ -30,9 +30,6 @@ use crate::transport::outbox::Outbox;
 use crate::transport::peer::Peer;
 use crate::transport::shared_tcp::DirectSocket;
 
-/// How long a closed connection's socket stays open for the client's close.
-const CLOSE_LINGER: Duration = Duration::from_secs(1);
-
 /// True for the two protocol headers of AMQP 1.0 (with and without SASL).
 pub fn is_amqp1_header(header: &[u8; 8]) -> bool {
     header[..4] == *b"AMQP" && (header[4] == 0 || header[4] == 3) && header[5..] == [1, 0, 0]
@@ -88,17 +85,7 @@ pub async fn serve<R, W>(
         drop(conn);
         outbox.close();
         let _ = writer.await;
-        let drain = async {
-            loop {
-                buf.clear();
-                buf.reserve(4096);
-                match rd.read_buf(&mut buf).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {}
-                }
-            }
-        };
-        let _ = tokio::time::timeout(CLOSE_LINGER, drain).await;
+        crate::transport::close_linger::linger(&mut rd, &mut buf).await;
     }
     .instrument(span)
     .await

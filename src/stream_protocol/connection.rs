@@ -28,9 +28,6 @@ use crate::transport::outbox::Outbox;
 use crate::transport::peer::Peer;
 use crate::wire::{FieldTable, FieldValue};
 
-/// How long a closed connection's socket stays open for the client's answer.
-const CLOSE_LINGER: Duration = Duration::from_secs(1);
-
 /// The commands and versions we serve, told to clients that ask
 /// (publish 2 carries filter values).
 const COMMAND_VERSIONS: [(u16, u16, u16); 29] = [
@@ -104,17 +101,7 @@ where
         outbox.close();
         let _ = writer.await;
         if error.is_some() {
-            let drain = async {
-                loop {
-                    buf.clear();
-                    buf.reserve(4096);
-                    match rd.read_buf(&mut buf).await {
-                        Ok(0) | Err(_) => break,
-                        Ok(_) => {}
-                    }
-                }
-            };
-            let _ = tokio::time::timeout(CLOSE_LINGER, drain).await;
+            crate::transport::close_linger::linger(&mut rd, &mut buf).await;
         }
     }
     .instrument(span)

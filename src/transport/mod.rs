@@ -17,6 +17,7 @@ pub fn listen_address(bind: &str, port: u16) -> String {
 }
 
 pub mod accept;
+pub mod close_linger;
 pub mod delivery_loop;
 pub mod outbox;
 pub mod peer;
