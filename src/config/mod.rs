@@ -211,7 +211,7 @@ pub struct MainConfig {
     /// Take a file lock in the data directory so two brokers cannot share it
     /// (`data_dir_lock`, `--no-data-dir-lock`).
     pub data_dir_lock: bool,
-    /// Algorithm for `x-consistent-hash` exchanges: `ring` or `jump`
+    /// Algorithm for `x-consistent-hash` exchanges: `rabbitmq`, `ring` or `jump`
     /// (`default_consistent_hash_algorithm`).
     pub default_consistent_hash_algorithm: String,
     /// Address of the unauthenticated Prometheus metrics listener
@@ -407,7 +407,7 @@ impl Default for MainConfig {
             login_throttle_trusted_networks: crate::core::login_throttle::DEFAULT_TRUSTED.to_string(),
             auth_backends: vec!["local".into()],
             data_dir_lock: true,
-            default_consistent_hash_algorithm: "ring".to_owned(),
+            default_consistent_hash_algorithm: "rabbitmq".to_owned(),
             metrics_http_bind: "127.0.0.1".to_owned(),
             metrics_http_port: Some(15692),
         }

@@ -88,7 +88,7 @@ fn defaults_match_lavinmq() {
     );
     assert!(c.main.default_user_only_loopback);
     assert!(c.main.data_dir_lock);
-    assert_eq!(c.main.default_consistent_hash_algorithm, "ring");
+    assert_eq!(c.main.default_consistent_hash_algorithm, "rabbitmq");
 
     assert_eq!(c.amqp.bind, "127.0.0.1");
     assert_eq!((c.amqp.port, c.amqp.tls_port), (5672, Some(5671)));

@@ -13,11 +13,11 @@ pub(crate) const LOG_LEVELS: &[&str] = &["trace", "debug", "info", "notice", "wa
 /// Description of accepted log levels, used in error messages.
 pub(crate) const LOG_LEVEL_EXPECTED: &str = "one of trace, debug, info, notice, warn, error, fatal, none";
 
-/// Consistent-hash algorithms LavinMQ implements.
-pub(crate) const HASH_ALGORITHMS: &[&str] = &["ring", "jump"];
+/// Consistent-hash algorithms: RabbitMQ's and LavinMQ's two.
+pub(crate) const HASH_ALGORITHMS: &[&str] = &["rabbitmq", "ring", "jump"];
 
 /// Description of accepted consistent-hash algorithms, used in error messages.
-pub(crate) const HASH_ALGORITHM_EXPECTED: &str = "one of ring, jump";
+pub(crate) const HASH_ALGORITHM_EXPECTED: &str = "one of rabbitmq, ring, jump";
 
 /// Parses a boolean the way LavinMQ documents it (case-insensitive).
 /// Returns `None` for anything that is neither a true nor a false spelling,

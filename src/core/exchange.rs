@@ -15,10 +15,7 @@ use super::delayed::{self, DelayedMessages};
 use super::headers::headers_match;
 use super::queue::Queue;
 use super::topic::TopicTrie;
-use super::{FieldTable, Result};
-
-/// Largest binding weight of a consistent-hash exchange.
-pub const MAX_HASH_WEIGHT: u32 = 10_000;
+use super::{BasicProperties, FieldTable, Result};
 
 /// The routing algorithm of an exchange.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -367,15 +364,9 @@ impl Exchange {
             return Ok(false);
         }
         if self.kind == ExchangeKind::ConsistentHash {
-            let weight = consistent_hash::parse_weight(routing_key)
-                .ok_or_else(|| super::Error::PreconditionFailed(consistent_hash::INVALID_WEIGHT.into()))?;
-            if weight > MAX_HASH_WEIGHT {
-                // Each unit of weight is a point on the ring: an unbounded weight
-                // would let one bind exhaust memory.
-                return Err(super::Error::PreconditionFailed(format!(
-                    "binding weight {weight} is above the maximum of {MAX_HASH_WEIGHT}"
-                )));
-            }
+            let algorithm = b.hash.as_ref().map(ConsistentHasher::algorithm).unwrap_or_default();
+            let weight =
+                consistent_hash::check_weight(algorithm, routing_key).map_err(super::Error::PreconditionFailed)?;
             if let Some(h) = b.hash.as_mut() {
                 h.add(destination.name(), weight, destination.clone());
             }
@@ -508,7 +499,8 @@ impl Exchange {
 
     /// Calls `f` for every destination this exchange's bindings select; destinations
     /// may repeat and exchanges are not followed (the caller does that).
-    pub fn route(&self, routing_key: &str, headers: Option<&FieldTable>, f: &mut impl FnMut(&Destination)) {
+    pub fn route(&self, routing_key: &str, properties: &BasicProperties, f: &mut impl FnMut(&Destination)) {
+        let headers = properties.headers.as_ref();
         let b = self.bindings.read();
         match self.kind {
             ExchangeKind::Direct => {
@@ -533,9 +525,10 @@ impl Exchange {
                 }
             }
             ExchangeKind::ConsistentHash => {
-                // A non-string hash header makes the message unroutable.
-                if let Ok(key) = consistent_hash::hash_key(routing_key, &self.arguments, headers)
-                    && let Some(d) = b.hash.as_ref().and_then(|h| h.get_bytes(key))
+                // A non-string `x-hash-on` header makes the message unroutable.
+                let mut scratch = [0u8; 20];
+                if let Ok(input) = consistent_hash::hash_input(routing_key, &self.arguments, properties, &mut scratch)
+                    && let Some(d) = b.hash.as_ref().and_then(|h| h.select(input))
                 {
                     f(d);
                 }

@@ -23,7 +23,7 @@ use super::queue_settings::{QueueSettings, QueueType};
 use super::route_cache::RouteCache;
 use super::stats::ChurnCounters;
 use super::table_json::{json_to_table, table_to_json};
-use super::{Error, FieldTable, FieldValue, Result};
+use super::{BasicProperties, Error, FieldTable, FieldValue, Result};
 use crate::store::json_log::JsonLog;
 
 /// Storage settings a vhost passes on to its queues.
@@ -1166,7 +1166,7 @@ impl VHost {
             return;
         }
         let mut visited: smallvec::SmallVec<[*const Exchange; 8]> = smallvec::SmallVec::new();
-        self.route_from(exchange, key, msg.properties.headers.as_ref(), out, &mut visited);
+        self.route_from(exchange, key, &msg.properties, out, &mut visited);
         dedup(out);
         if !out.is_empty() && visited.len() == 1 {
             cache.set(source, key, generation, out);
@@ -1182,7 +1182,6 @@ impl VHost {
     }
 
     fn route_unchecked(&self, exchange: &Exchange, msg: &Message, extra_keys: &[&str], out: &mut Vec<Arc<Queue>>) {
-        let headers = msg.properties.headers.as_ref();
         let mut visited: smallvec::SmallVec<[*const Exchange; 8]> = smallvec::SmallVec::new();
         let keys = std::iter::once(&*msg.routing_key).chain(extra_keys.iter().copied());
         for key in keys {
@@ -1191,7 +1190,7 @@ impl VHost {
                 continue;
             }
             visited.clear();
-            self.route_from(exchange, key, headers, out, &mut visited);
+            self.route_from(exchange, key, &msg.properties, out, &mut visited);
         }
         dedup(out);
     }
@@ -1200,7 +1199,7 @@ impl VHost {
         &self,
         exchange: &Exchange,
         key: &str,
-        headers: Option<&FieldTable>,
+        properties: &BasicProperties,
         out: &mut Vec<Arc<Queue>>,
         visited: &mut smallvec::SmallVec<[*const Exchange; 8]>,
     ) {
@@ -1210,17 +1209,17 @@ impl VHost {
         visited.push(exchange as *const Exchange);
         let before = out.len();
         let mut nested: smallvec::SmallVec<[Arc<Exchange>; 4]> = smallvec::SmallVec::new();
-        exchange.route(key, headers, &mut |d| match d {
+        exchange.route(key, properties, &mut |d| match d {
             Destination::Queue(q) => out.push(q.clone()),
             Destination::Exchange(e) => nested.push(e.clone()),
         });
         for e in nested {
-            self.route_from(&e, key, headers, out, visited);
+            self.route_from(&e, key, properties, out, visited);
         }
         if out.len() == before
             && let Some(ae) = exchange.alternate_exchange().and_then(|n| self.exchange(&n))
         {
-            self.route_from(&ae, key, headers, out, visited);
+            self.route_from(&ae, key, properties, out, visited);
         }
     }
 
@@ -1479,7 +1478,9 @@ pub fn check_new_queue(vhost: &str, name: &str, opts: &QueueOptions, arguments: 
 
 /// Checks an exchange declaration's type and arguments without declaring it.
 pub fn check_exchange_declaration(kind: &str, arguments: &FieldTable) -> Result<()> {
-    resolve_type(kind, arguments)?;
+    if resolve_type(kind, arguments)?.0 == ExchangeKind::ConsistentHash {
+        super::consistent_hash::validate_arguments(arguments).map_err(Error::PreconditionFailed)?;
+    }
     Exchange::validate_arguments(arguments).map_err(Error::PreconditionFailed)
 }
 

@@ -276,6 +276,8 @@ struct Definitions {
     bindings: Vec<BindingDef>,
     parameters: Vec<ParameterDef>,
     global_parameters: Vec<GlobalParameterDef>,
+    /// Present in LavinMQ's exports only.
+    lavinmq_version: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -952,7 +954,15 @@ pub fn import_document(broker: &Broker, body: &[u8]) -> Result<(), String> {
 }
 
 fn parse(body: &[u8]) -> ApiResult<Definitions> {
-    serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("invalid definitions: {e}")))
+    let mut defs: Definitions =
+        serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("invalid definitions: {e}")))?;
+    if defs.lavinmq_version.is_some() {
+        // Exported by LavinMQ: its consistent-hash exchanges keep LavinMQ's placement.
+        for e in &mut defs.exchanges {
+            e.declare.pin_lavinmq_algorithm();
+        }
+    }
+    Ok(defs)
 }
 
 /// Exports the definitions of the whole broker.

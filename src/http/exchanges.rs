@@ -90,6 +90,14 @@ pub struct DeclareBody {
     arguments: Value,
 }
 
+impl DeclareBody {
+    /// Keeps LavinMQ's placement for a consistent-hash exchange from LavinMQ's
+    /// exported definitions (see [`crate::core::consistent_hash::pin_lavinmq_algorithm`]).
+    pub(super) fn pin_lavinmq_algorithm(&mut self) {
+        crate::core::consistent_hash::pin_lavinmq_algorithm(&self.kind, &mut self.arguments);
+    }
+}
+
 fn yes() -> bool {
     true
 }

@@ -183,7 +183,8 @@ impl<'a> Reader<'a> {
                 let name = self.short_str()?;
                 let kind = self.short_str()?;
                 let bits = self.u8()?;
-                let arguments = self.table()?;
+                let mut arguments = self.table()?;
+                crate::core::consistent_hash::pin_lavinmq_algorithm(&kind, &mut arguments);
                 let v = json!({"name": name, "type": kind, "durable": bits & 2 != 0,
                                "auto_delete": bits & 4 != 0, "internal": bits & 8 != 0, "arguments": arguments});
                 Frame::ExchangeDeclare(name, v)

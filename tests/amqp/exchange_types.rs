@@ -76,7 +76,177 @@ async fn consistent_hash_refuses_a_non_numeric_weight() {
     let mut ev = events(&conn);
     let _ = bind(&ch, &q, &ex, "heavy").await;
     let msg = expect_error(&mut ev, 406).await;
+    assert!(msg.contains("The binding key must be an integer"), "{msg}");
+    // LavinMQ's ring keeps LavinMQ's text, and its weight 0.
+    let ch = conn.create_channel().await.unwrap();
+    let ring = uniq("chx");
+    let args = table(&[("x-algorithm", long_str("ring"))]);
+    declare_exchange(&ch, &ring, "x-consistent-hash", false, args)
+        .await
+        .unwrap();
+    bind(&ch, &q, &ring, "0").await.unwrap();
+    let _ = bind(&ch, &q, &ring, "heavy").await;
+    let msg = expect_error(&mut ev, 406).await;
     assert!(msg.contains("Routing key must to be a number"), "{msg}");
+    // RabbitMQ refuses a weight below 1.
+    let ch = conn.create_channel().await.unwrap();
+    let _ = bind(&ch, &q, &ex, "0").await;
+    let msg = expect_error(&mut ev, 406).await;
+    assert!(msg.contains("The binding key must be greater than 0"), "{msg}");
+}
+
+/// Publishes `count` messages whose body is their index, each with what
+/// `props_for(i)` gives and routing key `key_for(i)`, then reads back which
+/// of `queues` each index landed in.
+async fn placements(
+    ch: &Channel,
+    exchange: &str,
+    queues: &[String],
+    count: usize,
+    key_for: impl Fn(usize) -> String,
+    props_for: impl Fn(usize) -> BasicProperties,
+) -> Vec<usize> {
+    ch.confirm_select(ConfirmSelectOptions::default()).await.unwrap();
+    for i in 0..count {
+        publish_props(ch, exchange, &key_for(i), i.to_string().as_bytes(), props_for(i)).await;
+    }
+    ch.wait_for_confirms().await.unwrap();
+    let mut placed = vec![usize::MAX; count];
+    for (index, q) in queues.iter().enumerate() {
+        while let Some(m) = get(ch, q, true).await {
+            let i: usize = std::str::from_utf8(&m.delivery.data).unwrap().parse().unwrap();
+            placed[i] = index;
+        }
+    }
+    placed
+}
+
+/// Queues bound with weights 1, 3 and 2, in that order: RabbitMQ's buckets
+/// 0, 1 to 3 and 4 to 5.
+async fn six_buckets(ch: &Channel, args: FieldTable) -> (String, Vec<String>) {
+    let ex = uniq("chr");
+    declare_exchange(ch, &ex, "x-consistent-hash", false, args)
+        .await
+        .unwrap();
+    let queues: Vec<String> = (0..3).map(|i| uniq(&format!("chr{i}"))).collect();
+    for (q, weight) in queues.iter().zip(["1", "3", "2"]) {
+        declare_queue(ch, q).await;
+        bind(ch, q, &ex, weight).await.unwrap();
+    }
+    (ex, queues)
+}
+
+/// The queue index of each of RabbitMQ's six buckets in [`six_buckets`].
+const BUCKET_OWNER: [usize; 6] = [0, 1, 1, 1, 2, 2];
+
+fn owners(buckets: &[usize]) -> Vec<usize> {
+    buckets.iter().map(|&b| BUCKET_OWNER[b]).collect()
+}
+
+/// Under the default settings a key goes to the queue RabbitMQ's plugin
+/// picks (the buckets come from RabbitMQ's own code on Erlang/OTP), and a
+/// weight is a proportion: weights 1 and 3 split 10,000 keys 1 : 3.
+#[tokio::test]
+async fn consistent_hash_places_keys_as_rabbitmq_does() {
+    let b = start().await;
+    let (_c, ch) = b.channel().await;
+    let (ex, queues) = six_buckets(&ch, FieldTable::default()).await;
+    let placed = placements(
+        &ch,
+        &ex,
+        &queues,
+        40,
+        |i| format!("k{i}"),
+        |_| BasicProperties::default(),
+    )
+    .await;
+    let rabbitmq = [
+        1, 3, 5, 1, 2, 4, 1, 3, 5, 2, 4, 4, 2, 2, 1, 0, 0, 5, 0, 1, 4, 3, 4, 1, 3, 0, 5, 3, 4, 2, 2, 3, 2, 4, 5, 2, 0,
+        5, 1, 0,
+    ];
+    assert_eq!(placed, owners(&rabbitmq));
+
+    let ex = uniq("chw");
+    declare_exchange(&ch, &ex, "x-consistent-hash", false, FieldTable::default())
+        .await
+        .unwrap();
+    let (light, heavy) = (uniq("w1"), uniq("w3"));
+    for (q, weight) in [(&light, "1"), (&heavy, "3")] {
+        declare_queue(&ch, q).await;
+        bind(&ch, q, &ex, weight).await.unwrap();
+    }
+    ch.confirm_select(ConfirmSelectOptions::default()).await.unwrap();
+    for i in 0..10_000 {
+        publish(&ch, &ex, &format!("key-{i}"), b"x").await;
+    }
+    ch.wait_for_confirms().await.unwrap();
+    let (l, h) = (queue_count(&ch, &light).await, queue_count(&ch, &heavy).await);
+    assert_eq!(l + h, 10_000);
+    assert!((2_200..=2_800).contains(&l), "weight 1 got {l} of 10,000");
+    // RabbitMQ puts exactly these counts in buckets 0 and 1 to 3.
+    assert_eq!((l, h), (2_449, 7_551));
+}
+
+/// RabbitMQ's `hash-header` and `hash-property` arguments: the header's value
+/// (a string or an integer), the message id, the correlation id or the
+/// timestamp decides the queue, as in RabbitMQ; a declaration naming both, or
+/// a property RabbitMQ cannot hash, is refused.
+#[tokio::test]
+async fn consistent_hash_on_rabbitmq_header_and_property() {
+    use lapin::types::ShortString;
+    let b = start().await;
+    let (conn, ch) = b.channel().await;
+    // RabbitMQ's buckets for the binaries "0" to "19", and for the integers
+    // 0 to 19, over six buckets.
+    let as_text = [3, 2, 5, 2, 0, 0, 3, 2, 1, 0, 2, 3, 1, 3, 3, 5, 0, 2, 2, 2];
+    let as_integer = [4, 3, 0, 1, 3, 4, 4, 3, 1, 5, 3, 5, 2, 3, 5, 0, 0, 2, 2, 0];
+    let fixed_key = |_| "same-routing-key".to_string();
+
+    let args = table(&[("hash-header", long_str("user"))]);
+    let (ex, queues) = six_buckets(&ch, args.clone()).await;
+    let placed = placements(&ch, &ex, &queues, 20, fixed_key, |i| {
+        headers(&[("user", long_str(&i.to_string()))])
+    })
+    .await;
+    assert_eq!(placed, owners(&as_text), "string header");
+    let (ex, queues) = six_buckets(&ch, args).await;
+    let placed = placements(&ch, &ex, &queues, 20, fixed_key, |i| {
+        headers(&[("user", AMQPValue::LongLongInt(i as i64))])
+    })
+    .await;
+    assert_eq!(placed, owners(&as_integer), "integer header");
+
+    for property in ["message_id", "correlation_id", "timestamp"] {
+        let args = table(&[("hash-property", long_str(property))]);
+        let (ex, queues) = six_buckets(&ch, args).await;
+        let placed = placements(&ch, &ex, &queues, 20, fixed_key, |i| {
+            let id = ShortString::from(i.to_string());
+            match property {
+                "message_id" => BasicProperties::default().with_message_id(id),
+                "correlation_id" => BasicProperties::default().with_correlation_id(id),
+                _ => BasicProperties::default().with_timestamp(i as u64),
+            }
+        })
+        .await;
+        assert_eq!(placed, owners(&as_text), "{property}");
+    }
+
+    let mut ev = events(&conn);
+    let both = table(&[
+        ("hash-header", long_str("a")),
+        ("hash-property", long_str("message_id")),
+    ]);
+    let _ = declare_exchange(&ch, &uniq("chbad"), "x-consistent-hash", false, both).await;
+    let msg = expect_error(&mut ev, 406).await;
+    assert!(
+        msg.contains("hash-header and hash-property are mutually exclusive"),
+        "{msg}"
+    );
+    let ch = conn.create_channel().await.unwrap();
+    let unknown = table(&[("hash-property", long_str("app_id"))]);
+    let _ = declare_exchange(&ch, &uniq("chbad"), "x-consistent-hash", false, unknown).await;
+    let msg = expect_error(&mut ev, 406).await;
+    assert!(msg.contains("Unsupported property: app_id"), "{msg}");
 }
 
 #[tokio::test]
@@ -316,9 +486,9 @@ async fn consistent_hash_weight_is_bounded() {
     declare_queue(&ch, &q).await;
     bind(&ch, &q, &ex, "10000").await.unwrap();
     let mut ev = events(&conn);
-    let _ = bind(&ch, &q, &ex, "4294967295").await;
+    let _ = bind(&ch, &q, &ex, "10001").await;
     let msg = expect_error(&mut ev, 406).await;
-    assert!(msg.contains("maximum"), "{msg}");
+    assert!(msg.contains("The binding key must not exceed 10000"), "{msg}");
 }
 
 /// LavinMQ's `delayed-message: true` policy key makes a matching exchange

@@ -666,6 +666,37 @@ async fn definitions_errors_and_access() {
     }
 }
 
+/// Consistent-hash exchanges in LavinMQ's exported definitions (marked by
+/// `lavinmq_version`) keep LavinMQ's placement: `x-algorithm = "ring"` is
+/// written in unless the exchange names one. RabbitMQ's definitions get
+/// RabbitMQ's placement, the default.
+#[tokio::test]
+async fn lavinmq_definitions_keep_lavinmq_consistent_hash_placement() {
+    let b = start().await;
+    let api = Api::new(&b);
+    let exchange = |name: &str, arguments: Value| {
+        json!({"name": name, "vhost": "/", "type": "x-consistent-hash", "durable": true,
+               "auto_delete": false, "internal": false, "arguments": arguments})
+    };
+    let lavinmq = json!({"lavinmq_version": "2.9.1", "exchanges": [
+        exchange("from-lavinmq", json!({})), exchange("jump", json!({"x-algorithm": "jump"}))]});
+    let rabbitmq = json!({"rabbitmq_version": "4.1.0", "exchanges": [exchange("from-rabbitmq", json!({}))]});
+    for file in [lavinmq, rabbitmq] {
+        assert_eq!(
+            api.call(Method::POST, "/api/definitions", GUEST, Some(file)).await.0,
+            StatusCode::NO_CONTENT
+        );
+    }
+    let arguments = |name: &str| {
+        let api = &api;
+        let path = format!("/api/exchanges/%2F/{name}");
+        async move { api.get_ok(&path).await["arguments"].clone() }
+    };
+    assert_eq!(arguments("from-lavinmq").await, json!({"x-algorithm": "ring"}));
+    assert_eq!(arguments("jump").await, json!({"x-algorithm": "jump"}));
+    assert_eq!(arguments("from-rabbitmq").await, json!({}));
+}
+
 #[tokio::test]
 async fn a_file_with_a_bad_item_applies_nothing_and_names_every_problem() {
     let b = start().await;

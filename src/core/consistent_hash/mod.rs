@@ -1,54 +1,62 @@
 //! Placement for the `x-consistent-hash` exchange: which single destination a
-//! message goes to, computed the same way LavinMQ computes it so that a
-//! topology moved between the two brokers routes every key to the same queue.
+//! message goes to. Three algorithms exist so that a topology moved from
+//! either broker keeps sending every key to the same queue: RabbitMQ's (the
+//! default, [`rabbitmq`]) and LavinMQ's ring and jump hashes, byte for byte.
 //!
 //! # How the exchange uses this module
 //!
 //! * **Declare.** The exchange argument `x-algorithm` picks the placement
-//!   algorithm (`"ring"` or `"jump"`, see [`HashAlgorithm::parse`]); a missing,
-//!   non-string or unknown value silently falls back to the broker's
-//!   `default_consistent_hash_algorithm` setting (`ring` unless configured), see
-//!   [`HashAlgorithm::from_arguments`]. The exchange builds one
-//!   [`ConsistentHasher`] at declare.
-//! * **Bind / unbind.** The binding key is the destination's *weight*: a decimal
-//!   number parsed by [`parse_weight`]. A key that is not a number fails the bind
-//!   (and the unbind) with `PRECONDITION_FAILED` and the text [`INVALID_WEIGHT`],
-//!   before the binding table is touched. Every binding that is new (same
-//!   destination, key and arguments not already bound) is added with
-//!   `add(destination name, weight, destination)`; note that the hasher key is
-//!   the destination's *name*, not the binding key. On unbind the hasher entry
-//!   is removed only when no other binding of the same destination with the same
-//!   binding key is left, so binding a queue twice with `"3"` and different
-//!   arguments and removing one of them keeps the queue routable.
-//! * **Publish.** [`hash_key`] picks the string to hash. Without the exchange
-//!   argument `x-hash-on` (or when it is not a string) that is the message's
-//!   routing key. With `x-hash-on = "name"` it is the value of the message header
-//!   `name`: when the message has no headers, or the header is missing or void,
-//!   LavinMQ hashes the empty string, so all such messages land on one and the
-//!   same destination; a header that is present but not a string fails the
-//!   publish with `PRECONDITION_FAILED` and the text [`NON_STRING_HASH_HEADER`]
-//!   (the channel is closed). [`ConsistentHasher::get`] then yields at most one
-//!   destination; an exchange without bindings routes nowhere.
+//!   algorithm (`"rabbitmq"`, `"ring"` or `"jump"`, see
+//!   [`HashAlgorithm::parse`]); a missing, non-string or unknown value falls
+//!   back to the broker's `default_consistent_hash_algorithm` setting
+//!   (`rabbitmq` unless configured), see [`HashAlgorithm::from_arguments`].
+//!   RabbitMQ's `hash-header` and `hash-property` arguments are checked by
+//!   [`validate_arguments`]. Exchanges taken over from LavinMQ (its data
+//!   directory or its exported definitions) get `x-algorithm = "ring"`
+//!   written in ([`pin_lavinmq_algorithm`]), so they keep LavinMQ's mapping.
+//! * **Bind / unbind.** The binding key is the destination's *weight*
+//!   ([`parse_weight`]; [`check_weight`] applies each algorithm's limits and
+//!   error texts). With RabbitMQ's algorithm a weight is a number of buckets,
+//!   so weights 1 and 3 split keys 1 : 3; a destination's first binding
+//!   decides its weight. With LavinMQ's ring a weight is a number of ring
+//!   points, which is not a proportion.
+//! * **Publish.** [`hash_input`] picks what the message is placed by: with
+//!   `hash-header` that header's value, with `hash-property` the
+//!   `message_id`, `correlation_id` or `timestamp` property (RabbitMQ's
+//!   arguments); with LavinMQ's `x-hash-on` that header's string value (the
+//!   empty string when missing; a header that is present but not a string
+//!   fails the publish with `PRECONDITION_FAILED` and [`NON_STRING_HASH_HEADER`]);
+//!   otherwise the routing key. [`ConsistentHasher::select`] then yields at most
+//!   one destination; an exchange without bindings routes nowhere.
 //!
-//! # Difference from RabbitMQ
+//! # Differences from RabbitMQ
 //!
-//! RabbitMQ's `rabbitmq_consistent_hash_exchange` plugin takes the same binding
-//! weights but places messages differently: it hashes the routing key (or the
-//! header named by its own `hash-header` argument, or the `message_id`,
-//! `correlation_id` or `timestamp` property named by `hash-property`) with
-//! Erlang's `phash2`, feeds that into a jump consistent hash driven by Erlang's
-//! random-number generator, and numbers buckets in binding order. It also
-//! rejects weights below 1, and does not know `x-hash-on` or `x-algorithm`. The
-//! same topology therefore sends a given key to a different queue on RabbitMQ.
-//! This module follows LavinMQ, CRC32-based, byte for byte.
+//! A header holding a decimal, an array or a table places the message as a
+//! missing header would (RabbitMQ hashes the Erlang term). RabbitMQ accepts
+//! neither `x-hash-on` nor `x-algorithm`; both are LavinMQ's.
 
 use std::collections::BTreeMap;
 
-use super::{FieldTable, FieldValue};
+pub mod erlang;
+pub mod rabbitmq;
+
+use super::{BasicProperties, FieldTable, FieldValue};
+use rabbitmq::{BucketMap, Term};
 
 /// Exchange argument naming the message header to hash instead of the routing
 /// key; LavinMQ's name for it (RabbitMQ uses `hash-header`).
 pub const HASH_ON_ARGUMENT: &str = "x-hash-on";
+
+/// RabbitMQ's exchange argument naming the message header to hash instead of
+/// the routing key.
+pub const HASH_HEADER_ARGUMENT: &str = "hash-header";
+
+/// RabbitMQ's exchange argument naming the message property to hash instead
+/// of the routing key: one of [`HASH_PROPERTIES`].
+pub const HASH_PROPERTY_ARGUMENT: &str = "hash-property";
+
+/// The properties `hash-property` may name, as RabbitMQ spells them.
+pub const HASH_PROPERTIES: [&str; 3] = ["correlation_id", "message_id", "timestamp"];
 
 /// Exchange argument selecting the placement algorithm per exchange, so one
 /// broker can serve exchanges created for either algorithm.
@@ -62,13 +70,17 @@ pub const INVALID_WEIGHT: &str = "Routing key must to be a number";
 /// something other than a string; kept verbatim for clients that match on it.
 pub const NON_STRING_HASH_HEADER: &str = "Routing header must be string";
 
-/// The placement algorithm of a consistent-hash exchange. Both exist because
-/// LavinMQ offers both: the ring keeps placements stable across restarts and
-/// binding order, jump spreads keys more evenly with no per-point memory.
+/// The placement algorithm of a consistent-hash exchange. RabbitMQ's is the
+/// default, so that a RabbitMQ user keeps each key's queue; LavinMQ's two stay
+/// for topologies made on LavinMQ: its ring keeps placements stable across
+/// restarts and binding order, its jump spreads keys more evenly.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum HashAlgorithm {
-    /// A CRC32 hash ring with `weight` points per binding (LavinMQ's default).
+    /// RabbitMQ's plugin: `weight` buckets per destination in binding order,
+    /// Erlang's `phash2` and a jump hash driven by Erlang's `exs1024`.
     #[default]
+    RabbitMq,
+    /// A CRC32 hash ring with `weight` points per binding (LavinMQ's default).
     Ring,
     /// Lamping–Veach jump consistent hash over buckets in binding order.
     Jump,
@@ -78,9 +90,10 @@ impl HashAlgorithm {
     /// Parses an `x-algorithm` value (or the `default_consistent_hash_algorithm`
     /// setting) the way LavinMQ's enum parsing does, so every spelling LavinMQ
     /// accepts is accepted here: case-insensitive, with `-` and `_` ignored
-    /// (`"ring"`, `"Jump"`, `"JUMP"`, `"j-u_m-p"`). Anything else is `None`.
+    /// (`"ring"`, `"Jump"`, `"JUMP"`, `"j-u_m-p"`, `"RabbitMQ"`). Anything
+    /// else is `None`.
     pub fn parse(value: &str) -> Option<Self> {
-        const LONGEST_NAME: usize = 4;
+        const LONGEST_NAME: usize = "rabbitmq".len();
         let mut normalized = String::with_capacity(LONGEST_NAME);
         let mut chars = 0;
         for c in value.chars().filter(|&c| c != '-' && c != '_') {
@@ -91,6 +104,7 @@ impl HashAlgorithm {
             normalized.extend(c.to_lowercase());
         }
         match normalized.as_str() {
+            "rabbitmq" => Some(HashAlgorithm::RabbitMq),
             "ring" => Some(HashAlgorithm::Ring),
             "jump" => Some(HashAlgorithm::Jump),
             _ => None,
@@ -100,6 +114,7 @@ impl HashAlgorithm {
     /// The canonical name, for the management API and definitions export.
     pub fn name(self) -> &'static str {
         match self {
+            HashAlgorithm::RabbitMq => "rabbitmq",
             HashAlgorithm::Ring => "ring",
             HashAlgorithm::Jump => "jump",
         }
@@ -160,6 +175,57 @@ pub fn parse_weight(binding_key: &str) -> Option<u32> {
     Some(value)
 }
 
+/// Largest binding weight: RabbitMQ's limit, which also keeps one bind from
+/// filling memory with ring points.
+pub const MAX_WEIGHT: u32 = 10_000;
+
+/// The weight a binding key gives under `algorithm`, or the
+/// `PRECONDITION_FAILED` text refusing it: RabbitMQ's texts and its range
+/// (1 to [`MAX_WEIGHT`]) for its algorithm, LavinMQ's text for LavinMQ's
+/// (which takes 0: bound but never chosen).
+pub fn check_weight(algorithm: HashAlgorithm, binding_key: &str) -> Result<u32, String> {
+    let weight = parse_weight(binding_key);
+    match (algorithm, weight) {
+        (HashAlgorithm::RabbitMq, None) => Err(format!("The binding key must be an integer: <<\"{binding_key}\">>")),
+        (HashAlgorithm::RabbitMq, Some(0)) => Err("The binding key must be greater than 0".into()),
+        (_, None) => Err(INVALID_WEIGHT.into()),
+        (_, Some(w)) if w > MAX_WEIGHT => Err(format!("The binding key must not exceed {MAX_WEIGHT}")),
+        (_, Some(w)) => Ok(w),
+    }
+}
+
+/// Checks a consistent-hash exchange's declaration arguments as RabbitMQ
+/// does: `hash-header` and `hash-property` exclude each other, and the
+/// property must be one RabbitMQ can hash. `Err` is the
+/// `PRECONDITION_FAILED` text.
+pub fn validate_arguments(arguments: &FieldTable) -> Result<(), String> {
+    let header = arguments.get(HASH_HEADER_ARGUMENT).and_then(FieldValue::as_str);
+    let property = arguments.get(HASH_PROPERTY_ARGUMENT).and_then(FieldValue::as_str);
+    match (header, property) {
+        (Some(_), Some(_)) => Err("hash-header and hash-property are mutually exclusive".into()),
+        (None, Some(p)) if !HASH_PROPERTIES.contains(&p) => Err(format!("Unsupported property: {p}")),
+        _ => Ok(()),
+    }
+}
+
+/// Writes LavinMQ's placement (`x-algorithm = "ring"`) into the arguments of
+/// a consistent-hash exchange that names none, for an exchange taken over
+/// from LavinMQ (its data directory or its exported definitions): there it
+/// was placed by LavinMQ's default, and its keys must keep their queues.
+/// `arguments` is the exchange's JSON arguments object (null counts as empty).
+pub fn pin_lavinmq_algorithm(kind: &str, arguments: &mut serde_json::Value) {
+    if kind != "x-consistent-hash" {
+        return;
+    }
+    if arguments.is_null() {
+        *arguments = serde_json::Value::Object(Default::default());
+    }
+    if let Some(map) = arguments.as_object_mut() {
+        map.entry(ALGORITHM_ARGUMENT)
+            .or_insert_with(|| HashAlgorithm::Ring.name().into());
+    }
+}
+
 /// Crystal's `Char#whitespace?`: ASCII space and `\t`..`\r`, plus the Unicode
 /// space, line and paragraph separators (which is Rust's set minus U+0085).
 fn is_crystal_whitespace(c: char) -> bool {
@@ -204,6 +270,70 @@ pub fn hash_key<'a>(
     }
 }
 
+/// What a message is placed by, for [`ConsistentHasher::select`]: with
+/// RabbitMQ's `hash-header`, the header's value as RabbitMQ reads it; with
+/// `hash-property`, the `message_id` or `correlation_id` string or the
+/// `timestamp` in seconds as decimal text (written into `scratch`); missing
+/// ones are RabbitMQ's `undefined`. Otherwise LavinMQ's [`hash_key`]
+/// (`x-hash-on` or the routing key). `Err` carries the `PRECONDITION_FAILED`
+/// text for an `x-hash-on` header that is not a string.
+pub fn hash_input<'a>(
+    routing_key: &'a str,
+    arguments: &FieldTable,
+    properties: &'a BasicProperties,
+    scratch: &'a mut [u8; 20],
+) -> Result<Term<'a>, &'static str> {
+    if let Some(header) = arguments.get(HASH_HEADER_ARGUMENT).and_then(FieldValue::as_str) {
+        let value = properties.headers.as_ref().and_then(|h| h.get(header));
+        return Ok(header_term(value));
+    }
+    let property = arguments.get(HASH_PROPERTY_ARGUMENT).and_then(FieldValue::as_str);
+    match property {
+        Some("message_id") => Ok(properties
+            .message_id
+            .as_deref()
+            .map_or(Term::Undefined, |s| Term::Binary(s.as_bytes()))),
+        Some("correlation_id") => Ok(properties
+            .correlation_id
+            .as_deref()
+            .map_or(Term::Undefined, |s| Term::Binary(s.as_bytes()))),
+        Some("timestamp") => Ok(match properties.timestamp {
+            Some(seconds) => Term::Binary(decimal(seconds, scratch)),
+            None => Term::Undefined,
+        }),
+        _ => hash_key(routing_key, arguments, properties.headers.as_ref()).map(Term::Binary),
+    }
+}
+
+/// A header value as RabbitMQ's routing headers hold it.
+fn header_term(value: Option<&FieldValue>) -> Term<'_> {
+    match value {
+        Some(FieldValue::LongStr(b) | FieldValue::ByteArray(b)) => Term::Binary(b),
+        Some(FieldValue::Bool(b)) => Term::Bool(*b),
+        Some(FieldValue::F32(f)) => Term::Float(f64::from(*f)),
+        Some(FieldValue::F64(f)) => Term::Float(*f),
+        // RabbitMQ routes on a timestamp header in milliseconds.
+        Some(FieldValue::Timestamp(t)) => Term::Integer((*t as i64).wrapping_mul(1000)),
+        Some(v) => v.as_i64().map_or(Term::Undefined, Term::Integer),
+        None => Term::Undefined,
+    }
+}
+
+/// `value` in decimal digits, written at the end of `scratch`.
+fn decimal(mut value: u64, scratch: &mut [u8; 20]) -> &[u8] {
+    let mut start = scratch.len();
+    loop {
+        start -= 1;
+        // value % 10 < 10, so the cast cannot truncate.
+        scratch[start] = b'0' + (value % 10) as u8;
+        value /= 10;
+        if value == 0 {
+            break;
+        }
+    }
+    &scratch[start..]
+}
+
 /// Consistent placement of hash keys onto weighted destinations, so that the
 /// same key keeps going to the same destination and adding or removing a
 /// destination moves only the keys that must move.
@@ -219,6 +349,7 @@ pub struct ConsistentHasher<T> {
 
 #[derive(Debug, Clone)]
 enum Inner<T> {
+    RabbitMq(BucketMap<T>),
     Ring(Ring<T>),
     Jump(Jump<T>),
 }
@@ -227,6 +358,7 @@ impl<T: Clone + PartialEq> ConsistentHasher<T> {
     /// An empty hasher using `algorithm`; an exchange creates one at declare.
     pub fn new(algorithm: HashAlgorithm) -> Self {
         let inner = match algorithm {
+            HashAlgorithm::RabbitMq => Inner::RabbitMq(BucketMap::default()),
             HashAlgorithm::Ring => Inner::Ring(Ring::default()),
             HashAlgorithm::Jump => Inner::Jump(Jump::default()),
         };
@@ -236,6 +368,7 @@ impl<T: Clone + PartialEq> ConsistentHasher<T> {
     /// The algorithm in use, for the management API.
     pub fn algorithm(&self) -> HashAlgorithm {
         match self.inner {
+            Inner::RabbitMq(_) => HashAlgorithm::RabbitMq,
             Inner::Ring(_) => HashAlgorithm::Ring,
             Inner::Jump(_) => HashAlgorithm::Jump,
         }
@@ -244,6 +377,8 @@ impl<T: Clone + PartialEq> ConsistentHasher<T> {
     /// Adds `dest` with `weight` shares of the key space, named `key` (the
     /// destination's name in LavinMQ; the parsed binding key is the weight).
     ///
+    /// RabbitMQ: appends `weight` buckets for `dest`, unless `dest` has
+    /// buckets already (its first binding decides, as in RabbitMQ).
     /// Ring: adds the points `CRC32("{key}.{i}")` for `i` in `0..weight`; a
     /// point that already exists (the same name added again, or a CRC32
     /// collision) is taken over by `dest` and keeps its age. Jump: appends
@@ -252,6 +387,7 @@ impl<T: Clone + PartialEq> ConsistentHasher<T> {
     /// twice). Runs in time proportional to `weight`.
     pub fn add(&mut self, key: &str, weight: u32, dest: T) {
         match &mut self.inner {
+            Inner::RabbitMq(m) => m.add(weight, dest),
             Inner::Ring(r) => r.add(key, weight, dest),
             Inner::Jump(j) => j.add(key, weight, dest),
         }
@@ -263,8 +399,11 @@ impl<T: Clone + PartialEq> ConsistentHasher<T> {
     /// removes by name alone; checking `dest` as well only differs when two
     /// destinations share a name (a queue and an exchange) or two point names
     /// collide under CRC32, where it keeps the other destination routable.
+    /// RabbitMQ: takes all of `dest`'s buckets away, whichever of its
+    /// bindings goes, as RabbitMQ does.
     pub fn remove(&mut self, key: &str, weight: u32, dest: &T) {
         match &mut self.inner {
+            Inner::RabbitMq(m) => m.remove(dest),
             Inner::Ring(r) => r.remove(key, weight, dest),
             Inner::Jump(j) => j.remove(key, weight, dest),
         }
@@ -279,9 +418,26 @@ impl<T: Clone + PartialEq> ConsistentHasher<T> {
     /// [`get`](Self::get) for a key that need not be UTF-8 (AMQP header
     /// strings are raw bytes); LavinMQ hashes the bytes either way.
     pub fn get_bytes(&self, hash_key: &[u8]) -> Option<&T> {
+        self.select(Term::Binary(hash_key))
+    }
+
+    /// The destination for a message placed by `input` (from
+    /// [`hash_input`]). LavinMQ's algorithms hash bytes: a header that is not
+    /// a string is hashed as its text, a missing one as the empty string.
+    pub fn select(&self, input: Term<'_>) -> Option<&T> {
+        let mut scratch = [0u8; 32];
+        let key: &[u8] = match input {
+            Term::Binary(b) => b,
+            Term::Undefined => b"",
+            other => {
+                let len = term_text(other, &mut scratch);
+                &scratch[..len]
+            }
+        };
         match &self.inner {
-            Inner::Ring(r) => r.get(hash_key),
-            Inner::Jump(j) => j.get(hash_key),
+            Inner::RabbitMq(m) => m.get(input),
+            Inner::Ring(r) => r.get(key),
+            Inner::Jump(j) => j.get(key),
         }
     }
 
@@ -289,10 +445,27 @@ impl<T: Clone + PartialEq> ConsistentHasher<T> {
     /// weight-0 bindings).
     pub fn is_empty(&self) -> bool {
         match &self.inner {
+            Inner::RabbitMq(m) => m.buckets() == 0,
             Inner::Ring(r) => r.points.is_empty(),
             Inner::Jump(j) => j.total_weight() == 0,
         }
     }
+}
+
+/// Writes a non-binary term as text into `scratch` (large enough for any
+/// i64, f64 or bool) and returns its length.
+fn term_text(term: Term<'_>, scratch: &mut [u8; 32]) -> usize {
+    use std::io::Write;
+    let mut cursor = std::io::Cursor::new(&mut scratch[..]);
+    // Cannot fail for these types at this size; a cut value would still hash
+    // consistently.
+    let _ = match term {
+        Term::Integer(i) => write!(cursor, "{i}"),
+        Term::Float(f) => write!(cursor, "{f}"),
+        Term::Bool(b) => write!(cursor, "{b}"),
+        Term::Binary(_) | Term::Undefined => Ok(()),
+    };
+    cursor.position() as usize
 }
 
 /// One point on the ring: its destination and its insertion sequence number.
@@ -329,19 +502,7 @@ fn point_hash(key: &str, index: u32) -> u32 {
     let mut h = crc32fast::Hasher::new();
     h.update(key.as_bytes());
     h.update(b".");
-    let mut digits = [0u8; 10];
-    let mut start = digits.len();
-    let mut n = index;
-    loop {
-        start -= 1;
-        // n % 10 < 10, so the cast cannot truncate.
-        digits[start] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    h.update(&digits[start..]);
+    h.update(decimal(u64::from(index), &mut [0u8; 20]));
     h.finalize()
 }
 
@@ -533,8 +694,107 @@ mod tests {
         assert_eq!(HashAlgorithm::parse("juump"), None);
         assert_eq!(HashAlgorithm::parse(""), None);
         assert_eq!(HashAlgorithm::parse(" ring"), None);
-        assert_eq!(HashAlgorithm::default(), HashAlgorithm::Ring);
+        assert_eq!(HashAlgorithm::parse("RabbitMQ"), Some(HashAlgorithm::RabbitMq));
+        assert_eq!(HashAlgorithm::parse("rabbitmqs"), None);
+        assert_eq!(HashAlgorithm::default(), HashAlgorithm::RabbitMq);
         assert_eq!(HashAlgorithm::Jump.name(), "jump");
+        assert_eq!(HashAlgorithm::RabbitMq.name(), "rabbitmq");
+    }
+
+    #[test]
+    fn rabbitmq_weights_and_arguments_are_checked_as_rabbitmq_does() {
+        let rabbitmq = HashAlgorithm::RabbitMq;
+        assert_eq!(check_weight(rabbitmq, "3"), Ok(3));
+        assert_eq!(check_weight(rabbitmq, "10000"), Ok(10_000));
+        assert_eq!(
+            check_weight(rabbitmq, "10001"),
+            Err("The binding key must not exceed 10000".into())
+        );
+        assert_eq!(
+            check_weight(rabbitmq, "0"),
+            Err("The binding key must be greater than 0".into())
+        );
+        assert_eq!(
+            check_weight(rabbitmq, "x"),
+            Err("The binding key must be an integer: <<\"x\">>".into())
+        );
+        assert_eq!(check_weight(HashAlgorithm::Ring, "0"), Ok(0));
+        assert_eq!(check_weight(HashAlgorithm::Ring, "x"), Err(INVALID_WEIGHT.into()));
+
+        assert_eq!(validate_arguments(&FieldTable::new()), Ok(()));
+        let header = table(&[(HASH_HEADER_ARGUMENT, "h".into())]);
+        assert_eq!(validate_arguments(&header), Ok(()));
+        let both = table(&[
+            (HASH_HEADER_ARGUMENT, "h".into()),
+            (HASH_PROPERTY_ARGUMENT, "message_id".into()),
+        ]);
+        assert!(validate_arguments(&both).is_err());
+        let unknown = table(&[(HASH_PROPERTY_ARGUMENT, "app_id".into())]);
+        assert_eq!(validate_arguments(&unknown), Err("Unsupported property: app_id".into()));
+    }
+
+    #[test]
+    fn hash_input_follows_rabbitmq_arguments() {
+        let mut scratch = [0u8; 20];
+        let props = BasicProperties {
+            message_id: Some("m-1".into()),
+            timestamp: Some(1_700_000_000),
+            headers: Some(table(&[
+                ("n", FieldValue::I32(7)),
+                ("s", "v".into()),
+                ("t", FieldValue::Timestamp(2)),
+            ])),
+            ..Default::default()
+        };
+        let input = |args: &FieldTable, scratch: &mut [u8; 20]| {
+            hash_input("rk", args, &props, scratch).map(|t| format!("{t:?}"))
+        };
+        let of = |k: &str, v: &str| table(&[(k, v.into())]);
+        assert_eq!(
+            input(&FieldTable::new(), &mut scratch),
+            Ok(format!("{:?}", Term::Binary(b"rk")))
+        );
+        assert_eq!(
+            input(&of(HASH_HEADER_ARGUMENT, "n"), &mut scratch),
+            Ok("Integer(7)".into())
+        );
+        assert_eq!(
+            input(&of(HASH_HEADER_ARGUMENT, "t"), &mut scratch),
+            Ok("Integer(2000)".into())
+        );
+        assert_eq!(
+            input(&of(HASH_HEADER_ARGUMENT, "s"), &mut scratch),
+            Ok(format!("{:?}", Term::Binary(b"v")))
+        );
+        assert_eq!(
+            input(&of(HASH_HEADER_ARGUMENT, "none"), &mut scratch),
+            Ok("Undefined".into())
+        );
+        assert_eq!(
+            input(&of(HASH_PROPERTY_ARGUMENT, "message_id"), &mut scratch),
+            Ok(format!("{:?}", Term::Binary(b"m-1")))
+        );
+        assert_eq!(
+            input(&of(HASH_PROPERTY_ARGUMENT, "correlation_id"), &mut scratch),
+            Ok("Undefined".into())
+        );
+        assert_eq!(
+            input(&of(HASH_PROPERTY_ARGUMENT, "timestamp"), &mut scratch),
+            Ok(format!("{:?}", Term::Binary(b"1700000000")))
+        );
+    }
+
+    #[test]
+    fn lavinmq_exchanges_keep_the_ring() {
+        let mut args = serde_json::Value::Null;
+        pin_lavinmq_algorithm("x-consistent-hash", &mut args);
+        assert_eq!(args, serde_json::json!({"x-algorithm": "ring"}));
+        let mut jump = serde_json::json!({"x-algorithm": "jump"});
+        pin_lavinmq_algorithm("x-consistent-hash", &mut jump);
+        assert_eq!(jump, serde_json::json!({"x-algorithm": "jump"}));
+        let mut other = serde_json::json!({});
+        pin_lavinmq_algorithm("direct", &mut other);
+        assert_eq!(other, serde_json::json!({}));
     }
 
     #[test]
@@ -988,7 +1248,7 @@ mod tests {
         fn points_for_test(&self) -> usize {
             match &self.inner {
                 Inner::Ring(r) => r.points.len(),
-                Inner::Jump(_) => 0,
+                Inner::Jump(_) | Inner::RabbitMq(_) => 0,
             }
         }
 
@@ -996,6 +1256,7 @@ mod tests {
             match &self.inner {
                 Inner::Ring(_) => 0,
                 Inner::Jump(j) => j.total_weight(),
+                Inner::RabbitMq(m) => m.buckets(),
             }
         }
 
@@ -1003,6 +1264,7 @@ mod tests {
             match &self.inner {
                 Inner::Ring(r) => r.points.values().map(|p| p.dest.clone()).collect(),
                 Inner::Jump(j) => j.entries.iter().map(|e| e.dest.clone()).collect(),
+                Inner::RabbitMq(_) => Vec::new(),
             }
         }
     }
