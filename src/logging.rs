@@ -102,6 +102,13 @@ pub fn filter_for(level: &str) -> EnvFilter {
     EnvFilter::try_new(level).unwrap_or_else(|_| EnvFilter::new("info"))
 }
 
+/// Whether log lines get ANSI colours: only on stdout, only when it is a
+/// terminal (not a pipe, a file or the journal), and never when `NO_COLOR`
+/// is set to anything non-empty (<https://no-color.org>).
+fn colours_wanted(to_stdout: bool, journal: bool, terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    to_stdout && !journal && terminal && no_color.is_none_or(|v| v.is_empty())
+}
+
 impl Logging {
     /// Installs the process's log: `level`, written to `file` (stdout when
     /// `None`) and to the in-memory tail.
@@ -110,8 +117,12 @@ impl Logging {
         let (filter, handle) = reload::Layer::new(filter_for(level));
         let journal = file.is_none() && stdout_is_journal();
         let style = LineStyle {
-            // Colours on stdout unless NO_COLOR is set.
-            ansi: file.is_none() && !journal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+            ansi: colours_wanted(
+                file.is_none(),
+                journal,
+                std::io::IsTerminal::is_terminal(&std::io::stdout()),
+                std::env::var_os("NO_COLOR").as_deref(),
+            ),
             time: !journal,
             priority: journal,
         };
@@ -161,4 +172,20 @@ fn stdout_is_journal() -> bool {
         return false;
     };
     rustix::fs::fstat(std::io::stdout()).is_ok_and(|st| st.st_dev == dev && st.st_ino == ino)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::colours_wanted;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn colours_only_on_a_terminal_without_no_color() {
+        assert!(colours_wanted(true, false, true, None));
+        assert!(colours_wanted(true, false, true, Some(OsStr::new(""))));
+        assert!(!colours_wanted(true, false, false, None), "a pipe or a file");
+        assert!(!colours_wanted(true, false, true, Some(OsStr::new("1"))), "NO_COLOR");
+        assert!(!colours_wanted(true, true, true, None), "the journal");
+        assert!(!colours_wanted(false, false, true, None), "a log file");
+    }
 }

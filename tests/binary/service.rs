@@ -129,6 +129,55 @@ fn under_journald_lines_carry_a_priority_and_no_timestamp() {
     assert!(rest.starts_with("INFO"), "no timestamp of its own: {line:?}");
 }
 
+/// Log lines written to a pipe carry no colour codes even without `NO_COLOR`:
+/// colours are for terminals only.
+#[test]
+fn log_lines_to_a_pipe_have_no_colours() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(BIN)
+        .arg("-D")
+        .arg(dir.path().join("data"))
+        .args([
+            "-p",
+            "0",
+            "--http-port",
+            "0",
+            "--mqtt-port",
+            "0",
+            "--stream-port",
+            "0",
+            "--metrics-http-port",
+            "0",
+        ])
+        .arg("--control-unix-path")
+        .arg(dir.path().join("ctl.sock"))
+        .env_remove("NO_COLOR")
+        .env_remove("JOURNAL_STREAM")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = Vec::new();
+    for line in BufReader::new(stdout).lines() {
+        let line = line.unwrap();
+        let listening = line.contains("AMQP listening on");
+        lines.push(line);
+        if listening {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        lines.last().is_some_and(|l| l.contains("AMQP listening on")),
+        "{lines:?}"
+    );
+    for line in &lines {
+        assert!(!line.contains('\u{1b}'), "colour codes in piped output: {line:?}");
+    }
+}
+
 /// Publishes a `size`-byte message on a new confirm channel of `conn`: `Ok`
 /// when confirmed, `Err` with the channel's error otherwise.
 async fn publish_sized(conn: &lapin::Connection, queue: &str, size: usize) -> Result<(), String> {
