@@ -1,6 +1,8 @@
 //! One AMQP connection: the protocol header, the start/tune/open handshake, then the
 //! frame loop that hands methods and content to channels, enforces heartbeats, and
-//! closes with the right reply code when a client breaks the protocol.
+//! closes with the right reply code when a client breaks the protocol. A closed
+//! connection keeps answering connection.close with close-ok, and discards every
+//! other frame, until the client closes its end of the socket.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,6 +38,23 @@ pub const PROTOCOL_HEADER_ALT: [u8; 8] = *b"AMQP\x01\x01\x00\x09";
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the server waits for close-ok after sending connection.close.
 pub const CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
+/// The longest a connection the client closed stays open, answering any
+/// further connection.close, for the client to close its end of the socket:
+/// RabbitMQ's closing timeout. A shorter negotiated heartbeat timeout applies
+/// instead (see [`closing_timeout`]).
+pub const CLOSING_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a connection the client closed waits for the client to close its
+/// end: the heartbeat timeout (`heartbeat` seconds, 0 = off) when it is
+/// shorter than [`CLOSING_TIMEOUT`], as in RabbitMQ.
+pub fn closing_timeout(heartbeat: u16) -> Duration {
+    let heartbeat = Duration::from_secs(u64::from(heartbeat));
+    if heartbeat.is_zero() {
+        CLOSING_TIMEOUT
+    } else {
+        heartbeat.min(CLOSING_TIMEOUT)
+    }
+}
 
 /// What channels need to know about their connection.
 pub struct ConnInfo {
@@ -196,16 +215,90 @@ where
         };
         drop(peer);
         let span = tracing::info_span!("conn", vhost = %conn.info.vhost.name, user = %conn.info.user);
-        conn.run(&mut rd, &mut buf).instrument(span).await;
-        conn.cleanup();
+        conn.run(&mut rd, &mut buf).instrument(span.clone()).await;
+        let closed_by_client = conn.closed_by_client;
+        if !closed_by_client {
+            // Otherwise done before close-ok went out.
+            conn.cleanup();
+        }
         let outbox = conn.outbox.clone();
-        // Unlisted now, not after the linger below.
+        let frame_max = conn.info.frame_max;
+        let closing = closing_timeout(conn.info.heartbeat);
+        // Unlisted now, not after the wait or the linger below.
         drop(conn);
+        if closed_by_client {
+            // The client has its close-ok, but other threads of it may still
+            // send connection.close (each waiting for its own close-ok) before
+            // it closes the socket: the socket stays open, and they are
+            // answered, until it does.
+            let answering = answer_closes(&mut rd, &mut buf, &outbox, frame_max, closing);
+            tokio::select! {
+                _ = answering.instrument(span) => {}
+                _ = ctx.shutdown.cancelled() => {}
+            }
+        }
+        // The writer sends what is buffered (close-ok last) before it shuts
+        // the socket down.
         outbox.close();
         let _ = writer.await;
         crate::transport::close_linger::linger(&mut rd, &mut buf).await;
     }
     .instrument(span)
+}
+
+/// Serves a connection once one side has closed it (close-ok sent for the
+/// client's connection.close, or our own connection.close sent), as RabbitMQ
+/// does in its closing state: each further connection.close is answered with
+/// close-ok; every other frame, on any channel, is discarded, as AMQP 0-9-1
+/// requires of a peer once connection.close was sent. It ends when close-ok
+/// arrives, when the client closes its end or the socket fails, at a frame
+/// that cannot be delimited (the stream is out of sync), or after `limit`.
+/// `buf` holds what was read but not handled yet.
+async fn answer_closes<R: AsyncRead + Unpin>(
+    rd: &mut R,
+    buf: &mut BytesMut,
+    outbox: &Outbox,
+    frame_max: u32,
+    limit: Duration,
+) {
+    let answer = async {
+        loop {
+            loop {
+                let before = buf.len();
+                match parse_frame(buf, frame_max) {
+                    Ok(Some(Frame::Method {
+                        channel: 0,
+                        method: Method::ConnectionClose { .. },
+                    })) => outbox.send(|b| {
+                        let _ = write_method(b, 0, &Method::ConnectionCloseOk);
+                    }),
+                    Ok(Some(Frame::Method {
+                        channel: 0,
+                        method: Method::ConnectionCloseOk,
+                    })) => return,
+                    Ok(Some(_)) => {}
+                    Ok(None) => break,
+                    // A whole frame whose content does not decode: discarded
+                    // like any other.
+                    Err(e) if buf.len() < before && !matches!(e, CodecError::BadFrameEnd(_)) => {}
+                    Err(_) => return,
+                }
+            }
+            buf.reserve(4096);
+            match rd.read_buf(buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    };
+    let _ = tokio::time::timeout(limit, async {
+        tokio::select! {
+            _ = answer => {}
+            // The writer failed: nobody reads the answers.
+            _ = outbox.closed() => {}
+        }
+    })
+    .await;
 }
 
 /// The longest a publisher waits after a read batch for consumers that cannot
@@ -240,6 +333,9 @@ struct Connection {
     /// still owes the close-ok for ours, and frames it sent before it saw our
     /// close may follow. They are dropped, not a connection error.
     crossed_closes: Vec<u16>,
+    /// The client sent connection.close and close-ok is written: the socket
+    /// stays open for the client to close (see [`answer_closes`]).
+    closed_by_client: bool,
 }
 
 fn is_publish(frame: &Frame) -> bool {
@@ -300,6 +396,7 @@ impl Connection {
             channel_rate: TokenBucket::default(),
             held: None,
             crossed_closes: Vec::new(),
+            closed_by_client: false,
         };
         (conn, writer)
     }
@@ -570,26 +667,12 @@ impl Connection {
         }
     }
 
+    /// After [`Connection::fail`]: waits (up to [`CLOSE_TIMEOUT`]) for the
+    /// client's close-ok, answering a connection.close of its own that
+    /// crossed ours with close-ok and discarding everything else.
     async fn await_close_ok<R: AsyncRead + Unpin>(&mut self, rd: &mut R, buf: &mut BytesMut) {
-        let wait = async {
-            loop {
-                while let Ok(Some(frame)) = parse_frame(buf, self.info.frame_max) {
-                    if let Frame::Method {
-                        channel: 0,
-                        method: Method::ConnectionCloseOk | Method::ConnectionClose { .. },
-                    } = frame
-                    {
-                        return;
-                    }
-                }
-                buf.reserve(4096);
-                match rd.read_buf(buf).await {
-                    Ok(0) | Err(_) => return,
-                    Ok(_) => {}
-                }
-            }
-        };
-        let _ = tokio::time::timeout(CLOSE_TIMEOUT, wait).await;
+        let outbox = self.outbox.clone();
+        answer_closes(rd, buf, &outbox, self.info.frame_max, CLOSE_TIMEOUT).await;
     }
 
     /// The publish fast path: a `basic.publish` whose content header and body
@@ -683,13 +766,15 @@ impl Connection {
                 reply_code, reply_text, ..
             } => {
                 tracing::info!("client closed the connection: {reply_code} {reply_text}");
-                for ch in self.channels.values_mut() {
-                    ch.close(&self.info);
-                }
-                self.channels.clear();
+                // As in RabbitMQ, the channels are closed and the exclusive
+                // queues deleted before close-ok goes out: a client that has
+                // its close-ok finds them gone. Whatever the channels wrote
+                // before is sent first, in order.
+                self.cleanup();
                 self.outbox.write(|b| {
                     let _ = write_method(b, 0, &Method::ConnectionCloseOk);
                 });
+                self.closed_by_client = true;
                 Ok(Next::Stop)
             }
             Method::ConnectionCloseOk => Ok(Next::Stop),

@@ -1,10 +1,12 @@
 //! Connection-level behaviour: handshake, server properties, authentication,
 //! vhosts, channels, tuning, heartbeats and graceful shutdown; malformed input
-//! (`connection/bad_input.rs`), PROXY headers and Unix sockets
+//! (`connection/bad_input.rs`), closes racing each other
+//! (`connection/close_race.rs`), PROXY headers and Unix sockets
 //! (`connection/network_edge.rs`) and the node's connection and channel
 //! limits (`connection/node_limits.rs`).
 
 mod bad_input;
+mod close_race;
 use crate::common;
 mod network_edge;
 mod node_limits;
