@@ -37,6 +37,10 @@ pub struct LeaderInfo {
     pub mqtts_port: Option<u16>,
     /// HTTPS port, when TLS is on.
     pub https_port: Option<u16>,
+    /// Stream protocol port, when its listener is on (absent from older
+    /// leaders' handshakes).
+    #[serde(default)]
+    pub stream_port: Option<u16>,
 }
 
 /// Why following stopped.

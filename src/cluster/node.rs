@@ -20,7 +20,7 @@ use super::leader_link::{self, LinkContext};
 use super::lease_clock::LeaseClock;
 use super::log::{IsrChange, ReplicationLog};
 use super::node_id;
-use super::proxy::{LeaderTarget, Proxies};
+use super::proxy::{LeaderTarget, OwnSources, Proxies};
 use super::status::{ClusterStatus, Role};
 use crate::config::Config;
 use crate::data_dir_lock::DataDirLock;
@@ -48,6 +48,8 @@ struct Node {
     clock: Arc<LeaseClock>,
     log: Arc<ReplicationLog>,
     status: Arc<ClusterStatus>,
+    /// Where this node's proxies hand held connections to it from.
+    own: OwnSources,
 }
 
 /// Runs a clustered node until `stop` is cancelled.
@@ -76,6 +78,7 @@ pub async fn run(config: &Config, stop: CancellationToken) -> Result<(), NodeErr
         clock,
         log,
         status: ClusterStatus::global(),
+        own: OwnSources::default(),
     };
     node.status.set_self(id, &node.uri, node.log.clone());
     tracing::info!(
@@ -125,8 +128,9 @@ pub async fn run(config: &Config, stop: CancellationToken) -> Result<(), NodeErr
                 continue;
             }
         };
-        if let Some(key) = node.follow(&mut etcd, &secret, &session, &stop).await {
-            node.lead(&mut etcd, key, &secret, &session, &stop).await;
+        if let Some((key, mut proxies)) = node.follow(&mut etcd, &secret, &session, &stop).await {
+            node.lead(&mut etcd, key, &secret, &session, &stop, &mut proxies).await;
+            proxies.close().await;
         }
         session.cancel();
         node.clock.invalidate();
@@ -224,17 +228,18 @@ impl FollowerEvents for Events {
 
 impl Node {
     /// Follows whoever leads while campaigning. Returns the leader key once
-    /// this node is elected (and in the ISR), `None` when the session or the
-    /// node stopped.
+    /// this node is elected (and in the ISR), with the client proxies, which
+    /// hold new connections until this node serves them; `None` when the
+    /// session or the node stopped.
     async fn follow(
         &self,
         etcd: &mut Etcd,
         secret: &str,
         session: &CancellationToken,
         stop: &CancellationToken,
-    ) -> Option<LeaderKey> {
+    ) -> Option<(LeaderKey, Proxies)> {
         self.status.set_role(Role::Follower, None);
-        let proxies = Proxies::bind(&self.config).await;
+        let proxies = Proxies::bind(&self.config, self.own.clone()).await;
         let api = FollowerApi::start(&self.config, self.status.clone()).await;
         crate::systemd::ready();
         let (target_tx, mut target_rx) = tokio::sync::watch::channel(None);
@@ -280,9 +285,18 @@ impl Node {
         if let Some(r) = replica.take() {
             r.stop().await;
         }
-        proxies.close().await;
         api.close().await;
-        elected
+        match elected {
+            Some(key) => {
+                // Held until this node's own listeners take over.
+                proxies.set_target(None);
+                Some((key, proxies))
+            }
+            None => {
+                proxies.close().await;
+                None
+            }
+        }
     }
 
     fn start_replica(
@@ -329,6 +343,8 @@ impl Node {
     }
 
     /// Serves as the leader until the lease is lost or the node stops.
+    /// `proxies` (this node's, from following) free the client ports just
+    /// before the broker binds them, and then hand what they hold to it.
     async fn lead(
         &self,
         etcd: &mut Etcd,
@@ -336,6 +352,7 @@ impl Node {
         secret: &str,
         session: &CancellationToken,
         stop: &CancellationToken,
+        proxies: &mut Proxies,
     ) {
         match etcd.write_isr(&key, &[self.id]).await {
             Ok(true) => {}
@@ -353,7 +370,9 @@ impl Node {
         self.log.start_leading(isr_tx);
         let isr_task = tokio::spawn(isr_loop(etcd.clone(), key.clone(), self.id, isr_rx, session.clone()));
         let log = self.log.clone();
-        let forwarders = Forwarders(Arc::new(move |ip| log.is_follower_address(ip)));
+        let own = self.own.clone();
+        let forwarders = Forwarders(Arc::new(move |ip| log.is_follower_address(ip) || own.contains(ip)));
+        proxies.stop_accepting().await;
         let server = match Server::start_leader(&self.server_config, forwarders).await {
             Ok(s) => s,
             Err(e) => {
@@ -374,7 +393,18 @@ impl Node {
             amqps_port: server.amqps_addr().map(|a| a.port()),
             mqtts_port: server.mqtts_addr().map(|a| a.port()),
             https_port: server.https_addr().map(|a| a.port()),
+            stream_port: server.stream_addr().map(|a| a.port()),
         };
+        // What the proxies held goes to this node's own listeners, with the
+        // client named in a PROXY header that the broker trusts from there.
+        let host = uri_host(&self.uri);
+        if let Ok(addrs) = tokio::net::lookup_host((host.as_str(), info.amqp_port)).await {
+            addrs.for_each(|a| self.own.add(a.ip()));
+        }
+        proxies.set_target(Some(LeaderTarget {
+            host,
+            info: info.clone(),
+        }));
         let ctx = Arc::new(LinkContext {
             log: self.log.clone(),
             secret: secret.to_string(),

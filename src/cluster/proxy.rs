@@ -1,24 +1,43 @@
-//! A follower's client ports: it binds the same AMQP, MQTT and HTTP ports (and
-//! their TLS twins) it would serve as leader, and forwards every connection to
-//! the leader's, so that any node's address works for clients and load
-//! balancers. TLS is forwarded as bytes and ends at the leader.
+//! A follower's client ports: it binds the same AMQP, MQTT, stream and HTTP
+//! ports (and their TLS twins) it would serve as leader, and forwards every
+//! connection to the leader's, so that any node's address works for clients
+//! and load balancers. TLS is forwarded as bytes and ends at the leader.
 //!
 //! AMQP and AMQPS connections are preceded by a PROXY protocol header naming
 //! the client, which the leader takes from its followers' addresses, so its
 //! logs, connection list and loopback-only logins see the client rather than
 //! the follower. (With `tcp_proxy_protocol` on, the client's balancer sent
 //! one already and it is passed on as it is.)
+//!
+//! During a failover no leader can take a connection: the follower holds it
+//! (up to `client_hold_timeout`) and forwards it once a leader is known, so a
+//! client that reconnects at once sees one error per failover, the one that
+//! ended its connection to the old leader. When this node is the one elected,
+//! it stops accepting ([`Proxies::stop_accepting`]) to free the ports for its
+//! own listeners and hands what it holds to itself
+//! ([`Proxies::set_target`] with its own ports).
 
-use std::net::SocketAddr;
+use std::collections::HashSet;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::follower::LeaderInfo;
 use crate::config::Config;
+
+/// How soon a held connection tries the leader again after it could not
+/// reach it (a leader that died but whose lease has not expired yet).
+const RETRY: Duration = Duration::from_millis(200);
+
+/// The longest one attempt to reach the leader may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Where the leader's client ports are (`None` while no leader is known).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,10 +48,33 @@ pub struct LeaderTarget {
     pub info: LeaderInfo,
 }
 
+/// The addresses this node's own proxies reach its leader from when they
+/// hand held connections over to it: the leader trusts the PROXY headers
+/// they send, as it trusts its followers'. They are this host's own
+/// addresses, so trusting them lets no one else in.
+#[derive(Debug, Clone, Default)]
+pub struct OwnSources(Arc<parking_lot::RwLock<HashSet<IpAddr>>>);
+
+impl OwnSources {
+    /// Whether `ip` is one this node's proxies connected from.
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        self.0.read().contains(&ip.to_canonical())
+    }
+
+    /// Records `ip` as one of this node's own.
+    pub fn add(&self, ip: IpAddr) {
+        let ip = ip.to_canonical();
+        if !self.0.read().contains(&ip) {
+            self.0.write().insert(ip);
+        }
+    }
+}
+
 #[derive(Clone, Copy)]
 enum Port {
     Amqp,
     Mqtt,
+    Stream,
     Http,
     Amqps,
     Mqtts,
@@ -41,7 +83,7 @@ enum Port {
 
 impl Port {
     /// Whether forwarded connections get a PROXY header (AMQP's listeners
-    /// read one; MQTT's and HTTP's do not).
+    /// read one; MQTT's, the stream protocol's and HTTP's do not).
     fn takes_proxy_header(self) -> bool {
         matches!(self, Port::Amqp | Port::Amqps)
     }
@@ -50,6 +92,7 @@ impl Port {
         match self {
             Port::Amqp => Some(info.amqp_port),
             Port::Mqtt => Some(info.mqtt_port),
+            Port::Stream => info.stream_port,
             Port::Http => Some(info.http_port),
             Port::Amqps => info.amqps_port,
             Port::Mqtts => info.mqtts_port,
@@ -58,32 +101,53 @@ impl Port {
     }
 }
 
-/// The follower's forwarding listeners; dropping [`Proxies::close`] frees the
-/// ports (and ends forwarded connections) before the node serves as leader.
+/// The follower's forwarding listeners and the connections they forward or
+/// hold.
 pub struct Proxies {
     target: watch::Sender<Option<LeaderTarget>>,
+    /// Stops the accept loops (frees the ports).
+    accepting: CancellationToken,
+    /// Ends every forwarded or held connection.
     cancel: CancellationToken,
-    tasks: Vec<JoinHandle<()>>,
+    listeners: Vec<JoinHandle<()>>,
+}
+
+/// What each forwarded connection needs.
+#[derive(Clone)]
+struct Forwarding {
+    target: watch::Receiver<Option<LeaderTarget>>,
+    hold: Duration,
+    own: OwnSources,
 }
 
 impl Proxies {
     /// Binds the client ports of `config`; a port that cannot be bound is
-    /// logged and left out.
-    pub async fn bind(config: &Config) -> Proxies {
+    /// logged and left out. `own` collects the addresses used to hand held
+    /// connections to this node once it leads.
+    pub async fn bind(config: &Config, own: OwnSources) -> Proxies {
         let (target, _) = watch::channel(None);
+        let accepting = CancellationToken::new();
         let cancel = CancellationToken::new();
         let mut wanted = vec![
             ("AMQP", config.amqp.bind.as_str(), Some(config.amqp.port), Port::Amqp),
             ("MQTT", config.mqtt.bind.as_str(), Some(config.mqtt.port), Port::Mqtt),
             ("HTTP", config.mgmt.bind.as_str(), Some(config.mgmt.port), Port::Http),
         ];
+        if let Some(port) = config.stream.port.filter(|p| *p != 0) {
+            wanted.push(("stream", config.stream.bind.as_str(), Some(port), Port::Stream));
+        }
         if config.main.tls_cert.is_some() {
             wanted.push(("AMQPS", config.amqp.bind.as_str(), config.amqp.tls_port, Port::Amqps));
             wanted.push(("MQTTS", config.mqtt.bind.as_str(), config.mqtt.tls_port, Port::Mqtts));
             wanted.push(("HTTPS", config.mgmt.bind.as_str(), config.mgmt.tls_port, Port::Https));
         }
-        let mut tasks = Vec::new();
+        let mut listeners = Vec::new();
         let add_header = !config.amqp.tcp_proxy_protocol;
+        let forwarding = Forwarding {
+            target: target.subscribe(),
+            hold: config.clustering.client_hold_timeout,
+            own,
+        };
         for (what, bind, port, which) in wanted {
             let header = add_header && which.takes_proxy_header();
             let Some(port) = port else { continue };
@@ -91,16 +155,27 @@ impl Proxies {
             match TcpListener::bind(&addr).await {
                 Ok(listener) => {
                     tracing::info!("{what} on {addr} forwards to the leader");
-                    let rx = target.subscribe();
-                    tasks.push(tokio::spawn(accept_loop(listener, which, header, rx, cancel.clone())));
+                    listeners.push(tokio::spawn(accept_loop(
+                        listener,
+                        which,
+                        header,
+                        forwarding.clone(),
+                        accepting.clone(),
+                        cancel.clone(),
+                    )));
                 }
                 Err(e) => tracing::error!("cannot bind {what} proxy to {addr}: {e}"),
             }
         }
-        Proxies { target, cancel, tasks }
+        Proxies {
+            target,
+            accepting,
+            cancel,
+            listeners,
+        }
     }
 
-    /// Points the proxies at a (new) leader.
+    /// Points the proxies at a (new) leader; `None` holds new connections.
     pub fn set_target(&self, target: Option<LeaderTarget>) {
         self.target.send_if_modified(|t| {
             let changed = *t != target;
@@ -109,12 +184,19 @@ impl Proxies {
         });
     }
 
-    /// Stops forwarding and frees the ports.
-    pub async fn close(self) {
-        self.cancel.cancel();
-        for t in self.tasks {
+    /// Stops accepting and frees the ports (for this node's own listeners
+    /// once it leads); connections already accepted stay, forwarded or held.
+    pub async fn stop_accepting(&mut self) {
+        self.accepting.cancel();
+        for t in self.listeners.drain(..) {
             let _ = t.await;
         }
+    }
+
+    /// Stops forwarding: frees the ports and ends every connection.
+    pub async fn close(mut self) {
+        self.stop_accepting().await;
+        self.cancel.cancel();
     }
 }
 
@@ -122,60 +204,80 @@ async fn accept_loop(
     listener: TcpListener,
     which: Port,
     header: bool,
-    target: watch::Receiver<Option<LeaderTarget>>,
+    forwarding: Forwarding,
+    accepting: CancellationToken,
     cancel: CancellationToken,
 ) {
     loop {
         let accepted = tokio::select! {
             a = listener.accept() => a,
-            _ = cancel.cancelled() => return,
+            _ = accepting.cancelled() => return,
         };
         let Ok((client, peer)) = accepted else { continue };
-        let (target, cancel) = (target.clone(), cancel.clone());
+        let (forwarding, cancel) = (forwarding.clone(), cancel.clone());
         tokio::spawn(async move {
             tokio::select! {
-                _ = forward(client, peer, which, header, target) => {}
+                _ = forward(client, peer, which, header, forwarding) => {}
                 _ = cancel.cancelled() => {}
             }
         });
     }
 }
 
-/// Forwards one client connection, waiting briefly for a leader to be known.
-async fn forward(
-    mut client: TcpStream,
-    peer: SocketAddr,
-    which: Port,
-    header: bool,
-    mut target: watch::Receiver<Option<LeaderTarget>>,
-) {
-    let known = {
-        let wait = target.wait_for(|t| t.as_ref().is_some_and(|t| which.of(&t.info).is_some()));
-        match tokio::time::timeout(std::time::Duration::from_secs(10), wait).await {
-            Ok(Ok(t)) => t.clone(),
-            _ => None,
+/// Reaches the leader for a connection accepted at `peer`: waits while no
+/// leader is known and retries one that cannot be reached, until one takes
+/// it or `hold` has passed.
+async fn reach_leader(peer: SocketAddr, which: Port, forwarding: &mut Forwarding) -> Option<(TcpStream, String, u16)> {
+    let deadline = Instant::now() + forwarding.hold;
+    loop {
+        let known = {
+            let wait = forwarding
+                .target
+                .wait_for(|t| t.as_ref().is_some_and(|t| which.of(&t.info).is_some()));
+            match tokio::time::timeout_at(deadline, wait).await {
+                Ok(Ok(t)) => t.clone(),
+                _ => None,
+            }
+        };
+        let Some(t) = known else {
+            tracing::warn!(client = %peer, "no leader to forward the connection to");
+            return None;
+        };
+        let port = which.of(&t.info)?;
+        let attempt = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect((t.host.as_str(), port)));
+        match attempt.await {
+            Ok(Ok(upstream)) => return Some((upstream, t.host, port)),
+            Ok(Err(e)) => tracing::debug!(client = %peer, "cannot reach the leader at {}:{port}: {e}", t.host),
+            Err(_) => tracing::debug!(client = %peer, "no answer from the leader at {}:{port}", t.host),
         }
-    };
-    let Some(t) = known else {
-        tracing::warn!(client = %peer, "no leader to forward the connection to");
+        // The leader died (its lease has not run out yet) or is not
+        // listening yet: try again when another is known, or shortly.
+        forwarding.target.borrow_and_update();
+        let retry = Instant::now() + RETRY;
+        let _ = tokio::time::timeout_at(retry.min(deadline), forwarding.target.changed()).await;
+        if Instant::now() >= deadline {
+            tracing::warn!(client = %peer, "cannot reach the leader at {}:{port}", t.host);
+            return None;
+        }
+    }
+}
+
+/// Forwards one client connection, holding it until a leader takes it.
+async fn forward(mut client: TcpStream, peer: SocketAddr, which: Port, header: bool, mut forwarding: Forwarding) {
+    let Some((mut upstream, host, port)) = reach_leader(peer, which, &mut forwarding).await else {
         return;
-    };
-    let Some(port) = which.of(&t.info) else { return };
-    let mut upstream = match TcpStream::connect((t.host.as_str(), port)).await {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::warn!(client = %peer, "cannot reach the leader at {}:{port}: {e}", t.host);
-            return;
-        }
     };
     let _ = upstream.set_nodelay(true);
     let _ = client.set_nodelay(true);
-    if header
-        && let Ok(local) = client.local_addr()
-        && let Err(e) = upstream.write_all(proxy_header_v1(peer, local).as_bytes()).await
-    {
-        tracing::warn!(client = %peer, "cannot reach the leader at {}:{port}: {e}", t.host);
-        return;
+    if header && let Ok(local) = client.local_addr() {
+        if let Ok(from) = upstream.local_addr() {
+            // Trusted by this node when it leads: see `OwnSources`.
+            forwarding.own.add(from.ip());
+        }
+        if let Err(e) = upstream.write_all(proxy_header_v1(peer, local).as_bytes()).await {
+            tracing::warn!(client = %peer, "cannot reach the leader at {host}:{port}: {e}");
+            return;
+        }
     }
     if let Err(e) = tokio::io::copy_bidirectional(&mut client, &mut upstream).await {
         tracing::debug!(client = %peer, "forwarded connection ended: {e}");

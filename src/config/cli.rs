@@ -212,13 +212,17 @@ pub(crate) struct Cli {
     #[arg(long, value_name = "COMMAND")]
     clustering_on_leader_lost: Option<String>,
 
-    /// Seconds a leader keeps its etcd lease without renewing it, at least 1 (default: 10)
+    /// Seconds a leader keeps its etcd lease without renewing it, at least 1 (default: 3)
     #[arg(long, value_name = "SECONDS", value_parser = value::seconds_flag)]
     clustering_lease_ttl: Option<Duration>,
 
     /// Seconds an in-sync follower may leave data unacknowledged before it is dropped from the in-sync set (default: 3)
     #[arg(long, value_name = "SECONDS", value_parser = value::seconds_flag)]
     clustering_ack_timeout: Option<Duration>,
+
+    /// Seconds a follower holds a client connection while no leader can take it (default: 30)
+    #[arg(long, value_name = "SECONDS", value_parser = value::seconds_flag)]
+    clustering_client_hold_timeout: Option<Duration>,
 
     /// (Deprecated) Ignored; accepted for compatibility with LavinMQ
     #[arg(long, value_name = "ACTIONS", hide = true)]
@@ -337,6 +341,7 @@ impl Cli {
         set_opt(&mut clustering.on_leader_lost, self.clustering_on_leader_lost);
         set(&mut clustering.lease_ttl, self.clustering_lease_ttl);
         set(&mut clustering.ack_timeout, self.clustering_ack_timeout);
+        set(&mut clustering.client_hold_timeout, self.clustering_client_hold_timeout);
         if self.tls_ktls == Some(true) {
             warnings.push("'--tls-ktls' has no effect: TLS is done in user space (rustls)".to_owned());
         }

@@ -51,7 +51,10 @@ pub struct ClusteringConfig {
     pub on_leader_lost: Option<String>,
     /// Time-to-live of the etcd lease that holds leadership: how long a
     /// leader that stops responding keeps the role before another node may
-    /// take over. At least 1 s; seconds, decimals allowed
+    /// take over, so a failover takes about this long plus a second (the
+    /// election and the new leader's start). The leader renews it every
+    /// third of it, and loses the role when etcd stays out of reach for
+    /// that long. At least 1 s; seconds, decimals allowed
     /// (`lease_ttl`, `--clustering-lease-ttl`, `LAVINMQ_CLUSTERING_LEASE_TTL`).
     pub lease_ttl: Duration,
     /// How long an in-sync follower may leave replicated bytes
@@ -60,6 +63,13 @@ pub struct ClusteringConfig {
     /// zero; seconds, decimals allowed (`ack_timeout`,
     /// `--clustering-ack-timeout`, `LAVINMQ_CLUSTERING_ACK_TIMEOUT`).
     pub ack_timeout: Duration,
+    /// How long a follower holds a client connection while no leader can
+    /// take it (during an election), before giving up on it; the
+    /// connection is forwarded as soon as a leader is known. Seconds,
+    /// decimals allowed (`client_hold_timeout`,
+    /// `--clustering-client-hold-timeout`,
+    /// `LAVINMQ_CLUSTERING_CLIENT_HOLD_TIMEOUT`).
+    pub client_hold_timeout: Duration,
 }
 
 impl Default for ClusteringConfig {
@@ -73,8 +83,9 @@ impl Default for ClusteringConfig {
             etcd_prefix: "lavinmq".to_owned(),
             on_leader_elected: None,
             on_leader_lost: None,
-            lease_ttl: Duration::from_secs(10),
+            lease_ttl: Duration::from_secs(3),
             ack_timeout: Duration::from_secs(3),
+            client_hold_timeout: Duration::from_secs(30),
         }
     }
 }

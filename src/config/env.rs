@@ -152,5 +152,8 @@ fn apply_clustering(config: &mut Config, env: &dyn Fn(&str) -> Option<String>) -
     if let Some(v) = seconds(env, "LAVINMQ_CLUSTERING_ACK_TIMEOUT")? {
         c.ack_timeout = v;
     }
+    if let Some(v) = seconds(env, "LAVINMQ_CLUSTERING_CLIENT_HOLD_TIMEOUT")? {
+        c.client_hold_timeout = v;
+    }
     Ok(())
 }

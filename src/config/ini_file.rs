@@ -461,6 +461,7 @@ fn apply_clustering(config: &mut Config, e: &Entry<'_>, warnings: &mut Vec<Strin
         "on_leader_lost" => c.on_leader_lost = e.opt_string(),
         "lease_ttl" => c.lease_ttl = e.seconds()?,
         "ack_timeout" => c.ack_timeout = e.seconds()?,
+        "client_hold_timeout" => c.client_hold_timeout = e.seconds()?,
         // LavinMQ capped each follower's backlog by a count of actions; how
         // far a follower may lag is now bounded by `ack_timeout` instead.
         "max_unsynced_actions" => warnings.push(e.deprecated_ignored()),

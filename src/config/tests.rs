@@ -1063,7 +1063,8 @@ fn clustering_defaults_match_lavinmq() {
     assert_eq!(c.etcd_endpoints, "localhost:2379");
     assert_eq!(c.etcd_prefix, "lavinmq");
     assert_eq!((c.on_leader_elected, c.on_leader_lost), (None, None));
-    assert_eq!(c.lease_ttl, Duration::from_secs(10));
+    assert_eq!(c.lease_ttl, Duration::from_secs(3));
+    assert_eq!(c.client_hold_timeout, Duration::from_secs(30));
     assert_eq!(c.ack_timeout, Duration::from_secs(3));
 }
 

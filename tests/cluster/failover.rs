@@ -334,3 +334,111 @@ async fn declarations_answered_ok_survive_a_leader_kill() {
         "the binding survived"
     );
 }
+
+/// What one client that stays with one follower's address saw.
+#[derive(Default)]
+struct Held {
+    /// Connection errors: failed connects and dropped connections.
+    errors: std::sync::atomic::AtomicUsize,
+    /// When its last publish was confirmed.
+    last_confirm: parking_lot::Mutex<Option<Instant>>,
+}
+
+/// Publishes persistent messages one at a time with confirms through `url`,
+/// reconnecting at once to the same address after any error.
+async fn held_client(url: String, queue: &'static str, held: Arc<Held>, stop: Arc<std::sync::atomic::AtomicBool>) {
+    use std::sync::atomic::Ordering;
+    let props = BasicProperties::default().with_delivery_mode(2);
+    while !stop.load(Ordering::Acquire) {
+        let connect = Connection::connect(&url, ConnectionProperties::default());
+        let conn = match tokio::time::timeout(SLOW, connect).await {
+            Ok(Ok(c)) => c,
+            _ => {
+                held.errors.fetch_add(1, Ordering::AcqRel);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let channel = async {
+            let ch = conn.create_channel().await?;
+            ch.confirm_select(ConfirmSelectOptions::default()).await?;
+            Ok::<_, lapin::Error>(ch)
+        };
+        let Ok(ch) = channel.await else {
+            held.errors.fetch_add(1, Ordering::AcqRel);
+            continue;
+        };
+        while !stop.load(Ordering::Acquire) {
+            let publish = ch.basic_publish(
+                "".into(),
+                queue.into(),
+                BasicPublishOptions::default(),
+                b"held",
+                props.clone(),
+            );
+            let confirmed = match publish.await {
+                Ok(confirm) => matches!(tokio::time::timeout(SLOW, confirm).await, Ok(Ok(c)) if c.is_ack()),
+                Err(_) => false,
+            };
+            if !confirmed {
+                held.errors.fetch_add(1, Ordering::AcqRel);
+                break;
+            }
+            *held.last_confirm.lock() = Some(Instant::now());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(2), conn.close(200, "bye".into())).await;
+    }
+}
+
+/// Clients connected through the followers, with the default lease TTL
+/// (3 s): when the leader is killed each sees one connection error (the
+/// connection to the dead leader ends) and no more, because the followers
+/// hold new connections until the new leader takes them, also the one that
+/// is elected, which hands them to itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn followers_hold_clients_through_a_failover() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let etcd = Etcd::start();
+    let cluster = Cluster::start_with(3, &etcd, true, |_, cfg| cfg.lease_ttl("3"));
+    let leader = cluster.wait_leader(SLOW);
+    let followers: Vec<usize> = (0..3).filter(|i| *i != leader).collect();
+    for &i in &followers {
+        cluster.node(i).expect_log(LOG_IN_SYNC, SLOW);
+    }
+    let urls = urls(&cluster);
+    load::declare(&urls[leader], "held").await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<Arc<Held>> = (0..4).map(|_| Arc::new(Held::default())).collect();
+    let tasks: Vec<_> = clients
+        .iter()
+        .enumerate()
+        .map(|(i, held)| {
+            let url = urls[followers[i % 2]].clone();
+            tokio::spawn(held_client(url, "held", held.clone(), stop.clone()))
+        })
+        .collect();
+    wait_until("every client publishing", SLOW, || {
+        clients.iter().all(|c| c.last_confirm.lock().is_some())
+    });
+    let killed = Instant::now();
+    cluster.node(leader).kill9();
+    cluster.wait_new_leader(leader, SLOW);
+    let confirmed_again = || {
+        clients
+            .iter()
+            .map(|c| c.last_confirm.lock().filter(|t| *t > killed).map(|t| t - killed))
+            .collect::<Option<Vec<_>>>()
+    };
+    wait_until("every client confirmed again after the kill", SLOW, || {
+        confirmed_again().is_some()
+    });
+    let back = confirmed_again().unwrap_or_default();
+    stop.store(true, Ordering::Release);
+    for t in tasks {
+        let _ = tokio::time::timeout(Duration::from_secs(20), t).await;
+    }
+    let errors: Vec<usize> = clients.iter().map(|c| c.errors.load(Ordering::Acquire)).collect();
+    eprintln!("leader kill -9 with lease TTL 3 s: clients confirmed again after {back:?}; connection errors {errors:?}");
+    assert!(errors.iter().all(|&e| e <= 1), "connection errors per client: {errors:?}");
+}

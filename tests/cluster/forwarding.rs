@@ -46,6 +46,15 @@ fn followers_forward_every_protocol_and_the_leader_sees_the_client() {
     let (_, back) = exchange(follower.mqtt_port(), connect);
     assert_eq!(back, b"\x20\x02\x00\x00", "CONNACK accepted");
 
+    // Stream protocol: a peer properties request (correlation id 7, no
+    // properties) is answered by the leader: key 0x8011, correlation id 7,
+    // response code 1 (OK).
+    let request = b"\x00\x00\x00\x0c\x00\x11\x00\x01\x00\x00\x00\x07\x00\x00\x00\x00";
+    let (_, back) = exchange(follower.stream_port(), request);
+    assert!(back.len() >= 14, "a peer properties response: {back:?}");
+    assert_eq!(&back[4..12], b"\x80\x11\x00\x01\x00\x00\x00\x07", "{back:?}");
+    assert_eq!(&back[12..14], b"\x00\x01", "response code OK: {back:?}");
+
     // HTTP: the management API answers through the follower's port.
     let resp = http_request(
         "GET",

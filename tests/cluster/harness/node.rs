@@ -122,6 +122,8 @@ pub struct NodePorts {
     pub amqp: u16,
     /// `--mqtt-port`
     pub mqtt: u16,
+    /// `--stream-port`
+    pub stream: u16,
     /// `--http-port` (management API and UI)
     pub http: u16,
     /// `--clustering-port` (replication)
@@ -140,6 +142,7 @@ impl NodePorts {
         NodePorts {
             amqp: free_port(),
             mqtt: free_port(),
+            stream: free_port(),
             http: free_port(),
             clustering: free_port(),
             amqps: tls_port(),
@@ -225,7 +228,7 @@ impl Node {
             "--mqtt-port".into(),
             p.mqtt.to_string(),
             "--stream-port".into(),
-            "0".into(),
+            p.stream.to_string(),
             "--http-port".into(),
             p.http.to_string(),
             "--metrics-http-port".into(),
@@ -566,6 +569,12 @@ impl Node {
     /// The MQTT port.
     pub fn mqtt_port(&self) -> u16 {
         self.ports.mqtt
+    }
+
+    /// The stream protocol port this node listens on (as leader) or forwards
+    /// (as follower).
+    pub fn stream_port(&self) -> u16 {
+        self.ports.stream
     }
 
     /// The HTTP (management) port.
