@@ -730,6 +730,10 @@ fn amqp_settings(config: &Config) -> AmqpSettings {
         channel_rate_limit: amqp.channel_rate_limit,
         default_user: main.default_user.clone(),
         default_user_only_loopback: main.default_user_only_loopback,
+        anonymous_login: main
+            .anonymous_login_user
+            .clone()
+            .map(|user| (user, main.anonymous_login_pass.clone())),
         consumer_timeout: main.consumer_timeout,
         consumer_timeout_check: std::time::Duration::from_secs(main.consumer_timeout_loop_interval.max(1)),
     }

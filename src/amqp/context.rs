@@ -34,6 +34,9 @@ pub struct AmqpSettings {
     pub default_user: String,
     /// The default user may only connect from loopback.
     pub default_user_only_loopback: bool,
+    /// User name and password that AMQP 1.0's SASL ANONYMOUS logs in with;
+    /// `None`: ANONYMOUS is not offered.
+    pub anonymous_login: Option<(String, String)>,
     /// Milliseconds a delivery may stay unacknowledged, unless the queue says
     /// otherwise (`consumer_timeout`).
     pub consumer_timeout: Option<u64>,
@@ -54,6 +57,7 @@ impl Default for AmqpSettings {
             channel_rate_limit: 0,
             default_user: "guest".into(),
             default_user_only_loopback: true,
+            anonymous_login: None,
             consumer_timeout: None,
             consumer_timeout_check: std::time::Duration::from_secs(60),
         }

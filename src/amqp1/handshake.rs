@@ -122,9 +122,13 @@ where
     W: AsyncWrite + Unpin,
 {
     send(wr, &SASL_HEADER).await?;
+    let settings = arc_swap::Guard::into_inner(ctx.settings());
     let mut offered = vec!["PLAIN".to_owned()];
     if peer.external_identity().is_some() {
         offered.push("EXTERNAL".to_owned());
+    }
+    if settings.anonymous_login.is_some() {
+        offered.push("ANONYMOUS".to_owned());
     }
     send_sasl(wr, &Sasl::Mechanisms(offered)).await?;
     let frame = read_frame(rd, buf).await?;
@@ -160,6 +164,17 @@ where
                 .map_err(|e| e.to_string()),
             None => Err("malformed PLAIN response".to_owned()),
         },
+        // RabbitMQ's `anonymous_login_user`: a login with the configured
+        // credentials, so the user's password still guards it.
+        "ANONYMOUS" => match &settings.anonymous_login {
+            Some((user, pass)) => ctx
+                .broker
+                .auth
+                .login(&ctx.broker.users, user, pass)
+                .await
+                .map_err(|e| e.to_string()),
+            None => Err("unsupported mechanism ANONYMOUS".to_owned()),
+        },
         other => Err(format!("unsupported mechanism {other}")),
     };
     let identity = match found {
@@ -172,7 +187,6 @@ where
             return Err(refuse(wr, why).await);
         }
     };
-    let settings = ctx.settings();
     if identity.name() == settings.default_user
         && settings.default_user_only_loopback
         && !peer.addr.ip().to_canonical().is_loopback()

@@ -293,6 +293,10 @@ fn apply_main(config: &mut Config, e: &Entry<'_>, warnings: &mut Vec<String>) ->
             m.default_password_hash = e.string();
         }
         "default_user_only_loopback" => m.default_user_only_loopback = e.bool()?,
+        "anonymous_login_user" => {
+            m.anonymous_login_user = e.opt_string().filter(|u| !u.eq_ignore_ascii_case("none"));
+        }
+        "anonymous_login_pass" => m.anonymous_login_pass = e.string(),
         "guest_only_loopback" => {
             warnings.push(e.deprecated("'default_user_only_loopback'"));
             m.default_user_only_loopback = e.bool()?;

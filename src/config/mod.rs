@@ -192,6 +192,13 @@ pub struct MainConfig {
     /// (`default_user_only_loopback`, `--default-user-only-loopback`;
     /// deprecated `guest_only_loopback`).
     pub default_user_only_loopback: bool,
+    /// User that AMQP 1.0 clients choosing SASL ANONYMOUS log in as, with
+    /// [`MainConfig::anonymous_login_pass`]; ANONYMOUS is offered only when
+    /// set (`anonymous_login_user`, RabbitMQ's name; `none` or empty: off).
+    pub anonymous_login_user: Option<String>,
+    /// Password of [`MainConfig::anonymous_login_user`], checked like any
+    /// login (`anonymous_login_pass`).
+    pub anonymous_login_pass: String,
     /// Slow down and then refuse an address after repeated failed logins
     /// on any protocol (`login_throttle`).
     pub login_throttle: bool,
@@ -401,6 +408,8 @@ impl Default for MainConfig {
             default_user: "guest".to_owned(),
             default_password_hash: DEFAULT_PASSWORD_HASH.to_owned(),
             default_user_only_loopback: true,
+            anonymous_login_user: None,
+            anonymous_login_pass: String::new(),
             login_throttle: true,
             login_throttle_max_failures: 20,
             login_throttle_block_time: 60,

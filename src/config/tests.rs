@@ -1555,3 +1555,14 @@ fn node_limits_and_the_memory_watermark() {
     let (new, _) = ini("[main]\nvm_memory_high_watermark = 0.3\nconnection_max = 1\n[amqp]\nchannel_rate_limit = 1\n");
     assert!(Config::default().restart_needed(&new).is_empty());
 }
+
+#[test]
+fn anonymous_login_is_off_unless_a_user_is_named() {
+    let (c, _) = ini("[main]\n");
+    assert_eq!(c.main.anonymous_login_user, None);
+    let (c, _) = ini("[main]\nanonymous_login_user = guest\nanonymous_login_pass = secret\n");
+    assert_eq!(c.main.anonymous_login_user.as_deref(), Some("guest"));
+    assert_eq!(c.main.anonymous_login_pass, "secret");
+    let (c, _) = ini("[main]\nanonymous_login_user = none\n");
+    assert_eq!(c.main.anonymous_login_user, None);
+}

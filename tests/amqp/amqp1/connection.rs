@@ -9,7 +9,7 @@ use fe2o3_amqp::types::sasl::SaslCode;
 use serde_json::json;
 
 use super::*;
-use crate::common::{self, api::Api, declare_queue, get, start, uniq, within};
+use crate::common::{self, api::Api, declare_queue, get, start, start_with, uniq, within};
 
 /// Opens with `builder`'s settings to `url` and returns the result, bounded
 /// in time.
@@ -85,6 +85,35 @@ async fn anonymous_is_not_offered_by_default() {
         Err(OpenError::NotImplemented(_)) | Err(OpenError::SaslError { .. }) => {}
         Err(e) => panic!("expected ANONYMOUS to be missing from the mechanisms, got {e:?}"),
         Ok(_) => panic!("an ANONYMOUS connection opened, but the broker must not offer it by default"),
+    }
+}
+
+/// With `anonymous_login_user` set, ANONYMOUS is offered and logs in as that
+/// user with `anonymous_login_pass`; a wrong configured password refuses it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anonymous_logs_in_as_the_configured_user() {
+    for (pass, accepted) in [("guest", true), ("wrong", false)] {
+        let b = start_with(|c| {
+            c.main.anonymous_login_user = Some("guest".into());
+            c.main.anonymous_login_pass = pass.into();
+        })
+        .await;
+        let url = format!("amqp://127.0.0.1:{}", b.addr().port());
+        let open = Connection::builder()
+            .container_id(uniq("amqp1-anon"))
+            .sasl_profile(SaslProfile::Anonymous)
+            .open(url.as_str());
+        match (within("AMQP 1.0 open", open).await, accepted) {
+            (Ok(mut conn), true) => {
+                let conns = Api::new(&b).get_ok("/api/connections").await;
+                let user = conns.as_array().and_then(|c| c.first()).map(|c| c["user"].clone());
+                assert_eq!(user, Some(json!("guest")), "{conns}");
+                let _ = conn.close().await;
+            }
+            (Err(OpenError::SaslError { .. }), false) => {}
+            (Ok(_), false) => panic!("ANONYMOUS opened with a wrong configured password"),
+            (Err(e), _) => panic!("ANONYMOUS with password {pass:?}: {e:?}"),
+        }
     }
 }
 
