@@ -26,6 +26,7 @@ pub mod password;
 pub mod permissions;
 pub mod policy;
 pub mod queue;
+pub mod queue_removed;
 pub mod queue_settings;
 pub mod rate_limit;
 pub mod route_cache;

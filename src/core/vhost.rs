@@ -117,6 +117,8 @@ pub struct VHost {
     parameter_owners: RwLock<HashMap<(String, String), String>>,
     /// Single active consumer groups of the vhost's streams.
     pub stream_groups: super::stream_groups::StreamGroups,
+    /// Called after a queue is removed (see [`Self::remove_queue`]).
+    pub queue_removed: super::queue_removed::QueueRemovedHooks,
 }
 
 /// What administrators say about a vhost (RabbitMQ's vhost metadata): shown by
@@ -314,6 +316,7 @@ impl VHost {
             parameters: RwLock::default(),
             parameter_owners: RwLock::default(),
             stream_groups: Default::default(),
+            queue_removed: Default::default(),
             churn: ChurnCounters::default(),
         });
         {
@@ -920,7 +923,8 @@ impl VHost {
         Ok(self.remove_queue(&q))
     }
 
-    /// Removes a queue and its bindings without any checks.
+    /// Removes a queue and its bindings without any checks, then tells the
+    /// [`Self::queue_removed`] hooks.
     pub fn remove_queue(&self, q: &Arc<Queue>) -> u64 {
         {
             let mut queues = self.queues.write();
@@ -953,6 +957,7 @@ impl VHost {
         {
             tracing::error!(vhost = %self.name, "{e}");
         }
+        self.queue_removed.notify(self, q);
         count
     }
 

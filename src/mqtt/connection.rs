@@ -27,9 +27,9 @@ use super::publish_acks::{PublishAck, PublishAcks};
 use super::routing::{Outgoing, Publisher};
 use super::session::{Session, SessionExpiry, TOPIC_EXCHANGE, subscription};
 use super::session_registry::{Claim, SessionState};
-use super::shared_subscription;
 use super::topic_alias::{TOPIC_ALIAS_MAXIMUM, TopicAliases};
 use super::topic_map::topic_to_routing_key;
+use super::{shared_group, shared_subscription};
 use crate::core::connections::{ConnectionInfo, Registration};
 use crate::core::login_throttle::Admission;
 use crate::core::message::Message;
@@ -858,18 +858,32 @@ impl Connection {
                 "'{full_filter}' is not a shared subscription"
             )));
         };
-        let queue = shared_subscription::join(&self.session.vhost, &shared, self.registration.entry.info.id)?;
-        self.session.record_shared(full_filter, Some(&sub))?;
-        let consumer = self.deliveries.consumer(
-            self.ctx.broker.connections.next_id(),
-            format!("mqtt-{}-{}", self.client_id, full_filter),
-            queue.clone(),
-            Source::Shared(sub),
-        );
-        if let Err(e) = queue.add_consumer(consumer.clone(), false) {
-            self.deliveries.remove(crate::core::consumer::Consumer::id(&*consumer));
-            return Err(e);
-        }
+        let vhost = self.session.vhost.clone();
+        let (conn_id, durable) = (self.registration.entry.info.id, !self.session.clean);
+        // The last member of the group leaving at this moment deletes a queue
+        // found here before the consumer attaches: it is declared again.
+        let mut attempts = 0;
+        let consumer = loop {
+            let queue = shared_group::join(&vhost, &shared, conn_id, durable)?;
+            self.session.record_shared(full_filter, Some(&sub))?;
+            let consumer = self.deliveries.consumer(
+                self.ctx.broker.connections.next_id(),
+                format!("mqtt-{}-{}", self.client_id, full_filter),
+                queue.clone(),
+                Source::Shared(sub.clone()),
+            );
+            match queue.add_consumer(consumer.clone(), false) {
+                Ok(()) => break consumer,
+                Err(e) => {
+                    self.deliveries.remove(crate::core::consumer::Consumer::id(&*consumer));
+                    attempts += 1;
+                    let replaced = vhost.queue(&queue.name).is_none_or(|q| !Arc::ptr_eq(&q, &queue));
+                    if attempts == 3 || !replaced {
+                        return Err(e);
+                    }
+                }
+            }
+        };
         consumer.spawn();
         if let Some(old) = self.shared.insert(full_filter.to_string(), consumer) {
             release_consumer(&self.deliveries, &old);
@@ -878,13 +892,15 @@ impl Connection {
     }
 
     /// Leaves a shared subscription's group: what it was sent and did not
-    /// acknowledge goes back to the group. Returns whether it was a member.
+    /// acknowledge goes back to the group, whose queue goes when no session
+    /// of the group is left. Returns whether it was a member.
     fn leave_shared(&mut self, full_filter: &str) -> crate::core::Result<bool> {
         let Some(consumer) = self.shared.remove(full_filter) else {
             return Ok(false);
         };
         release_consumer(&self.deliveries, &consumer);
         self.session.record_shared(full_filter, None)?;
+        shared_group::release_if_unused(&self.session.vhost, &consumer.queue().name);
         Ok(true)
     }
 
@@ -924,8 +940,11 @@ impl Connection {
         if let (true, Some(reason)) = (self.version.is_v5(), reason) {
             self.send(&Packet::Disconnect(Disconnect::with(reason)));
         }
+        // A group stays while this session is stored as its member; a
+        // session that ends here leaves it with its queue's deletion below.
         for (_, consumer) in self.shared.drain() {
             release_consumer(&self.deliveries, &consumer);
+            shared_group::release_if_unused(&self.session.vhost, &consumer.queue().name);
         }
         release_consumer(&self.deliveries, &self.consumer);
         let publish_will = matches!(end, End::Abnormal(_) | End::Disconnect { will: true });
@@ -976,9 +995,8 @@ impl Connection {
     }
 }
 
-/// Stops a consumer and gives what it has in flight back to its queue
-/// (before it detaches, so that an auto-deleted group queue hands the
-/// messages to another member instead of losing them).
+/// Stops a consumer and gives what it has in flight back to its queue,
+/// for another member of a group or for the session's next connection.
 fn release_consumer(deliveries: &Deliveries, consumer: &Arc<MqttConsumer>) {
     use crate::core::consumer::Consumer;
     consumer.cancel();

@@ -75,8 +75,12 @@ pub struct MqttContext {
 }
 
 impl MqttContext {
-    /// Creates the shared context.
+    /// Creates the shared context, and puts the shared subscription groups
+    /// of the stored sessions in order (see [`super::shared_group::restore`]).
     pub fn new(broker: Arc<Broker>, settings: MqttSettings, shutdown: CancellationToken) -> Arc<Self> {
+        for vhost in broker.vhosts() {
+            super::shared_group::restore(&vhost);
+        }
         Arc::new(MqttContext {
             broker,
             settings: arc_swap::ArcSwap::from_pointee(settings),

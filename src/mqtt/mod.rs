@@ -21,6 +21,7 @@ pub mod retained;
 pub mod routing;
 pub mod session;
 pub mod session_registry;
+pub mod shared_group;
 pub mod shared_subscription;
 pub mod topic_alias;
 pub mod topic_map;

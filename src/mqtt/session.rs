@@ -92,9 +92,12 @@ const EXPIRES_ARGUMENT: &str = "x-expires";
 /// The longest queue name the core stores.
 const MAX_QUEUE_NAME: usize = 255;
 
+/// The start of every session queue's name.
+const QUEUE_PREFIX: &str = "mqtt-subscription-";
+
 /// The queue of the session of `client_id` (RabbitMQ's name for it).
 pub fn queue_name(client_id: &str) -> String {
-    format!("mqtt-subscription-{client_id}qos1")
+    format!("{QUEUE_PREFIX}{client_id}qos1")
 }
 
 /// True when the client id makes a queue name the core can store.
@@ -414,6 +417,19 @@ fn subscription_from_arguments(filter: &str, args: &FieldTable) -> Subscription 
             .and_then(FieldValue::as_i64)
             .and_then(|id| u32::try_from(id).ok()),
     }
+}
+
+/// The full `$share/...` filters of the shared subscriptions a stored
+/// session's queue records (none for any other queue).
+pub fn stored_shared_filters(queue: &Queue) -> Vec<String> {
+    if !queue.name.starts_with(QUEUE_PREFIX) {
+        return Vec::new();
+    }
+    let arguments = queue.arguments();
+    shared_entries(&arguments)
+        .iter()
+        .filter_map(|entry| entry.as_table()?.get(SHARED_FILTER_KEY)?.as_str().map(str::to_string))
+        .collect()
 }
 
 /// The entries of [`SHARED_ARGUMENT`] in a session queue's arguments.

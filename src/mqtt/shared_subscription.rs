@@ -5,20 +5,15 @@
 //! In the core a group is one queue bound to `amq.topic` with the filter's
 //! binding key, and each member connection consumes from it; the queue hands
 //! each message to one consumer, and a member that goes away with messages
-//! unacknowledged gives them back to the queue for the others. The queue is
-//! auto-deleted when its last member leaves.
-
-use std::sync::Arc;
+//! unacknowledged gives them back to the queue for the others. The queue
+//! lives as long as a session of the group does ([`super::shared_group`]).
 
 use super::codec::topic::validate_topic_filter;
-use super::session::TOPIC_EXCHANGE;
-use super::topic_map::filter_to_binding_key;
-use crate::core::FieldTable;
-use crate::core::queue::Queue;
-use crate::core::vhost::{QueueOptions, VHost};
 
 /// The prefix that marks a shared subscription.
 const PREFIX: &str = "$share/";
+/// The start of every group queue's name.
+pub const QUEUE_PREFIX: &str = "mqtt-shared-";
 
 /// A parsed shared subscription filter.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,31 +58,7 @@ pub fn parse(filter: &str) -> Result<Option<SharedFilter<'_>>, SharedFilterError
 
 /// The name of a group's queue.
 pub fn queue_name(shared: &SharedFilter<'_>) -> String {
-    format!("mqtt-shared-{}-{}", shared.group, shared.filter)
-}
-
-/// The group's queue, declared and bound when it is the first member's.
-pub fn join(vhost: &VHost, shared: &SharedFilter<'_>, conn_id: u64) -> crate::core::Result<Arc<Queue>> {
-    let name = queue_name(shared);
-    if name.len() > 255 {
-        return Err(crate::core::Error::PreconditionFailed(format!(
-            "shared subscription name of {} bytes is too long",
-            name.len()
-        )));
-    }
-    let opts = QueueOptions {
-        auto_delete: true,
-        ..QueueOptions::default()
-    };
-    vhost.declare_queue(&name, &opts, FieldTable::new(), conn_id)?;
-    vhost.bind_queue(
-        &name,
-        TOPIC_EXCHANGE,
-        &filter_to_binding_key(shared.filter),
-        FieldTable::new(),
-        None,
-    )?;
-    vhost.get_queue(&name)
+    format!("{QUEUE_PREFIX}{}-{}", shared.group, shared.filter)
 }
 
 #[cfg(test)]

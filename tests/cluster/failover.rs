@@ -439,6 +439,11 @@ async fn followers_hold_clients_through_a_failover() {
         let _ = tokio::time::timeout(Duration::from_secs(20), t).await;
     }
     let errors: Vec<usize> = clients.iter().map(|c| c.errors.load(Ordering::Acquire)).collect();
-    eprintln!("leader kill -9 with lease TTL 3 s: clients confirmed again after {back:?}; connection errors {errors:?}");
-    assert!(errors.iter().all(|&e| e <= 1), "connection errors per client: {errors:?}");
+    eprintln!(
+        "leader kill -9 with lease TTL 3 s: clients confirmed again after {back:?}; connection errors {errors:?}"
+    );
+    assert!(
+        errors.iter().all(|&e| e <= 1),
+        "connection errors per client: {errors:?}"
+    );
 }

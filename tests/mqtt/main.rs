@@ -2,13 +2,15 @@
 //! interoperation with AMQP through `amq.topic`, persistent sessions,
 //! redelivery, retained messages, wills, takeover and keep alive; the codec
 //! and protocol rules on raw packets (`mqtt/protocol.rs`), other clients
-//! (`mqtt/interop.rs`), MQTT 5 sessions across restarts (`mqtt/v5.rs`), and
+//! (`mqtt/interop.rs`), MQTT 5 sessions across restarts (`mqtt/v5.rs`),
+//! shared subscription groups of stored sessions (`mqtt/shared.rs`), and
 //! MQTT and AMQP over WebSocket (`mqtt/websocket.rs`).
 
 #[path = "../common/mod.rs"]
 mod common;
 mod interop;
 mod protocol;
+mod shared;
 mod v5;
 mod websocket;
 

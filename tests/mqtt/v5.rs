@@ -10,30 +10,48 @@ use rumqttc::v5::{AsyncClient, Event, MqttOptions};
 use tokio::sync::mpsc;
 
 use super::common::mqtt::{connect, mqtt_addr, options};
-use super::common::{TestBroker, start, start_with, within};
+use super::common::{QUIET, TestBroker, start, start_with, within};
 use super::session_queue;
 
 /// An MQTT 5 client whose event loop forwards incoming packets.
-struct V5 {
-    client: AsyncClient,
+pub(super) struct V5 {
+    pub(super) client: AsyncClient,
     incoming: mpsc::UnboundedReceiver<Packet>,
 }
 
 impl V5 {
     /// Connects `client_id` with clean start off and `expiry` as the session
     /// expiry interval; returns the client and its CONNACK.
-    async fn connect(b: &TestBroker, client_id: &str, expiry: u32) -> (V5, ConnAck) {
+    pub(super) async fn connect(b: &TestBroker, client_id: &str, expiry: u32) -> (V5, ConnAck) {
         let mut props = ConnectProperties::new();
         props.session_expiry_interval = Some(expiry);
         V5::connect_with(b, client_id, props).await
     }
 
+    /// Connects `client_id` with clean start on (a stored session is
+    /// discarded) and `expiry` as the session expiry interval.
+    pub(super) async fn connect_clean(b: &TestBroker, client_id: &str, expiry: u32) -> (V5, ConnAck) {
+        let mut props = ConnectProperties::new();
+        props.session_expiry_interval = Some(expiry);
+        V5::connect_opts(b, client_id, true, props).await
+    }
+
     /// Connects `client_id` with clean start off and these CONNECT properties.
     async fn connect_with(b: &TestBroker, client_id: &str, props: ConnectProperties) -> (V5, ConnAck) {
+        V5::connect_opts(b, client_id, false, props).await
+    }
+
+    /// Connects `client_id` with `clean_start` and these CONNECT properties.
+    async fn connect_opts(
+        b: &TestBroker,
+        client_id: &str,
+        clean_start: bool,
+        props: ConnectProperties,
+    ) -> (V5, ConnAck) {
         let addr = mqtt_addr(b);
         let mut o = MqttOptions::new(client_id, addr.ip().to_string(), addr.port());
         o.set_keep_alive(Duration::from_secs(30));
-        o.set_clean_start(false);
+        o.set_clean_start(clean_start);
         o.set_connect_properties(props);
         let (client, mut eventloop) = AsyncClient::new(o, 16);
         let (tx, incoming) = mpsc::unbounded_channel();
@@ -56,7 +74,7 @@ impl V5 {
         (c, ack)
     }
 
-    async fn expect<T>(&mut self, what: &str, mut pick: impl FnMut(&Packet) -> Option<T>) -> T {
+    pub(super) async fn expect<T>(&mut self, what: &str, mut pick: impl FnMut(&Packet) -> Option<T>) -> T {
         within(what, async {
             loop {
                 let p = self.incoming.recv().await.expect("the event loop ended");
@@ -68,7 +86,7 @@ impl V5 {
         .await
     }
 
-    async fn subscribe(&mut self, filter: &str) {
+    pub(super) async fn subscribe(&mut self, filter: &str) {
         self.client
             .subscribe(filter, QoS::AtLeastOnce)
             .await
@@ -77,7 +95,7 @@ impl V5 {
             .await;
     }
 
-    async fn next_publish(&mut self) -> Publish {
+    pub(super) async fn next_publish(&mut self) -> Publish {
         self.expect("PUBLISH", |p| match p {
             Packet::Publish(p) => Some(p.clone()),
             _ => None,
@@ -85,7 +103,23 @@ impl V5 {
         .await
     }
 
-    async fn disconnect(self) {
+    /// Asserts that no PUBLISH arrives for [`QUIET`].
+    pub(super) async fn assert_no_publish(&mut self) {
+        let quiet = tokio::time::sleep(QUIET);
+        tokio::pin!(quiet);
+        loop {
+            tokio::select! {
+                _ = &mut quiet => return,
+                p = self.incoming.recv() => match p {
+                    Some(Packet::Publish(p)) => panic!("unexpected PUBLISH: {p:?}"),
+                    Some(_) => {}
+                    None => return,
+                },
+            }
+        }
+    }
+
+    pub(super) async fn disconnect(self) {
         self.client.disconnect().await.expect("DISCONNECT sent");
         // The broker closes the socket after DISCONNECT; give it the moment.
         tokio::time::sleep(Duration::from_millis(200)).await;

@@ -637,6 +637,11 @@ async fn amqp_over_websocket_handshake_declare_and_get() {
         Method::ConnectionCloseOk => {}
         other => panic!("expected connection.close-ok, got {other:?}"),
     }
+    // As over TCP, the broker answers any further connection.close until the
+    // client closes its end (RabbitMQ's closing state); this client does.
+    within("WebSocket close", c.ws.close(None))
+        .await
+        .expect("WebSocket close");
     let rest = expect_closed(&mut c.ws).await;
     assert!(rest.is_empty(), "data after close-ok: {rest:?}");
     within("connection.close", conn.close(200, "OK".into()))
