@@ -28,19 +28,14 @@
 # Podman/Buildah, for the cache mounts.
 
 # --- Build stage ----------------------------------------------------------------
-# Debian 12 with the stable Rust toolchain from rustup (Debian's rustc is too
-# old), gcc (Rust links with cc) and protoc (the etcd client's build runs it).
-FROM debian:bookworm AS build
-SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+# The official Rust image on Debian 12, the release of the runtime stage below
+# (so the binaries link the same glibc), pinned: a new Rust is a deliberate
+# change here. It brings gcc (Rust links with cc) and keeps cargo in
+# /usr/local/cargo; protoc (the etcd client's build runs it) comes from Debian.
+FROM rust:1.95.0-bookworm AS build
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends \
-        ca-certificates curl gcc libc6-dev protobuf-compiler \
+    && apt-get install -y --no-install-recommends protobuf-compiler \
     && rm -rf /var/lib/apt/lists/*
-ENV RUSTUP_HOME=/usr/local/rustup \
-    CARGO_HOME=/usr/local/cargo \
-    PATH=/usr/local/cargo/bin:$PATH
-RUN curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs \
-    | sh -s -- -y --profile minimal --default-toolchain stable --no-modify-path
 WORKDIR /src
 # Only what the build reads (.dockerignore keeps the rest out of the context):
 # build.rs records build info, the management UI in static/ and views/ is

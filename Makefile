@@ -1,4 +1,4 @@
-.PHONY: run test bench lint deb soak fuzz
+.PHONY: run test bench lint deb rpm soak fuzz
 
 run:
 	scripts/run.sh
@@ -44,3 +44,25 @@ CARGO_DEB_FLAGS ?=
 deb:
 	scripts/setup-package-deps.sh
 	PATH="$$HOME/.cargo/bin:$$PATH" cargo deb --strip $(CARGO_DEB_FLAGS)
+
+# RPM package in target/generate-rpm/ (cargo-generate-rpm, installed by the
+# setup script when missing), with the files, unit and user of the Debian
+# package. cargo-generate-rpm packages what is there and builds nothing: this
+# builds the release binaries first if they are out of date, as `make deb`
+# does, and packages stripped copies of them (target/generate-rpm/bin/; the
+# binaries in target/release keep their line tables). `make rpm
+# RPM_NO_BUILD=1` packages the binaries already in target/release instead,
+# like `make deb CARGO_DEB_FLAGS=--no-build`. The payload is zstd level 19,
+# as distributions ship it (about 18 s of CPU);
+# CARGO_GENERATE_RPM_FLAGS="--payload-compress gzip" takes 2 s for a
+# package half as large again (12 MB instead of 7.7).
+RPM_NO_BUILD ?=
+CARGO_GENERATE_RPM_FLAGS ?=
+rpm:
+	scripts/setup-package-deps.sh
+	$(if $(RPM_NO_BUILD),,PATH="$$HOME/.cargo/bin:$$PATH" cargo build --release --bins)
+	mkdir -p target/generate-rpm/bin
+	for b in lavinmq lavinmqctl lavinmqperf; do \
+		strip --strip-unneeded -o target/generate-rpm/bin/$$b target/release/$$b || exit 1; \
+	done
+	PATH="$$HOME/.cargo/bin:$$PATH" cargo generate-rpm $(CARGO_GENERATE_RPM_FLAGS)

@@ -10,7 +10,11 @@
 #      conffile identical to extras/, the copyright file
 #   3. its control data: Depends, conffiles, maintainer scripts (syntax, the
 #      cargo-deb systemd snippets in place)
-#   4. install, reinstall, remove and purge in a scratch root: an overlay of
+#   4. the RPM package (`make rpm`, from the same binaries) against the .deb:
+#      its files (`rpm -qp`) with their owners, modes and contents, the config
+#      file, Requires, and its scriptlets, run in a scratch root as in step 5:
+#      the same user, data dir and enabled unit as the .deb's postinst
+#   5. install, reinstall, remove and purge in a scratch root: an overlay of
 #      this machine's root in a private mount namespace, so the lavinmq user,
 #      files and dpkg database entries exist only there. Checks the user, the
 #      data dir, the enabled unit, `systemd-analyze verify` of the installed
@@ -19,14 +23,14 @@
 #      Then boots systemd in another such scratch root (systemd-nspawn) and
 #      checks the unit there: the Type=notify start, reload, watchdog, stop
 #      (CHECK_PACKAGE_BOOT=0 skips this)
-#   5. the Dockerfile (a shell lint: stages, non-root USER, VOLUME,
+#   6. the Dockerfile (a shell lint: stages, non-root USER, VOLUME,
 #      HEALTHCHECK, EXPOSE, .dockerignore) and the image's configuration: the
 #      broker started with the image's ini file and ENV lines, and the
 #      HEALTHCHECK command run against it
-#   6. builds and runs the image when podman or docker can (CHECK_PACKAGE_IMAGE=0
+#   7. builds and runs the image when podman or docker can (CHECK_PACKAGE_IMAGE=0
 #      skips this; it compiles everything in the container, several minutes)
 #
-# Needs root for step 4 (namespaces, mounts); without it that step is skipped.
+# Needs root for steps 4 and 5 (namespaces, mounts); without it they are skipped.
 # shellcheck disable=SC2016 # single-quoted ${...} are dpkg-query formats or literal text
 set -euo pipefail
 
@@ -79,9 +83,10 @@ stop_broker() {
 }
 
 # ---------------------------------------------------------------------------
-# Step 4 runs the functions below as `check-package.sh __sandbox DIR DEB` and
-# `check-package.sh __boot DIR DEB OUT`, each inside `unshare --mount`: their
-# mounts vanish with the namespace.
+# Steps 4 and 5 run the functions below as `check-package.sh __rpm DIR DEB
+# SCRIPTS`, `check-package.sh __sandbox DIR DEB` and `check-package.sh __boot
+# DIR DEB OUT`, each inside `unshare --mount`: their mounts vanish with the
+# namespace.
 # ---------------------------------------------------------------------------
 
 # Builds a scratch root at $1/root: an overlay of this machine's root whose
@@ -315,7 +320,55 @@ CHECK
     fi
 }
 
+# The RPM's scriptlets, extracted to $3 (pre, post, preun, postun), in a
+# scratch root as rpm runs them ($1 of each: install 1, upgrade 2/1, erase 0),
+# with the unit put where the payload puts it: the lavinmq user, group and
+# data dir as the .deb's postinst makes them, the unit enabled, and erase
+# disabling it but keeping the data.
+rpm_inner() {
+    local S="$1" DEB="$2" SCRIPTS="$3"
+    scratch_root "$S" "$DEB"
+    local unit=/usr/lib/systemd/system/lavinmq.service
+    local wants=/etc/systemd/system/multi-user.target.wants/lavinmq.service
+    cp "$SCRIPTS"/pre "$SCRIPTS"/post "$SCRIPTS"/preun "$SCRIPTS"/postun "$R/tmp/"
+    scriptlet() { # scriptlet NAME ARG
+        local out
+        out=$(in_root sh "/tmp/$1" "$2" 2>&1) || fail "the RPM's %$1 $2 failed: $out"
+    }
+    # --- install ---
+    scriptlet pre 1
+    cp "$ROOT/extras/lavinmq.service" "$R$unit"
+    scriptlet post 1
+    local pw uid
+    pw=$(in_root getent passwd lavinmq) || fail "the RPM's %pre created no lavinmq user"
+    uid=$(cut -d: -f3 <<<"$pw")
+    [ "$uid" -lt 1000 ] || fail "the RPM's lavinmq is not a system user (uid $uid)"
+    expect "the RPM's lavinmq home" "$(cut -d: -f6 <<<"$pw")" /var/lib/lavinmq
+    expect "the RPM's lavinmq shell" "$(cut -d: -f7 <<<"$pw")" /usr/sbin/nologin
+    expect "the RPM's lavinmq group" "$(in_root id -gn lavinmq)" lavinmq
+    expect "the RPM's data dir owner and mode" "$(in_root stat -c '%U:%G %a' /var/lib/lavinmq)" "lavinmq:lavinmq 750"
+    [ -L "$R$wants" ] || fail "the RPM's %post did not enable the unit ($wants missing)"
+    # --- upgrade: the new package's %pre and %post, the old one's %preun and %postun ---
+    scriptlet pre 2
+    scriptlet post 2
+    scriptlet preun 1
+    scriptlet postun 1
+    expect "lavinmq's uid after an RPM upgrade" "$(in_root id -u lavinmq)" "$uid"
+    [ -L "$R$wants" ] || fail "the unit is no longer enabled after an RPM upgrade"
+    # --- erase ---
+    scriptlet preun 0
+    rm "$R$unit"
+    scriptlet postun 0
+    if [ -e "$R$wants" ] || [ -L "$R$wants" ]; then fail "the RPM's %preun left the unit enabled"; fi
+    [ -d "$R/var/lib/lavinmq" ] || fail "the RPM's scriptlets deleted the data dir on erase"
+}
+
 case "${1:-}" in
+__rpm)
+    shift
+    rpm_inner "$@"
+    exit 0
+    ;;
 __sandbox)
     shift
     sandbox_inner "$@"
@@ -360,14 +413,7 @@ else
     # the dependencies again (without the dev-dependencies' features that
     # `cargo build --all-targets` unified in), minutes for nothing.
     flags=""
-    fresh=1
-    for b in lavinmq lavinmqctl lavinmqperf; do
-        if [ ! -x "target/release/$b" ] ||
-            [ -n "$(find src static views Cargo.toml Cargo.lock build.rs -newer "target/release/$b" -print -quit 2>/dev/null)" ]; then
-            fresh=""
-        fi
-    done
-    if [ -n "$fresh" ]; then
+    if release_bins_fresh lavinmq lavinmqctl lavinmqperf; then
         flags=--no-build
         say "make deb CARGO_DEB_FLAGS=--no-build (target/release is up to date)"
     else
@@ -438,7 +484,82 @@ grep -q 'deb-systemd-helper purge lavinmq.service' "$C/postrm" || fail "postrm d
 grep -q 'adduser --system' "$C/postinst" || fail "postinst does not create the lavinmq user"
 say "control: Depends: $depends; conffiles; maintainer scripts with the systemd snippets"
 
-# --- 4. install and purge in a scratch root -----------------------------------------
+# --- 4. the RPM package ------------------------------------------------------------
+# Made by `make rpm` from the binaries the .deb was made of, with a gzip
+# payload: 2 s instead of zstd's 18 (the payload's compression changes nothing
+# checked here).
+if [ -n "${PACKAGE_DEB:-}" ]; then
+    skip "the RPM package: target/release need not hold the binaries of $DEB (PACKAGE_DEB)"
+else
+    rpm_start=$SECONDS
+    rm -f target/generate-rpm/*.rpm
+    make --no-print-directory rpm RPM_NO_BUILD=1 CARGO_GENERATE_RPM_FLAGS="--payload-compress gzip" >"$TMP/make-rpm.log" 2>&1 || {
+        cat "$TMP/make-rpm.log" >&2
+        fail "make rpm"
+    }
+    rpms=(target/generate-rpm/*.rpm)
+    RPM=${rpms[0]}
+    if [ "${#rpms[@]}" != 1 ] || [ ! -f "$RPM" ]; then fail "make rpm made no package in target/generate-rpm/"; fi
+    expect "the RPM's name and version" "$(rpm -qp --queryformat '%{NAME} %{VERSION}-%{RELEASE}' "$RPM")" \
+        "lavinmq $(dpkg-deb -f "$DEB" Version)"
+    # The .deb's files, owners and modes (its copyright file is the RPM's
+    # license file), as `rpm -qlp` with modes and owners lists the RPM's:
+    # `-rwxr-xr-x root/root /usr/bin/lavinmq`.
+    deb_files=$(awk '$1 ~ /^-/ { sub(/^\./, "", $6); print $1, ($2 == "0/0" ? "root/root" : $2), $6 }' <<<"$listing" |
+        sed 's#/usr/share/doc/lavinmq/copyright$#/usr/share/licenses/lavinmq/LICENSE#' | sort -k3)
+    rpm_files=$(rpm -qp --queryformat '[%{FILEMODES:perms} %{FILEUSERNAME}/%{FILEGROUPNAME} %{FILENAMES}\n]' "$RPM" | sort -k3)
+    if [ "$rpm_files" != "$deb_files" ]; then
+        diff <(echo "$deb_files") <(echo "$rpm_files") | grep '^[<>]' | sed 's/^</  .deb only:/; s/^>/  .rpm only:/' >&2
+        fail "the RPM's files differ from the .deb's (above)"
+    fi
+    # Contents, by the SHA-256 digests `rpm --dump` lists: the binaries are the
+    # stripped copies `make rpm` made, the rest are the sources' files.
+    declare -A rpm_digest=()
+    while read -r path _ _ digest _; do rpm_digest[$path]=$digest; done < <(rpm -qp --dump "$RPM")
+    sha() { sha256sum "$1" | cut -d' ' -f1; }
+    for b in lavinmq lavinmqctl lavinmqperf; do
+        expect "/usr/bin/$b in the RPM" "${rpm_digest[/usr/bin/$b]}" "$(sha "target/generate-rpm/bin/$b")"
+        if readelf -S "target/generate-rpm/bin/$b" | grep -q '\.debug_info'; then fail "the RPM's /usr/bin/$b is not stripped"; fi
+        "target/generate-rpm/bin/$b" --version >/dev/null || fail "the RPM's /usr/bin/$b --version"
+    done
+    for f in /usr/lib/systemd/system/lavinmq.service:extras/lavinmq.service /etc/lavinmq/lavinmq.ini:extras/lavinmq.ini \
+        /usr/share/doc/lavinmq/README.md:README.md /usr/share/licenses/lavinmq/LICENSE:LICENSE; do
+        expect "${f%%:*} in the RPM" "${rpm_digest[${f%%:*}]}" "$(sha "${f#*:}")"
+    done
+    # The config file, like the .deb's conffile: kept when changed (noreplace).
+    expect "the RPM's config files" "$(rpm -qp --queryformat '[%{FILEFLAGS:fflags} %{FILENAMES}\n]' "$RPM" | grep '^[a-z]*c')" \
+        "cn /etc/lavinmq/lavinmq.ini"
+    requires=$(rpm -qpR "$RPM")
+    for r in /usr/sbin/useradd /usr/sbin/groupadd 'libc.so.6()(64bit)'; do
+        grep -qxF "$r" <<<"$requires" || fail "the RPM does not require $r: $(paste -sd ' ' <<<"$requires")"
+    done
+    # The scriptlets (run by /bin/sh, rpm's default): the ones in extras/rpm/,
+    # and what they do.
+    mkdir "$TMP/rpm"
+    for s in pre:PREIN post:POSTIN preun:PREUN postun:POSTUN; do
+        rpm -qp --queryformat "%{${s#*:}}" "$RPM" >"$TMP/rpm/${s%%:*}"
+        cmp -s "$TMP/rpm/${s%%:*}" "extras/rpm/${s%%:*}" || fail "the RPM's %${s%%:*} is not extras/rpm/${s%%:*}"
+        sh -n "$TMP/rpm/${s%%:*}" || fail "the RPM's %${s%%:*}: shell syntax error"
+    done
+    rpm_run=""
+    if [ "$(id -u)" != 0 ]; then
+        rpm_run="; scriptlets not run (needs root)"
+    else
+        mkdir "$TMP/rpm-root"
+        rc=0
+        unshare --mount --pid --fork --kill-child "$BASH" "$SELF" __rpm "$TMP/rpm-root" "$(realpath "$DEB")" "$TMP/rpm" || rc=$?
+        if [ "$rc" = 77 ]; then
+            rpm_run="; scriptlets not run (no overlay scratch root here)"
+        elif [ "$rc" != 0 ]; then
+            fail "the RPM's scriptlets in a scratch root (status $rc)"
+        else
+            rpm_run="; scriptlets run: user, data dir, unit enabled and disabled as the .deb does"
+        fi
+    fi
+    say "RPM: $RPM ($(du -h "$RPM" | cut -f1)): the .deb's files, modes and contents; config noreplace; Requires$rpm_run ($((SECONDS - rpm_start)) s)"
+fi
+
+# --- 5. install and purge in a scratch root -----------------------------------------
 sandbox_skip=""
 if [ "$(id -u)" != 0 ]; then
     sandbox_skip="needs root (mount namespace, overlayfs, chroot)"
@@ -508,7 +629,7 @@ if [ -n "$sandbox_skip" ]; then
     say "systemd-analyze verify extras/lavinmq.service: ok"
 fi
 
-# --- 5. Dockerfile and the image's configuration ------------------------------------
+# --- 6. Dockerfile and the image's configuration ------------------------------------
 # The Dockerfile with continuation lines joined, comments dropped: one
 # instruction per line.
 df=$(sed -e '/^[[:space:]]*#/d' Dockerfile | sed -e ':a' -e '/\\$/N; s/\\\n/ /; ta')
@@ -518,8 +639,10 @@ instr() { grep -iE "^[[:space:]]*$1([[:space:]]|$)" <<<"$df" || true; }
 final_instr() { grep -iE "^[[:space:]]*$1([[:space:]]|$)" <<<"$final" || true; }
 froms=$(instr FROM)
 [ "$(wc -l <<<"$froms")" -ge 2 ] || fail "Dockerfile: not multi-stage (one FROM)"
-grep -qiE '^FROM[[:space:]]+debian:bookworm[[:space:]]+AS[[:space:]]+[a-z]' <<<"$(head -n 1 <<<"$froms")" ||
-    fail "Dockerfile: the first stage is not 'FROM debian:bookworm AS <name>'"
+# The build stage: the official Rust image, a pinned release on the runtime
+# stage's Debian (the binaries need its glibc, not a newer one).
+grep -qiE '^FROM[[:space:]]+rust:[0-9]+\.[0-9]+\.[0-9]+-bookworm[[:space:]]+AS[[:space:]]+[a-z]' <<<"$(head -n 1 <<<"$froms")" ||
+    fail "Dockerfile: the first stage is not 'FROM rust:<x.y.z>-bookworm AS <name>'"
 grep -qiE '^FROM[[:space:]]+debian:bookworm-slim([[:space:]]|$)' <<<"$(tail -n 1 <<<"$froms")" ||
     fail "Dockerfile: the final stage is not FROM debian:bookworm-slim"
 grep -q 'COPY --from=' <<<"$df" || fail "Dockerfile: the runtime stage copies nothing from the build stage"
@@ -602,7 +725,7 @@ if health_run; then fail "the HEALTHCHECK command succeeds with the broker stopp
 BROKER_PID=""
 say "image config: every listener on all interfaces; HEALTHCHECK passes while up, fails when down"
 
-# --- 6. the image itself, where a container engine runs --------------------------------
+# --- 7. the image itself, where a container engine runs --------------------------------
 engine=""
 why=""
 for e in podman docker; do

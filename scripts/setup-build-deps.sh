@@ -46,3 +46,22 @@ if ! cargo --version >/dev/null 2>&1; then
     export PATH="$HOME/.cargo/bin:$PATH"
 fi
 log "rust: $(cargo --version)"
+
+# release_bins_fresh NAME...: true when every target/release/NAME exists and
+# no build input (sources, the UI, the manifest, the lock file, the build
+# script) changed after any of them was linked. Lets a script reuse binaries
+# that `cargo build --release --all-targets` (scripts/test.sh) made: asked
+# for the binaries alone, cargo would compile most dependencies again, since
+# the dev-dependencies' features that the test build unified into them are
+# then left out, and so is every crate above them.
+release_bins_fresh() {
+    local root b
+    root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+    for b in "$@"; do
+        [ -x "$root/target/release/$b" ] || return 1
+        if [ -n "$(cd "$root" && find src static views Cargo.toml Cargo.lock build.rs \
+            -newer "target/release/$b" -print -quit 2>/dev/null)" ]; then
+            return 1
+        fi
+    done
+}

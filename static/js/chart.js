@@ -3,6 +3,9 @@
 
 const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
 
+/** The chart's width: its container's, so that it never spills out of a narrow panel. */
+const widthOf = (container) => Math.max(container.clientWidth, 160);
+
 /**
  * A chart of a few series over time, fed one sample at a time. `series` is a
  * list of labels; `opts.points` is how many samples are kept (default 60) and
@@ -29,7 +32,7 @@ export class LiveChart {
     const span = (this.points * POLL_MS) / 1000;
     this.plot = new window.uPlot(
       {
-        width: Math.max(container.clientWidth, 300),
+        width: widthOf(container),
         height: opts.height ?? 200,
         series: [
           {
@@ -46,7 +49,14 @@ export class LiveChart {
             value: (u, v, si, idx) => fmt(shown(u, v, si, idx)),
           })),
         ],
-        axes: [{}, { size: 60, values: (u, vals) => vals.map((v) => (Math.abs(v) >= 1000 ? `${v / 1000}k` : v)) }],
+        axes: [
+          // At least 70 px between time ticks, wider than a label such as
+          // "12:59pm": a narrow chart gets fewer ticks, not overlapping ones
+          // (every 2 minutes rather than uPlot's next step, 5, which leaves a
+          // single tick).
+          { space: 70, incrs: [1, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600] },
+          { size: 60, values: (u, vals) => vals.map((v) => (Math.abs(v) >= 1000 ? `${v / 1000}k` : v)) },
+        ],
         scales: {
           x: {
             time: true,
@@ -64,7 +74,7 @@ export class LiveChart {
     );
     if (window.ResizeObserver) {
       new ResizeObserver(() => {
-        const w = Math.max(container.clientWidth, 300);
+        const w = widthOf(container);
         if (this.plot && Math.abs(w - this.plot.width) > 2) this.plot.setSize({ width: w, height: this.plot.height });
       }).observe(container);
     }

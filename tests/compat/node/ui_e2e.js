@@ -148,10 +148,11 @@ let opened = [];
 
 /**
  * A fresh browser context (its own cookies and localStorage) with one page
- * whose console errors and uncaught errors are collected in `errors`.
+ * whose console errors and uncaught errors are collected in `errors`; the
+ * window is 1280x900 unless `viewport` says otherwise.
  */
-async function open({ login = true, vhost } = {}) {
-  const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, baseURL: BASE });
+async function open({ login = true, vhost, viewport = { width: 1280, height: 900 } } = {}) {
+  const context = await browser.newContext({ viewport, baseURL: BASE });
   context.setDefaultTimeout(WAIT_MS);
   context.setDefaultNavigationTimeout(WAIT_MS);
   // The header's vhost choice (kept in localStorage) scopes the listings.
@@ -548,6 +549,50 @@ describe('management UI', () => {
     } finally {
       publishing = false;
       await publisher.catch((e) => console.error(`publisher: ${e.message}`));
+      await apiDelete(`/api/queues/%2F/${enc(queue)}`);
+    }
+  });
+
+  uiTest('the queue page\'s charts fit a narrow window: inside the page, legend entries apart', async () => {
+    const queue = `ui-e2e-narrow-${suffix()}`;
+    await apiOk('PUT', `/api/queues/%2F/${enc(queue)}`, { durable: false });
+    try {
+      for (const width of [360, 480, 600]) {
+        const { page, errors } = await open({ viewport: { width, height: 800 } });
+        await page.goto(`/queue?vhost=%2F&name=${enc(queue)}`);
+        for (const id of ['queue-messages-chart', 'queue-rates-chart']) {
+          await page.locator(`[data-testid="${id}"]:not([data-points="0"])`).waitFor();
+          // The legend's values as wide as a busy queue's, then the boxes of
+          // the chart, its plot and every legend entry.
+          const layout = await byTestId(page, id).evaluate((c) => {
+            for (const v of c.querySelectorAll('.u-legend .u-value')) v.textContent = '123456.7/s';
+            const box = (e) => {
+              const r = e.getBoundingClientRect();
+              return { left: r.left, right: r.right, top: r.top, bottom: r.bottom };
+            };
+            return {
+              page: document.documentElement.clientWidth,
+              chart: box(c),
+              plot: box(c.querySelector('.uplot')),
+              entries: [...c.querySelectorAll('.u-legend .u-series')].map((e) => ({ text: e.textContent, ...box(e) })),
+            };
+          });
+          const where = `${id} at ${width} px`;
+          assert.ok(layout.entries.length >= 3, `the time and the series in the legend of ${where}`);
+          assert.ok(layout.chart.left >= 0 && layout.chart.right <= layout.page + 1, `${where}: the chart (${JSON.stringify(layout.chart)}) inside the page (${layout.page} px)`);
+          assert.ok(layout.plot.right <= layout.chart.right + 1, `${where}: the plot (${layout.plot.right}) ends inside its panel (${layout.chart.right})`);
+          for (const [i, a] of layout.entries.entries()) {
+            assert.ok(a.left >= layout.chart.left - 1 && a.right <= layout.chart.right + 1, `${where}: legend entry "${a.text}" outside the chart: ${JSON.stringify(a)}`);
+            for (const b of layout.entries.slice(i + 1)) {
+              const apart = a.right <= b.left + 1 || b.right <= a.left + 1 || a.bottom <= b.top + 1 || b.bottom <= a.top + 1;
+              assert.ok(apart, `${where}: legend entries "${a.text}" and "${b.text}" overlap: ${JSON.stringify([a, b])}`);
+            }
+          }
+        }
+        await page.screenshot({ path: path.join(SHOTS, `queue-${width}px.png`), fullPage: true });
+        assert.deepEqual(uncaught(errors), []);
+      }
+    } finally {
       await apiDelete(`/api/queues/%2F/${enc(queue)}`);
     }
   });
