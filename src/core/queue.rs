@@ -703,7 +703,7 @@ impl Queue {
             if st
                 .stream
                 .as_ref()
-                .is_some_and(|s| s.publisher_sequence(reference) >= publishing_id)
+                .is_some_and(|s| s.is_duplicate(reference, publishing_id))
             {
                 return Ok(None);
             }

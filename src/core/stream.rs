@@ -404,6 +404,16 @@ impl StreamState {
         self.publishers.get(reference).copied().unwrap_or(0)
     }
 
+    /// True when the publisher named `reference` already stored
+    /// `publishing_id` or a later id. A name never stored has no duplicates,
+    /// not even id 0, which clients number their first message with (as
+    /// RabbitMQ's streams decide).
+    pub fn is_duplicate(&self, reference: &str, publishing_id: u64) -> bool {
+        self.publishers
+            .get(reference)
+            .is_some_and(|last| *last >= publishing_id)
+    }
+
     /// Records that the publisher named `reference` sent `publishing_id`;
     /// false when it sent that id (or a later one) before: the message is
     /// a duplicate and is not stored again.
@@ -496,6 +506,17 @@ mod tests {
             f.remove(o);
         }
         assert_eq!(f.first(), None);
+    }
+
+    #[test]
+    fn a_new_publisher_name_has_no_duplicates_not_even_id_0() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = StreamState::open(dir.path(), "s", 4096).unwrap();
+        assert!(!s.is_duplicate("writer", 0));
+        assert!(s.track_publisher("writer", 0, 0));
+        assert!(s.is_duplicate("writer", 0));
+        assert!(!s.is_duplicate("writer", 1));
+        assert!(!s.is_duplicate("other", 0));
     }
 
     #[test]

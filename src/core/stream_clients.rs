@@ -53,6 +53,8 @@ pub struct ConsumerStats {
     pub offset: AtomicU64,
     /// Reading now (false for a waiting single active consumer).
     pub active: AtomicBool,
+    /// Chunks the client will still take (its credit).
+    pub credits: AtomicU64,
 }
 
 impl ConsumerStats {
@@ -106,6 +108,7 @@ impl StreamClients {
             consumed: AtomicU64::new(0),
             offset: AtomicU64::new(u64::MAX),
             active: AtomicBool::new(active),
+            credits: AtomicU64::new(0),
         });
         self.consumers.lock().insert((conn, id), c.clone());
         c

@@ -25,7 +25,22 @@ fn channel_name(c: &ConnectionEntry, number: u16) -> String {
 /// Who a channel belongs to, as RabbitMQ nests it in channels and consumers.
 fn channel_details(c: &ConnectionEntry, number: u16) -> Value {
     json!({"name": channel_name(c, number), "number": number, "connection_name": c.name,
+           "node": &*crate::core::node::name(),
            "peer_host": c.info.peer.ip().to_string(), "peer_port": c.info.peer.port(), "user": c.info.user})
+}
+
+/// Milliseconds a consumer of queue `queue` in `vhost` may keep a delivery
+/// unacknowledged, as RabbitMQ shows it (`consumer_timeout`): the queue's own
+/// timeout (argument or policy), else the broker's `consumer_timeout`; 0 when
+/// neither sets one.
+fn consumer_timeout(s: &HttpState, vhost: &str, queue: &str) -> u64 {
+    let of_queue = s
+        .broker
+        .vhost(vhost)
+        .and_then(|v| v.queue(queue))
+        .and_then(|q| q.consumer_timeout());
+    let global = || s.websocket.as_ref().and_then(|w| w.amqp.settings().consumer_timeout);
+    of_queue.or_else(global).unwrap_or(0)
 }
 
 fn channel_json(c: &ConnectionEntry, ch: &dyn ChannelView) -> Value {
@@ -101,7 +116,7 @@ fn find(s: &HttpState, user: &Authed, name: &str) -> ApiResult<(Arc<ConnectionEn
 pub async fn show(State(s): State<Arc<HttpState>>, user: Authed, Path(name): Path<String>) -> ApiResult<Json<Value>> {
     let (c, ch) = find(&s, &user, &name)?;
     let mut out = channel_json(&c, &*ch);
-    out["consumer_details"] = Value::Array(consumers_of(&c, &*ch));
+    out["consumer_details"] = Value::Array(consumers_of(&s, &c, &*ch));
     Ok(Json(out))
 }
 
@@ -132,7 +147,7 @@ pub async fn update(
     Ok(StatusCode::NO_CONTENT)
 }
 
-fn consumers_of(c: &ConnectionEntry, ch: &dyn ChannelView) -> Vec<Value> {
+fn consumers_of(s: &HttpState, c: &ConnectionEntry, ch: &dyn ChannelView) -> Vec<Value> {
     let number = ch.number();
     ch.consumers()
         .into_iter()
@@ -142,10 +157,11 @@ fn consumers_of(c: &ConnectionEntry, ch: &dyn ChannelView) -> Vec<Value> {
             } else {
                 json!({"x-priority": d.priority})
             };
+            let timeout = consumer_timeout(s, &c.info.vhost, &d.queue);
             json!({"consumer_tag": d.tag, "queue": {"name": d.queue, "vhost": c.info.vhost},
                    "channel_details": channel_details(c, number), "ack_required": d.ack_required,
                    "exclusive": d.exclusive, "prefetch_count": d.prefetch_count, "arguments": arguments,
-                   "active": true, "activity_status": "up"})
+                   "consumer_timeout": timeout, "active": true, "activity_status": "up"})
         })
         .collect()
 }
@@ -155,7 +171,7 @@ fn consumers_where(s: &HttpState, user: &Authed, keep: impl Fn(&ConnectionEntry)
     for c in s.broker.connections.list() {
         if visible(user, &c) && keep(&c) {
             for ch in c.channels() {
-                out.extend(consumers_of(&c, &*ch));
+                out.extend(consumers_of(s, &c, &*ch));
             }
         }
     }
@@ -183,7 +199,7 @@ pub fn consumers_of_queue(s: &HttpState, vhost: &str, queue: &str) -> Vec<Value>
     for c in s.broker.connections.list().iter().filter(|c| c.info.vhost == vhost) {
         for ch in c.channels() {
             out.extend(
-                consumers_of(c, &*ch)
+                consumers_of(s, c, &*ch)
                     .into_iter()
                     .filter(|v| v["queue"]["name"] == queue),
             );

@@ -144,6 +144,10 @@ fn routes(state: Arc<HttpState>) -> Router {
             "/api/health/checks/protocol-listener/{protocol}",
             get(nodes::protocol_listener),
         )
+        .route(
+            "/api/health/checks/node-is-quorum-critical",
+            get(nodes::node_is_quorum_critical),
+        )
         .route("/metrics", get(metrics::metrics))
         .route("/metrics/detailed", get(metrics::detailed))
         .route("/api/aliveness-test/{vhost}", get(overview::aliveness))
@@ -152,6 +156,10 @@ fn routes(state: Arc<HttpState>) -> Router {
         .route(
             "/api/stream/connections/{vhost}",
             get(stream_clients::connections_vhost),
+        )
+        .route(
+            "/api/stream/connections/{vhost}/{name}",
+            get(stream_clients::connection),
         )
         .route(
             "/api/stream/connections/{vhost}/{name}/publishers",
@@ -223,6 +231,7 @@ fn routes(state: Arc<HttpState>) -> Router {
                 .delete(topic_permissions::clear),
         )
         .route("/api/queues", get(queues::list))
+        .route("/api/queues/detailed", get(queues::list))
         .route("/api/queues/{vhost}", get(queues::list_vhost))
         .route(
             "/api/queues/{vhost}/{name}",

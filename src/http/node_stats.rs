@@ -24,6 +24,11 @@ pub fn uptime_secs() -> u64 {
     STARTED.get_or_init(Instant::now).elapsed().as_secs()
 }
 
+/// Milliseconds since [`mark_started`], as RabbitMQ reports a node's `uptime`.
+pub fn uptime_ms() -> u64 {
+    u64::try_from(STARTED.get_or_init(Instant::now).elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
 /// Clock ticks per second of the CPU times in `/proc/<pid>/stat`
 /// (`USER_HZ`, fixed at 100 in the kernel's user-space ABI).
 const USER_HZ: f64 = 100.0;

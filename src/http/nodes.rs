@@ -20,6 +20,7 @@ use super::body::JsonBody;
 use super::error::{ApiError, ApiResult};
 use super::node_stats;
 use crate::cluster::status::{ClusterStatus, FollowerView, Role};
+use crate::core::queue_settings::QueueType;
 
 /// The global parameter RabbitMQ keeps the cluster name in.
 const CLUSTER_NAME: &str = "cluster_name";
@@ -30,7 +31,7 @@ fn node_json(s: &HttpState) -> Value {
     json!({
         "name": &*crate::core::node::name(), "type": "disc", "running": true, "being_drained": false,
         "os_pid": std::process::id().to_string(), "processors": processors,
-        "uptime": node_stats::uptime_secs() * 1000,
+        "uptime": node_stats::uptime_ms(),
         "mem_used": node_stats::resident_memory_bytes(), "mem_limit": s.broker.memory.limit(),
         "mem_alarm": s.broker.memory.is_alarmed(),
         "disk_free": disk.free_bytes(), "disk_free_limit": disk.min_free(), "disk_free_alarm": disk.is_blocked(),
@@ -180,11 +181,18 @@ fn health(ok: bool, reason: &str) -> (StatusCode, Json<Value>) {
     if ok {
         (StatusCode::OK, Json(json!({"status": "ok"})))
     } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({"status": "failed", "reason": reason})),
-        )
+        failed(reason, json!({}))
     }
+}
+
+/// A failed health check: 503 with `status`, `reason` and the check's own
+/// fields from `details` (an object), as RabbitMQ answers.
+fn failed(reason: &str, details: Value) -> (StatusCode, Json<Value>) {
+    let mut body = json!({"status": "failed", "reason": reason});
+    if let (Some(out), Value::Object(extra)) = (body.as_object_mut(), details) {
+        out.extend(extra);
+    }
+    (StatusCode::SERVICE_UNAVAILABLE, Json(body))
 }
 
 /// The node runs (the legacy `/api/healthchecks/node`).
@@ -192,12 +200,26 @@ pub async fn node_health(_user: Authed) -> (StatusCode, Json<Value>) {
     health(true, "")
 }
 
-/// No resource alarm is in effect (`/api/health/checks/alarms` and `local-alarms`).
+/// No resource alarm is in effect (`/api/health/checks/alarms` and
+/// `local-alarms`); a failure lists them as RabbitMQ does, each with its node
+/// and resource (`memory`, `disk space`).
 pub async fn alarms(State(s): State<Arc<HttpState>>, _user: Authed) -> (StatusCode, Json<Value>) {
     let alarms = s.broker.alarms.current();
-    health(
-        !alarms.any(),
-        &format!("resource alarm(s) in effect: {}", alarms.names().join(", ")),
+    if !alarms.any() {
+        return health(true, "");
+    }
+    let names = alarms.names();
+    let node = crate::core::node::name();
+    let list: Vec<Value> = names
+        .iter()
+        .map(|name| {
+            let resource = if *name == "disk" { "disk space" } else { name };
+            json!({"node": &*node, "resource": resource})
+        })
+        .collect();
+    failed(
+        &format!("resource alarm(s) in effect: {}", names.join(", ")),
+        json!({ "alarms": list }),
     )
 }
 
@@ -206,7 +228,8 @@ pub async fn virtual_hosts(_user: Authed) -> (StatusCode, Json<Value>) {
     health(true, "")
 }
 
-/// A listener is bound on `port` (`/api/health/checks/port-listener/{port}`).
+/// A listener is bound on `port` (`/api/health/checks/port-listener/{port}`);
+/// a failure names the port (`missing`) and the bound ones (`ports`).
 pub async fn port_listener(
     State(s): State<Arc<HttpState>>,
     _user: Authed,
@@ -215,18 +238,91 @@ pub async fn port_listener(
     let port: u16 = port
         .parse()
         .map_err(|_| ApiError::bad_request(format!("invalid port '{port}'")))?;
-    let bound = s.listeners.iter().any(|(_, a)| a.port() == port);
-    Ok(health(bound, &format!("no listener on port {port}")))
+    let ports: Vec<u16> = s.listeners.iter().map(|(_, a)| a.port()).collect();
+    if ports.contains(&port) {
+        return Ok((StatusCode::OK, Json(json!({"status": "ok", "port": port}))));
+    }
+    Ok(failed(
+        &format!("no listener on port {port}"),
+        json!({"missing": port, "ports": ports}),
+    ))
 }
 
-/// A listener speaks `protocol` (`/api/health/checks/protocol-listener/{protocol}`).
+/// RabbitMQ's name of a listener protocol, the way its protocol health
+/// check compares them: lower case, aliases (`amqp091`, `amqps`, `mqtt311`,
+/// `management`, ...) to the listener's name (`amqp`, `amqp/ssl`, `mqtt`, `http`).
+fn canonical_protocol(name: &str) -> String {
+    let lower = name.to_ascii_lowercase();
+    let canonical = match lower.as_str() {
+        "amqp091" | "amqp0.9.1" | "amqp0-9-1" | "amqp0_9_1" | "amqp10" | "amqp1.0" | "amqp1-0" | "amqp1_0" => "amqp",
+        "amqps" => "amqp/ssl",
+        "mqtt3.1" | "mqtt3.1.1" | "mqtt31" | "mqtt311" | "mqtt3_1" | "mqtt3_1_1" => "mqtt",
+        "mqtts" | "mqtt+tls" | "mqtt+ssl" => "mqtt/ssl",
+        "http1" | "http1.1" | "http_api" | "management" | "management_ui" | "ui" => "http",
+        _ => return lower,
+    };
+    canonical.to_string()
+}
+
+/// Listeners speak every protocol of the comma-separated `protocol`
+/// (`/api/health/checks/protocol-listener/{protocol}`); the answer lists the
+/// protocols listened on (`protocols`) and, failed, those missing (`missing`).
 pub async fn protocol_listener(
     State(s): State<Arc<HttpState>>,
     _user: Authed,
     Path(protocol): Path<String>,
 ) -> (StatusCode, Json<Value>) {
-    let bound = s.listeners.iter().any(|(p, _)| p.eq_ignore_ascii_case(&protocol));
-    health(bound, &format!("no listener for protocol {protocol}"))
+    let mut active: Vec<String> = s.listeners.iter().map(|(p, _)| canonical_protocol(p)).collect();
+    active.sort();
+    active.dedup();
+    let missing: Vec<String> = protocol
+        .split(',')
+        .map(canonical_protocol)
+        .filter(|p| !active.contains(p))
+        .collect();
+    if missing.is_empty() {
+        return (StatusCode::OK, Json(json!({"status": "ok", "protocols": active})));
+    }
+    failed(
+        &format!("no listener for protocol {}", missing.join(", ")),
+        json!({"missing": missing, "protocols": active}),
+    )
+}
+
+/// Whether stopping this node would leave replicated queues without an
+/// up-to-date copy (`/api/health/checks/node-is-quorum-critical`). Unclustered
+/// it is not, as RabbitMQ answers for a single node. Clustered, the leader
+/// answering is critical while no follower is in sync: the failure lists the
+/// quorum queues and streams, which RabbitMQ's clients expect to survive a node.
+pub async fn node_is_quorum_critical(State(s): State<Arc<HttpState>>, _user: Authed) -> (StatusCode, Json<Value>) {
+    let Some(status) = ClusterStatus::if_clustered() else {
+        return (
+            StatusCode::OK,
+            Json(json!({"status": "ok", "reason": "single node cluster"})),
+        );
+    };
+    if status.followers().iter().any(|f| f.in_sync) {
+        return health(true, "");
+    }
+    let mut queues = Vec::new();
+    for v in s.broker.vhosts() {
+        for q in v.queues() {
+            if matches!(q.queue_type, QueueType::Quorum | QueueType::Stream) {
+                let readable = format!("queue '{}' in vhost '{}'", q.name, v.name);
+                queues.push(
+                    json!({"name": q.name, "readable_name": readable, "virtual_host": v.name,
+                                   "type": q.queue_type.name()}),
+                );
+            }
+        }
+    }
+    if queues.is_empty() {
+        return health(true, "");
+    }
+    failed(
+        "There are quorum queues that would lose their quorum if the target node is shut down",
+        json!({ "queues": queues }),
+    )
 }
 
 #[cfg(test)]

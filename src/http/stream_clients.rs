@@ -6,13 +6,14 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use axum::Json;
 use axum::extract::{Path, State};
 use serde_json::{Value, json};
 
 use super::HttpState;
 use super::auth::Authed;
 use super::connections::{connection_json, visible};
-use super::error::ApiResult;
+use super::error::{ApiError, ApiResult};
 use super::listing::Listing;
 use crate::core::stream_clients::ClientOf;
 
@@ -56,6 +57,21 @@ pub async fn connections_vhost(
 ) -> ApiResult<Listing> {
     s.vhost_for(&user, &vhost)?;
     Ok(stream_connections(&s, &user, Some(&vhost)))
+}
+
+/// One stream connection of a vhost, by name (404 when the user may not see it).
+pub async fn connection(
+    State(s): State<Arc<HttpState>>,
+    user: Authed,
+    Path((vhost, name)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    s.vhost_for(&user, &vhost)?;
+    s.broker
+        .connections
+        .get(&name)
+        .filter(|c| c.info.protocol == PROTOCOL && c.info.vhost == vhost && visible(&user, c))
+        .map(|c| Json(connection_json(&c)))
+        .ok_or_else(ApiError::not_found)
 }
 
 /// Which publishers or consumers a request asks for.
@@ -122,6 +138,7 @@ fn consumers_json(s: &HttpState, user: &Authed, sel: &Select<'_>) -> Listing {
                 "connection_details": details,
                 "queue": {"name": c.of.stream, "vhost": c.of.vhost},
                 "subscription_id": c.subscription_id,
+                "credits": c.credits.load(Ordering::Relaxed),
                 "consumed": c.consumed.load(Ordering::Relaxed),
                 "offset": offset.unwrap_or(0),
                 "offset_lag": lag,

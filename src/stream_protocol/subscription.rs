@@ -113,6 +113,7 @@ impl Subscription {
         single_active: Option<SingleActive>,
         stats: Arc<ConsumerStats>,
     ) -> Arc<Self> {
+        stats.credits.store(u64::from(credit), Ordering::Relaxed);
         Arc::new(Subscription {
             id,
             subscription_id,
@@ -217,10 +218,12 @@ impl Subscription {
         self.cancelled.load(Ordering::Acquire)
     }
 
-    /// Updates [`Subscription::can_take`] after a change to `s`.
+    /// Updates [`Subscription::can_take`] and the credit the management API
+    /// shows after a change to `s`.
     fn mirror(&self, s: &Sending) {
         self.can_take
             .store(s.credit > 0 || Self::chunk_has_room(s), Ordering::Release);
+        self.stats.credits.store(u64::from(s.credit), Ordering::Relaxed);
     }
 
     /// Room in the open chunk for one more message.

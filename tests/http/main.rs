@@ -14,6 +14,7 @@ mod metrics;
 mod openapi;
 mod parameters_limits;
 mod queue_ops;
+mod rabbitmq_http_client;
 mod stats_channels;
 mod ui;
 mod users_auth;
