@@ -87,28 +87,31 @@ fn systemd_hears_ready_only_once_listening_then_reloading_watchdog_and_stopping(
     assert!(status.success(), "{status}");
 }
 
+/// The broker on `dir`, every listener on an ephemeral port.
+fn ephemeral_broker(dir: &Path) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.arg("-D").arg(dir.join("data")).args([
+        "-p",
+        "0",
+        "--http-port",
+        "0",
+        "--mqtt-port",
+        "0",
+        "--stream-port",
+        "0",
+        "--metrics-http-port",
+        "0",
+    ]);
+    cmd.arg("--control-unix-path").arg(dir.join("ctl.sock"));
+    cmd
+}
+
 #[test]
 fn under_journald_lines_carry_a_priority_and_no_timestamp() {
     let dir = tempfile::tempdir().unwrap();
     let (reader, writer) = std::io::pipe().unwrap();
     let st = rustix::fs::fstat(&writer).unwrap();
-    let mut child = Command::new(BIN)
-        .arg("-D")
-        .arg(dir.path().join("data"))
-        .args([
-            "-p",
-            "0",
-            "--http-port",
-            "0",
-            "--mqtt-port",
-            "0",
-            "--stream-port",
-            "0",
-            "--metrics-http-port",
-            "0",
-        ])
-        .arg("--control-unix-path")
-        .arg(dir.path().join("ctl.sock"))
+    let mut child = ephemeral_broker(dir.path())
         .env("JOURNAL_STREAM", format!("{}:{}", st.st_dev, st.st_ino))
         .stdout(writer)
         .stderr(Stdio::null())
@@ -134,23 +137,7 @@ fn under_journald_lines_carry_a_priority_and_no_timestamp() {
 #[test]
 fn log_lines_to_a_pipe_have_no_colours() {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(BIN)
-        .arg("-D")
-        .arg(dir.path().join("data"))
-        .args([
-            "-p",
-            "0",
-            "--http-port",
-            "0",
-            "--mqtt-port",
-            "0",
-            "--stream-port",
-            "0",
-            "--metrics-http-port",
-            "0",
-        ])
-        .arg("--control-unix-path")
-        .arg(dir.path().join("ctl.sock"))
+    let mut child = ephemeral_broker(dir.path())
         .env_remove("NO_COLOR")
         .env_remove("JOURNAL_STREAM")
         .stdout(Stdio::piped())

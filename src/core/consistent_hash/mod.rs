@@ -452,6 +452,18 @@ impl<T: Clone + PartialEq> ConsistentHasher<T> {
     }
 }
 
+/// The bucket just past each of a run of destinations holding `weights`
+/// consecutive buckets each (running totals), for finding a bucket's owner
+/// by binary search.
+fn bucket_ends(weights: impl Iterator<Item = u32>) -> Vec<u64> {
+    weights
+        .scan(0u64, |end, weight| {
+            *end += u64::from(weight);
+            Some(*end)
+        })
+        .collect()
+}
+
 /// Writes a non-binary term as text into `scratch` (large enough for any
 /// i64, f64 or bool) and returns its length.
 fn term_text(term: Term<'_>, scratch: &mut [u8; 32]) -> usize {
@@ -597,15 +609,7 @@ impl<T: Clone + PartialEq> Jump<T> {
     }
 
     fn rebuild(&mut self) {
-        let mut end = 0u64;
-        self.ends = self
-            .entries
-            .iter()
-            .map(|e| {
-                end += u64::from(e.weight);
-                end
-            })
-            .collect();
+        self.ends = bucket_ends(self.entries.iter().map(|e| e.weight));
     }
 
     fn total_weight(&self) -> u64 {

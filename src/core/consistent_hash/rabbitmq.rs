@@ -101,15 +101,7 @@ impl<T: PartialEq> BucketMap<T> {
     }
 
     fn rebuild(&mut self) {
-        let mut end = 0u64;
-        self.ends = self
-            .destinations
-            .iter()
-            .map(|(_, weight)| {
-                end += u64::from(*weight);
-                end
-            })
-            .collect();
+        self.ends = super::bucket_ends(self.destinations.iter().map(|(_, weight)| *weight));
     }
 
     /// The number of buckets.
