@@ -245,7 +245,7 @@ async fn run_clustered(config: Config, mut signals: Signals, mut logging: Loggin
     let stop = CancellationToken::new();
     let node = tokio::spawn({
         let (stop, config) = (stop.clone(), config.clone());
-        async move { lavinmq::cluster::node::run(&config, stop).await }
+        async move { lavinmq::cluster::node::run(&config, stop, lavinmq::server::leader_starter()).await }
     });
     let signal_stop = stop.clone();
     tokio::spawn(async move {

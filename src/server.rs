@@ -757,3 +757,39 @@ fn mqtt_settings(config: &Config) -> MqttSettings {
         default_user_only_loopback: main.default_user_only_loopback,
     }
 }
+
+impl crate::cluster::leader_service::LeaderService for Server {
+    fn client_ports(&self) -> crate::cluster::follower::LeaderInfo {
+        crate::cluster::follower::LeaderInfo {
+            id: String::new(),
+            amqp_port: self.amqp_addr().port(),
+            mqtt_port: self.mqtt_addr().port(),
+            http_port: self.http_addr().port(),
+            amqps_port: self.amqps_addr().map(|a| a.port()),
+            mqtts_port: self.mqtts_addr().map(|a| a.port()),
+            https_port: self.https_addr().map(|a| a.port()),
+            stream_port: self.stream_addr().map(|a| a.port()),
+        }
+    }
+
+    fn broker(&self) -> &Arc<Broker> {
+        &self.broker
+    }
+
+    fn shutdown(self: Box<Self>) -> futures_util::future::BoxFuture<'static, ()> {
+        Box::pin(Server::shutdown(*self))
+    }
+}
+
+/// What a clustered node starts when it is elected: this server, as
+/// [`Server::start_leader`] starts it.
+pub fn leader_starter() -> crate::cluster::leader_service::StartLeader {
+    Arc::new(|config, forwarders| {
+        Box::pin(async move {
+            match Server::start_leader(&config, forwarders).await {
+                Ok(server) => Ok(Box::new(server) as Box<dyn crate::cluster::leader_service::LeaderService>),
+                Err(e) => Err(e.to_string()),
+            }
+        })
+    })
+}

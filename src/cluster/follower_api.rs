@@ -86,7 +86,7 @@ impl FollowerApi {
         let mut control = None;
         let path = &config.main.control_unix_path;
         if !path.as_os_str().is_empty() {
-            match unix_socket::bind("control socket", path, crate::http::control_socket::SOCKET_MODE) {
+            match unix_socket::bind("control socket", path, unix_socket::CONTROL_SOCKET_MODE) {
                 Ok((listener, bound)) => {
                     let app = Router::new()
                         .route("/api/nodes", get(nodes))
@@ -104,7 +104,12 @@ impl FollowerApi {
             }
         }
         if let Some(port) = config.main.metrics_http_port {
-            match crate::http::metrics::bind(&config.main.metrics_http_bind, port).await {
+            let addr = crate::transport::listen_address(&config.main.metrics_http_bind, port);
+            let bound = match tokio::net::TcpListener::bind(&addr).await {
+                Ok(listener) => listener.local_addr().map(|local| (listener, local)),
+                Err(e) => Err(e),
+            };
+            match bound {
                 Ok((listener, addr)) => {
                     tracing::info!("Metrics (follower) listening on {addr}");
                     let app = Router::new()
@@ -118,7 +123,7 @@ impl FollowerApi {
                             .await;
                     }));
                 }
-                Err(e) => tracing::error!("cluster: cannot bind the follower's metrics port: {}", e.source),
+                Err(e) => tracing::error!("cluster: cannot bind the follower's metrics port {addr}: {e}"),
             }
         }
         FollowerApi { cancel, tasks, control }

@@ -9,7 +9,9 @@
 //!   connection, speaking [`wire`]; [`snapshot`] lists files with checksums;
 //! - [`proxy`]: a follower forwards client connections to the leader;
 //!   [`follower_api`]: what it answers itself (control socket, metrics);
-//! - [`status`]: what the API and the CLI show.
+//! - [`status`]: what the API and the CLI show;
+//! - [`leader_service`]: what a node needs from the broker it starts as
+//!   leader (the server, above this module, provides it).
 //!
 //! The store knows none of this: it reports file operations through
 //! [`crate::store::replication`].
@@ -18,6 +20,7 @@ pub mod etcd;
 pub mod follower;
 pub mod follower_api;
 pub mod leader_link;
+pub mod leader_service;
 pub mod lease_clock;
 pub mod log;
 pub mod node;

@@ -17,6 +17,7 @@ use super::etcd::{Etcd, EtcdError};
 use super::follower::{self, FollowerEvents, FollowerSettings, LeaderInfo, StopHandle};
 use super::follower_api::FollowerApi;
 use super::leader_link::{self, LinkContext};
+use super::leader_service::StartLeader;
 use super::lease_clock::LeaseClock;
 use super::log::{IsrChange, ReplicationLog};
 use super::node_id;
@@ -24,7 +25,6 @@ use super::proxy::{LeaderTarget, OwnSources, Proxies};
 use super::status::{ClusterStatus, Role};
 use crate::config::Config;
 use crate::data_dir_lock::DataDirLock;
-use crate::server::Server;
 use crate::transport::protocol_listener::Forwarders;
 
 /// Why a clustered node could not run at all.
@@ -50,10 +50,13 @@ struct Node {
     status: Arc<ClusterStatus>,
     /// Where this node's proxies hand held connections to it from.
     own: OwnSources,
+    /// Starts the broker when this node is elected.
+    start_leader: StartLeader,
 }
 
-/// Runs a clustered node until `stop` is cancelled.
-pub async fn run(config: &Config, stop: CancellationToken) -> Result<(), NodeError> {
+/// Runs a clustered node until `stop` is cancelled; `start_leader` starts
+/// the broker whenever it is elected.
+pub async fn run(config: &Config, stop: CancellationToken, start_leader: StartLeader) -> Result<(), NodeError> {
     let data_dir = config.main.data_dir.clone();
     std::fs::create_dir_all(&data_dir).map_err(|e| NodeError::DataDir(format!("cannot create data dir: {e}")))?;
     let _lock = match config.main.data_dir_lock {
@@ -79,6 +82,7 @@ pub async fn run(config: &Config, stop: CancellationToken) -> Result<(), NodeErr
         log,
         status: ClusterStatus::global(),
         own: OwnSources::default(),
+        start_leader,
     };
     node.status.set_self(id, &node.uri, node.log.clone());
     tracing::info!(
@@ -373,7 +377,7 @@ impl Node {
         let own = self.own.clone();
         let forwarders = Forwarders(Arc::new(move |ip| log.is_follower_address(ip) || own.contains(ip)));
         proxies.stop_accepting().await;
-        let server = match Server::start_leader(&self.server_config, forwarders).await {
+        let server = match (self.start_leader)(self.server_config.clone(), forwarders).await {
             Ok(s) => s,
             Err(e) => {
                 tracing::error!("cluster: cannot start the broker as leader: {e}");
@@ -387,13 +391,7 @@ impl Node {
         crate::systemd::ready();
         let info = LeaderInfo {
             id: node_id::format(self.id),
-            amqp_port: server.amqp_addr().port(),
-            mqtt_port: server.mqtt_addr().port(),
-            http_port: server.http_addr().port(),
-            amqps_port: server.amqps_addr().map(|a| a.port()),
-            mqtts_port: server.mqtts_addr().map(|a| a.port()),
-            https_port: server.https_addr().map(|a| a.port()),
-            stream_port: server.stream_addr().map(|a| a.port()),
+            ..server.client_ports()
         };
         // What the proxies held goes to this node's own listeners, with the
         // client named in a PROXY header that the broker trusts from there.
@@ -422,7 +420,7 @@ impl Node {
         self.status.set_role(Role::Leader, Some(self.uri.clone()));
         tracing::info!("cluster: elected leader ({})", self.uri);
         run_hook("on_leader_elected", &cc.on_leader_elected);
-        let broker = Arc::downgrade(&server.broker);
+        let broker = Arc::downgrade(server.broker());
         tokio::select! {
             _ = session.cancelled() => {
                 // Confirm nothing more, then close every client.

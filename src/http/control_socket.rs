@@ -22,9 +22,6 @@ use crate::auth::Identity;
 use crate::core::user::User;
 use crate::transport::unix_socket::{self, BoundSocket, UnixSocketError};
 
-/// File mode of the socket: owner and group may connect, nobody else.
-pub const SOCKET_MODE: u32 = 0o660;
-
 /// Marks a request as having come in over the control socket; inserted by the
 /// socket's router only, so a TCP client can never carry it.
 #[derive(Clone, Debug)]
@@ -83,7 +80,7 @@ pub fn serve_unix(
     default_user: &str,
     shutdown: CancellationToken,
 ) -> Result<BoundSocket, UnixSocketError> {
-    let (listener, handle) = unix_socket::bind("control socket", path, SOCKET_MODE)?;
+    let (listener, handle) = unix_socket::bind("control socket", path, unix_socket::CONTROL_SOCKET_MODE)?;
     let app = super::router(state).layer(axum::Extension(ControlSocket {
         default_user: Arc::from(default_user),
     }));

@@ -14,6 +14,10 @@ use tokio::net::UnixListener;
 
 /// Longest path a Unix socket address can hold (`sun_path` is 108 bytes on
 /// Linux, one of which is the terminating NUL).
+/// File mode of the control socket (`lavinmqctl`'s, on a leader or a
+/// follower): owner and group may connect, nobody else.
+pub const CONTROL_SOCKET_MODE: u32 = 0o660;
+
 pub const MAX_PATH_LEN: usize = 107;
 
 /// Why a Unix socket could not be set up.
