@@ -243,7 +243,7 @@ impl Node {
         stop: &CancellationToken,
     ) -> Option<(LeaderKey, Proxies)> {
         self.status.set_role(Role::Follower, None);
-        let proxies = Proxies::bind(&self.config, self.own.clone()).await;
+        let proxies = Proxies::bind(&self.config).await;
         let api = FollowerApi::start(&self.config, self.status.clone()).await;
         crate::systemd::ready();
         let (target_tx, mut target_rx) = tokio::sync::watch::channel(None);
@@ -397,7 +397,7 @@ impl Node {
         // client named in a PROXY header that the broker trusts from there.
         let host = uri_host(&self.uri);
         if let Ok(addrs) = tokio::net::lookup_host((host.as_str(), info.amqp_port)).await {
-            addrs.for_each(|a| self.own.add(a.ip()));
+            addrs.for_each(|a| self.own.learn_route_to(a));
         }
         proxies.set_target(Some(LeaderTarget {
             host,

@@ -61,11 +61,21 @@ impl OwnSources {
         self.0.read().contains(&ip.to_canonical())
     }
 
-    /// Records `ip` as one of this node's own.
-    pub fn add(&self, ip: IpAddr) {
-        let ip = ip.to_canonical();
-        if !self.0.read().contains(&ip) {
-            self.0.write().insert(ip);
+    /// Records the addresses a connection to `to` (this node's own client
+    /// address) leaves from, before any such connection is made: the address
+    /// itself and the source the kernel picks for it (a host name on
+    /// 127.0.1.1 is reached from 127.0.0.1, for one).
+    pub fn learn_route_to(&self, to: SocketAddr) {
+        let mut ips = self.0.write();
+        ips.insert(to.ip().to_canonical());
+        let unspecified: SocketAddr = match to {
+            SocketAddr::V4(_) => (std::net::Ipv4Addr::UNSPECIFIED, 0).into(),
+            SocketAddr::V6(_) => (std::net::Ipv6Addr::UNSPECIFIED, 0).into(),
+        };
+        // Connecting a UDP socket sends nothing; it only picks the route.
+        let source = std::net::UdpSocket::bind(unspecified).and_then(|s| s.connect(to).and_then(|()| s.local_addr()));
+        if let Ok(source) = source {
+            ips.insert(source.ip().to_canonical());
         }
     }
 }
@@ -117,14 +127,12 @@ pub struct Proxies {
 struct Forwarding {
     target: watch::Receiver<Option<LeaderTarget>>,
     hold: Duration,
-    own: OwnSources,
 }
 
 impl Proxies {
     /// Binds the client ports of `config`; a port that cannot be bound is
-    /// logged and left out. `own` collects the addresses used to hand held
-    /// connections to this node once it leads.
-    pub async fn bind(config: &Config, own: OwnSources) -> Proxies {
+    /// logged and left out.
+    pub async fn bind(config: &Config) -> Proxies {
         let (target, _) = watch::channel(None);
         let accepting = CancellationToken::new();
         let cancel = CancellationToken::new();
@@ -146,7 +154,6 @@ impl Proxies {
         let forwarding = Forwarding {
             target: target.subscribe(),
             hold: config.clustering.client_hold_timeout,
-            own,
         };
         for (what, bind, port, which) in wanted {
             let header = add_header && which.takes_proxy_header();
@@ -269,15 +276,12 @@ async fn forward(mut client: TcpStream, peer: SocketAddr, which: Port, header: b
     };
     let _ = upstream.set_nodelay(true);
     let _ = client.set_nodelay(true);
-    if header && let Ok(local) = client.local_addr() {
-        if let Ok(from) = upstream.local_addr() {
-            // Trusted by this node when it leads: see `OwnSources`.
-            forwarding.own.add(from.ip());
-        }
-        if let Err(e) = upstream.write_all(proxy_header_v1(peer, local).as_bytes()).await {
-            tracing::warn!(client = %peer, "cannot reach the leader at {host}:{port}: {e}");
-            return;
-        }
+    if header
+        && let Ok(local) = client.local_addr()
+        && let Err(e) = upstream.write_all(proxy_header_v1(peer, local).as_bytes()).await
+    {
+        tracing::warn!(client = %peer, "cannot reach the leader at {host}:{port}: {e}");
+        return;
     }
     if let Err(e) = tokio::io::copy_bidirectional(&mut client, &mut upstream).await {
         tracing::debug!(client = %peer, "forwarded connection ended: {e}");

@@ -82,7 +82,16 @@ struct Select<'a> {
     connection: Option<&'a str>,
 }
 
-impl Select<'_> {
+impl<'a> Select<'a> {
+    /// Everything in `vhost`, narrowed to one stream or one connection.
+    fn within(vhost: &'a str, stream: Option<&'a str>, connection: Option<&'a str>) -> Self {
+        Select {
+            vhost: Some(vhost),
+            stream,
+            connection,
+        }
+    }
+
     fn matches(&self, of: &ClientOf) -> bool {
         self.vhost.is_none_or(|v| of.vhost == v)
             && self.stream.is_none_or(|q| of.stream == q)
@@ -173,11 +182,7 @@ pub async fn publishers_vhost(
     user: Authed,
     Path(vhost): Path<String>,
 ) -> ApiResult<Listing> {
-    let sel = Select {
-        vhost: Some(&vhost),
-        ..Select::default()
-    };
-    in_vhost(&s, &user, sel, publishers_json)
+    in_vhost(&s, &user, Select::within(&vhost, None, None), publishers_json)
 }
 
 /// The publishers of one stream.
@@ -186,12 +191,7 @@ pub async fn publishers_stream(
     user: Authed,
     Path((vhost, stream)): Path<(String, String)>,
 ) -> ApiResult<Listing> {
-    let sel = Select {
-        vhost: Some(&vhost),
-        stream: Some(&stream),
-        ..Select::default()
-    };
-    in_vhost(&s, &user, sel, publishers_json)
+    in_vhost(&s, &user, Select::within(&vhost, Some(&stream), None), publishers_json)
 }
 
 /// Every stream consumer.
@@ -205,11 +205,7 @@ pub async fn consumers_vhost(
     user: Authed,
     Path(vhost): Path<String>,
 ) -> ApiResult<Listing> {
-    let sel = Select {
-        vhost: Some(&vhost),
-        ..Select::default()
-    };
-    in_vhost(&s, &user, sel, consumers_json)
+    in_vhost(&s, &user, Select::within(&vhost, None, None), consumers_json)
 }
 
 /// The publishers of one stream connection.
@@ -218,12 +214,7 @@ pub async fn connection_publishers(
     user: Authed,
     Path((vhost, name)): Path<(String, String)>,
 ) -> ApiResult<Listing> {
-    let sel = Select {
-        vhost: Some(&vhost),
-        connection: Some(&name),
-        ..Select::default()
-    };
-    in_vhost(&s, &user, sel, publishers_json)
+    in_vhost(&s, &user, Select::within(&vhost, None, Some(&name)), publishers_json)
 }
 
 /// The consumers of one stream connection.
@@ -232,10 +223,5 @@ pub async fn connection_consumers(
     user: Authed,
     Path((vhost, name)): Path<(String, String)>,
 ) -> ApiResult<Listing> {
-    let sel = Select {
-        vhost: Some(&vhost),
-        connection: Some(&name),
-        ..Select::default()
-    };
-    in_vhost(&s, &user, sel, consumers_json)
+    in_vhost(&s, &user, Select::within(&vhost, None, Some(&name)), consumers_json)
 }
