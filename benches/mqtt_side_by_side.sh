@@ -80,7 +80,7 @@ if [ -n "$ANCHOR_LAVINMQ" ]; then
     # Only MQTT (AMQP, HTTP, metrics and TLS off; the clustering port it binds
     # anyway moved), its own control socket.
     "$ANCHOR_LAVINMQ" -D "$WORK/anchor-data" -b 127.0.0.1 -p -1 --amqps-port -1 --http-port -1 --https-port -1 \
-        --mqtt-port "$APORT" --mqtts-port -1 --stream-port -1 --metrics-http-port -1 --clustering-port "$ACLUSTER_PORT" \
+        --mqtt-port "$APORT" --mqtts-port -1 --metrics-http-port -1 --clustering-port "$ACLUSTER_PORT" \
         --control-unix-path "$WORK/anchor-ctl.sock" >"$WORK/anchor.log" 2>&1 &
     APID=$!
     if ! wait_port "$APORT" "$APID"; then

@@ -223,7 +223,7 @@ stop_lavinmq() {
 start_anchor() {
     mkdir -p "$ADATA"
     "$ANCHOR_LAVINMQ" -D "$ADATA" -b 127.0.0.1 -p "$APORT" --amqps-port -1 --http-port -1 --https-port -1 \
-        --mqtt-port -1 --mqtts-port -1 --stream-port -1 --metrics-http-port -1 --clustering-port "$ACLUSTER_PORT" \
+        --mqtt-port -1 --mqtts-port -1 --metrics-http-port -1 --clustering-port "$ACLUSTER_PORT" \
         --control-unix-path "$WORK/anchor-ctl.sock" >>"$WORK/anchor.log" 2>&1 &
     APID=$!
     await_listen "$APORT" "$APID" "LavinMQ 2.9.1" "$WORK/anchor.log" || { stop_anchor; return 1; }
@@ -318,7 +318,7 @@ port_of() { echo "${1##*:}"; }
 run() {
     local scenario=$1 gen=$2 broker=$3 pid=$4 how=$5
     shift 5
-    local rate="" cpu=""
+    local rate="" cpu="" latency
     echo "  [${SECONDS}s] $broker, $gen lavinmqperf: ${scenario//;/ + }" >&2
     sampled_run "$pid" "$@" >"$WORK/out" 2>"$WORK/err"
     local ticks=$RUN_TICKS peak=$RUN_PEAK_KB rc=$RUN_RC
@@ -331,10 +331,17 @@ import json, sys
 r = json.load(sys.stdin)
 msgs = r['${how#json:}'] * r['elapsed_seconds']
 print(f'{$ticks / $CLK_TCK / msgs * 1e6:.3f}' if msgs else '')" 2>/dev/null || true)
+        # With -l: the end-to-end latency percentiles, p50 and p99 (ms).
+        latency=$(tail -1 "$WORK/out" | python3 -c "
+import json, sys
+r = json.load(sys.stdin)
+print(f\"{r['latency_median_ms']}|{r['latency_p99_ms']}\")" 2>/dev/null || true)
+        [ -n "$latency" ] && echo "lat|$scenario|$gen|$broker|$latency" >>"$RESULTS"
         ;;
     summary) rate=$(sed -n 's/^Summary: .* average \([0-9.]*\) .*/\1/p' "$WORK/out" | tail -1) ;;
     ips:*)
         # e.g. "  bind durable queue   4.11k (243.49µs) (± 9.30%)  112B/op   7.10× slower"
+        # (LavinMQ 2.9.1's) or "  create/delete durable queue  1486.2 ops/s (672.7µs)" (ours)
         local label report i=0 labels reports
         IFS=';' read -r -a labels <<<"$scenario"
         IFS=';' read -r -a reports <<<"${how#ips:}"
@@ -345,7 +352,7 @@ print(f'{$ticks / $CLK_TCK / msgs * 1e6:.3f}' if msgs else '')" 2>/dev/null || t
 import re, sys
 scale = {"": 1, "k": 1e3, "M": 1e6, "G": 1e9, "m": 1e-3, "µ": 1e-6}
 for line in open(sys.argv[1], encoding="utf-8", errors="replace"):
-    m = re.match(r"\s*" + re.escape(sys.argv[2]) + r"\s+([0-9.]+)\s?([kMGmµ]?)\s*\(", line)
+    m = re.match(r"\s*" + re.escape(sys.argv[2]) + r"\s+([0-9.]+)\s?([kMGmµ]?)\s*(?:ops/s)?\s*\(", line)
     if m:
         print(f"{float(m[1]) * scale[m[2]]:.0f}")
 PY
@@ -401,6 +408,17 @@ scenarios() {
     run "1 KiB, 1 publisher 1 consumer" "$gen" "$broker" "$pid" json:avg_consume_rate \
         "$p" throughput -z "$DURATION" -s 1024 -u "$q-e" --uri "$uri" -q -j
     delete_queues "$uri" "$q-e"
+    run "64 KiB, 1 publisher 1 consumer" "$gen" "$broker" "$pid" json:avg_consume_rate \
+        "$p" throughput -z "$DURATION" -s 65536 -u "$q-f" --uri "$uri" -q -j
+    delete_queues "$uri" "$q-f"
+    run "1 MiB, 1 publisher 1 consumer" "$gen" "$broker" "$pid" json:avg_consume_rate \
+        "$p" throughput -z "$DURATION" -s 1048576 -u "$q-g" --uri "$uri" -q -j
+    delete_queues "$uri" "$q-g"
+    # A moderate fixed rate: CPU per message and end-to-end latency (by the
+    # generator's clock) rather than throughput.
+    run "16 B at a fixed 20,000 msgs/s" "$gen" "$broker" "$pid" json:avg_consume_rate \
+        "$p" throughput -z "$DURATION" -r 20000 -l -u "$q-h" --uri "$uri" -q -j
+    delete_queues "$uri" "$q-h"
     # Each consumer gets a server-named auto-delete queue bound to amq.fanout:
     # the rate is deliveries, all 10 queues together (10x the publish rate).
     run "16 B, fanout to 10 queues (deliveries)" "$gen" "$broker" "$pid" json:avg_consume_rate \
@@ -414,6 +432,21 @@ scenarios() {
     # its socket buffers (RabbitMQ: up to a minute).
     # shellcheck disable=SC2046
     delete_queues "$uri" $(seq -f "$q-m-%g" 100)
+    # One publisher taking turns over 1,000 queues, a consumer (and a
+    # connection) on each.
+    run "16 B, 1,000 queues with a consumer each" "$gen" "$broker" "$pid" json:avg_consume_rate \
+        "$p" throughput -z "$DURATION" -x 1 -y 1000 --queue-pattern "$q-k-%" \
+        --queue-pattern-from 1 --queue-pattern-to 1000 --uri "$uri" -q -j
+    # shellcheck disable=SC2046
+    delete_queues "$uri" $(seq -f "$q-k-%g" 1000)
+    await_no_clients "$(port_of "$uri")"
+    # Declares and deletes a server-named queue, then a durable one, one at a
+    # time (2 s warm-up, then DURATION s each with ours, 5 s with LavinMQ's).
+    local churn_time=()
+    if [ "$gen" = ours ]; then churn_time=(-z "$DURATION"); fi
+    run "queue churn, transient (declare+delete/s);queue churn, durable (declare+delete/s)" \
+        "$gen" "$broker" "$pid" "ips:create/delete transient queue;create/delete durable queue" \
+        "$p" queue-churn "${churn_time[@]}" --uri "$uri"
     if [ "$gen" != ours ]; then
         # One run binds a server-named queue, then a durable one (which it
         # deletes at the end), for 2 + 5 s each.
@@ -577,10 +610,14 @@ import statistics, sys
 path, duration, rounds, rmq, durable_bind, anchor, gens = sys.argv[1:]
 gens = gens.split()
 BROKERS = [("lavinmq", "lavinmq"), ("lavinmq-2.9.1", "LavinMQ 2.9.1"), ("rabbitmq", "RabbitMQ")]
-rows, rss, notes = {}, {}, []
+rows, rss, notes, latency = {}, {}, [], {}
 cpu = {}
 for line in open(path):
     kind, label, *rest = line.rstrip("\n").split("|")
+    if kind == "lat":
+        gen, broker, p50, p99 = rest
+        latency.setdefault(label, {}).setdefault(gen, {}).setdefault(broker, []).append((float(p50), float(p99)))
+        continue
     if kind == "rate":
         gen, broker, value, peak, us = rest
         rows.setdefault(label, {}).setdefault(gen, {}).setdefault(broker, []).append((value, int(peak)))
@@ -642,6 +679,24 @@ for label, by_gen in cpu.items():
         print(f"{label:40} {gen:5} " + " ".join(cells) + " "
               + ratio(us["lavinmq"], us["lavinmq-2.9.1"], 8, 2) + " "
               + ratio(us["lavinmq"], us["rabbitmq"], 7, 2))
+
+if latency:
+    print()
+    print("End-to-end latency by the generator's clock, p50 / p99 (ms; median over the rounds)")
+    print(f"{'scenario':40} {'perf':5} " + " ".join(f"{name:>15}" for _, name in BROKERS))
+    for label, by_gen in latency.items():
+        for gen in gens:
+            by = by_gen.get(gen, {})
+            cells = []
+            for b, _ in BROKERS:
+                runs = by.get(b)
+                if runs:
+                    p50 = statistics.median(r[0] for r in runs)
+                    p99 = statistics.median(r[1] for r in runs)
+                    cells.append(f"{p50:.3f} / {p99:.2f}".rjust(15))
+                else:
+                    cells.append(f"{'-':>15}")
+            print(f"{label:40} {gen:5} " + " ".join(cells))
 for n in notes:
     print(f"  note: {n}")
 if durable_bind == "0":

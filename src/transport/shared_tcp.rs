@@ -246,7 +246,10 @@ mod tests {
         let mut got = bytes::BytesMut::with_capacity(8192);
         let deadline = std::time::Duration::from_secs(20);
         while got.len() < 8000 {
-            let n = tokio::time::timeout(deadline, shared.read_buf(&mut got)).await.unwrap().unwrap();
+            let n = tokio::time::timeout(deadline, shared.read_buf(&mut got))
+                .await
+                .unwrap()
+                .unwrap();
             assert!(n > 0, "the peer closed early");
         }
         for (i, chunk) in got.chunks(4).enumerate() {

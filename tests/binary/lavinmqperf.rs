@@ -206,6 +206,21 @@ async fn queue_pattern_spreads_clients_over_queues() {
     assert!(vhost.queue("perf-test").is_none(), "the pattern replaces --queue");
 }
 
+/// With fewer publishers than queues, each publisher takes turns over its
+/// share of the pattern's queues, so that every queue gets messages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fewer_publishers_than_queues_publish_to_every_queue() {
+    let broker = start_broker().await;
+    let line = "throughput -x 1 -y 3 --queue-pattern rq-% --queue-pattern-to 3 -C 900 -D 900 -j -q";
+    let run = perf_at(&broker.uri(), line).await;
+    assert_ok(&run);
+    let vhost = broker.server.broker.vhost("/").expect("default vhost");
+    for name in ["rq-1", "rq-2", "rq-3"] {
+        let published = vhost.queue(name).expect("declared").stats().counts.publish;
+        assert_eq!(published, 300, "{name}");
+    }
+}
+
 #[tokio::test]
 async fn unknown_mqtt_modes_exit_2() {
     let run = perf(&["mqtt", "bind-churn"]).await;

@@ -99,8 +99,10 @@ pub struct ThroughputArgs {
     #[arg(long)]
     pub consumer_args: Option<String>,
     /// Queue name pattern: `%` becomes a number from --queue-pattern-from to
-    /// --queue-pattern-to, client N (of the publishers, and of the consumers)
-    /// taking the Nth, round robin; overrides --queue
+    /// --queue-pattern-to, consumer N taking the Nth, round robin; with fewer
+    /// publishers than queues, publisher N publishes to queues N, N + P,
+    /// N + 2P, ... in turn (P publishers), so every queue gets messages;
+    /// overrides --queue
     #[arg(long)]
     pub queue_pattern: Option<String>,
     /// First number of --queue-pattern
@@ -254,6 +256,20 @@ impl Settings {
     /// The routing key consumers bind `queue` with.
     fn binding_key(&self, queue: &str) -> String {
         self.args.routing_key.clone().unwrap_or_else(|| queue.to_owned())
+    }
+
+    /// The routing keys publisher `n` takes turns with: the queues of the
+    /// pattern it covers when there are fewer publishers than queues, else
+    /// its one [`Settings::publish_key`].
+    fn publish_keys(&self, shared: &Shared, n: u64) -> Vec<String> {
+        if self.args.routing_key.is_none() && self.args.queue_pattern.is_some() {
+            let count = self.args.queue_pattern_to.saturating_sub(self.args.queue_pattern_from) + 1;
+            let publishers = self.args.run.publishers.max(1) as u64;
+            if publishers < count {
+                return (n..count).step_by(publishers as usize).map(|i| self.queue(i)).collect();
+            }
+        }
+        vec![self.publish_key(shared, n)]
     }
 
     /// The routing key publishers use: the flag, else the queue name (for a
@@ -837,7 +853,12 @@ async fn publisher(
     let _ = ev.send(Event::Ready);
     let _ = go.wait_for(|go| *go).await;
 
-    let mut template = Template::new(cfg, ch, &cfg.publish_key(shared, n), conn.tuning.frame_max)?;
+    let mut templates = cfg
+        .publish_keys(shared, n)
+        .iter()
+        .map(|key| Template::new(cfg, ch, key, conn.tuning.frame_max))
+        .collect::<Result<Vec<_>, Error>>()?;
+    let mut turn = 0;
     let Connection { reader, mut writer, .. } = conn;
     let st = Arc::new(PubState::default());
     let reader_task = tokio::spawn({
@@ -851,8 +872,9 @@ async fn publisher(
     });
 
     let (window, tx_size, limit) = (cfg.args.confirm, cfg.args.transaction, cfg.args.run.pmessages);
-    let per_batch = (BATCH_BYTES / template.frames.len()).max(1) as u64;
-    let mut out = BytesMut::with_capacity(BATCH_BYTES + template.frames.len() + 64);
+    let frame_len = templates[0].frames.len();
+    let per_batch = (BATCH_BYTES / frame_len).max(1) as u64;
+    let mut out = BytesMut::with_capacity(BATCH_BYTES + frame_len + 64);
     let mut pacer = Pacer::new(cfg.args.run.rate);
     let (mut published, mut in_tx, mut commits) = (0u64, 0u64, 0u64);
     loop {
@@ -878,11 +900,18 @@ async fn publisher(
             }
         }
         let commit = tx_size > 0 && in_tx + n == tx_size;
-        if n == 1 && !commit && template.is_static() {
-            writer.send(&template.frames).await?;
+        if n == 1 && !commit && templates.len() == 1 && templates[0].is_static() {
+            writer.send(&templates[0].frames).await?;
         } else {
             out.clear();
-            template.append(&mut out, n);
+            if templates.len() == 1 {
+                templates[0].append(&mut out, n);
+            } else {
+                for _ in 0..n {
+                    templates[turn].append(&mut out, 1);
+                    turn = (turn + 1) % templates.len();
+                }
+            }
             if commit {
                 write_method(&mut out, ch, &Method::TxCommit)?;
             }
