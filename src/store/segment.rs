@@ -34,6 +34,11 @@ const MIN_RECORD: usize = record::RECORD_HEADER + 8 + 1 + 1 + 4 + 8;
 /// How far ahead of the write cursor pages are faulted in, in one call, rather
 /// than one fault per page as messages are copied in.
 const PREFAULT: usize = 1 << 20;
+/// The writer's first step ahead in a new segment. Each step is as long as
+/// what the segment already holds, up to [`PREFAULT`], so that a queue holding
+/// a few messages keeps a few pages resident rather than a megabyte: a
+/// thousand such queues held a gigabyte.
+const FIRST_PREFAULT: usize = 16 * 1024;
 /// Written pages further than this behind the write cursor are dropped from the
 /// process's resident memory (they stay in the page cache), so a queue that is
 /// written to but not read does not hold its whole segment resident. A huge
@@ -489,7 +494,8 @@ impl Segment {
                     self.huge = true;
                 }
                 let advice = populate_advice(&mut self.syncs_seen);
-                let to = (pos + total).max(self.prefaulted + PREFAULT).min(map.len());
+                let step = self.prefaulted.clamp(FIRST_PREFAULT, PREFAULT);
+                let to = (pos + total).max(self.prefaulted + step).min(map.len());
                 // Best effort: on kernels without MADV_POPULATE_WRITE the pages
                 // simply fault in as they are written.
                 let _ = map.advise_range(advice, self.prefaulted, to - self.prefaulted);

@@ -195,16 +195,20 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+    /// A client connected over loopback, and the server's end of it.
+    async fn connected() -> (TcpStream, SharedTcp) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (client, accepted) = tokio::join!(TcpStream::connect(addr), listener.accept());
+        (client.unwrap(), SharedTcp::new(accepted.unwrap().0))
+    }
+
     /// Bytes written through the stream and through its direct handle both
     /// arrive, in the order written; reads see what the peer sent; shutdown
     /// ends the peer's reads.
     #[tokio::test]
     async fn reads_writes_and_direct_writes_share_one_socket() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (client, accepted) = tokio::join!(TcpStream::connect(addr), listener.accept());
-        let mut client = client.unwrap();
-        let mut shared = SharedTcp::new(accepted.unwrap().0);
+        let (mut client, mut shared) = connected().await;
         assert!(direct_socket(&shared).is_some());
         assert!(direct_socket(&client).is_none());
 
@@ -229,11 +233,7 @@ mod tests {
     /// every byte of many small writes arrives, in order.
     #[tokio::test]
     async fn short_reads_lose_no_wakeup() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (client, accepted) = tokio::join!(TcpStream::connect(addr), listener.accept());
-        let mut client = client.unwrap();
-        let mut shared = SharedTcp::new(accepted.unwrap().0);
+        let (mut client, mut shared) = connected().await;
         let writer = tokio::spawn(async move {
             for i in 0..2000u32 {
                 client.write_all(&i.to_be_bytes()).await.unwrap();
@@ -262,11 +262,7 @@ mod tests {
     /// are sent back on the socket, from either writer.
     #[tokio::test]
     async fn a_reply_settles_the_acknowledgement_owed() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (client, accepted) = tokio::join!(TcpStream::connect(addr), listener.accept());
-        let mut client = client.unwrap();
-        let mut shared = SharedTcp::new(accepted.unwrap().0);
+        let (mut client, mut shared) = connected().await;
         let mut got = bytes::BytesMut::with_capacity(64);
         client.write_all(b"ping").await.unwrap();
         shared.read_buf(&mut got).await.unwrap();
