@@ -41,12 +41,8 @@ const PREFAULT: usize = 1 << 20;
 const FIRST_PREFAULT: usize = 16 * 1024;
 /// Written pages further than this behind the write cursor are dropped from the
 /// process's resident memory (they stay in the page cache), so a queue that is
-/// written to but not read does not hold its whole segment resident. A huge
-/// page's size, so that dropping never splits one (see [`HUGE_AFTER`]).
-const RESIDENT_BEHIND: usize = 2 << 20;
-/// A segment's writer asks for huge pages once it has written this far into
-/// it (see [`Segment::append`]).
-const HUGE_AFTER: usize = 2 << 20;
+/// written to but not read does not hold its whole segment resident.
+const RESIDENT_BEHIND: usize = 1 << 20;
 /// Records at least this big are written with `pwrite` rather than copied into
 /// the map: a full-page write needs no zero-filled page first, which a store
 /// through the map of a fresh file region does.
@@ -260,8 +256,6 @@ pub struct Segment {
     /// [`super::group_sync::syncs_so_far`] when the writer last faulted in
     /// pages ahead.
     syncs_seen: u64,
-    /// The map beyond [`HUGE_AFTER`] was advised to use huge pages.
-    huge: bool,
 }
 
 impl Segment {
@@ -318,7 +312,6 @@ impl Segment {
             reused,
             seed: id,
             syncs_seen: super::group_sync::syncs_so_far(),
-            huge: false,
         })
     }
 
@@ -349,7 +342,6 @@ impl Segment {
             reused: false,
             seed: 0,
             syncs_seen: 0,
-            huge: false,
         };
         let len = seg.file.metadata()?.len() as usize;
         if len >= SEGMENT_HEADER {
@@ -481,18 +473,6 @@ impl Segment {
             replication::wrote(self.msgs_ref, pos as u64, &[&head, body]);
         } else if let Some(map) = self.map.as_mut() {
             if pos + total > self.prefaulted {
-                if !self.huge && self.prefaulted >= HUGE_AFTER && map.len() > HUGE_AFTER {
-                    // A queue that has filled this much of a segment is busy:
-                    // the rest is faulted in and mapped 2 MiB at a time (where
-                    // the kernel and filesystem keep large folios in the page
-                    // cache; elsewhere the advice changes nothing). Page by
-                    // page, faulting in and releasing the map cost a busy
-                    // queue a sixth of its CPU time at 1 KiB per message.
-                    // Idle queues never get here, so they never hold a huge
-                    // page for a few messages.
-                    let _ = map.advise_range(memmap2::Advice::HugePage, HUGE_AFTER, map.len() - HUGE_AFTER);
-                    self.huge = true;
-                }
                 let advice = populate_advice(&mut self.syncs_seen);
                 let step = self.prefaulted.clamp(FIRST_PREFAULT, PREFAULT);
                 let to = (pos + total).max(self.prefaulted + step).min(map.len());
@@ -948,43 +928,22 @@ mod tests {
         assert_eq!(s.msgs, 3, "a stale record of the file's earlier life came back");
     }
 
-    /// The `VmFlags` of the mapping of this process that holds `addr`.
-    fn vm_flags_at(addr: usize) -> String {
-        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-        let mut inside = false;
-        for line in smaps.lines() {
-            if let Some((range, _)) = line.split_once(' ')
-                && let Some((from, to)) = range.split_once('-')
-                && let (Ok(from), Ok(to)) = (usize::from_str_radix(from, 16), usize::from_str_radix(to, 16))
-            {
-                inside = (from..to).contains(&addr);
-            } else if inside && let Some(flags) = line.strip_prefix("VmFlags:") {
-                return flags.trim().to_owned();
-            }
-        }
-        panic!("no mapping holds {addr:#x}");
-    }
-
-    /// A segment asks for huge pages only once its writer is past the first
-    /// [`HUGE_AFTER`] bytes: a queue holding a few messages never gets one.
+    /// The writer faults pages in steps as long as what the segment holds: a
+    /// segment with a few messages has a few pages faulted in, a busy one
+    /// steps a megabyte at a time.
     #[test]
-    fn only_a_busy_segment_asks_for_huge_pages() {
+    fn the_writer_faults_in_more_as_the_segment_fills() {
         let dir = tempfile::tempdir().unwrap();
         let mut s = Segment::create(dir.path(), 1, 8 << 20).unwrap();
-        let body = vec![7u8; 1000];
-        let base = s.map.as_ref().unwrap().as_ptr() as usize;
-        s.append(1, "e", "k", &[], &body).unwrap();
-        assert!(!s.huge);
-        while s.end < HUGE_AFTER + PREFAULT + 4096 {
+        let body = vec![7u8; 100];
+        for _ in 0..10 {
             s.append(1, "e", "k", &[], &body).unwrap();
         }
-        assert!(s.huge);
-        assert!(
-            !vm_flags_at(base).split(' ').any(|f| f == "hg"),
-            "{}",
-            vm_flags_at(base)
-        );
-        let late = base + HUGE_AFTER + (2 << 20);
-        assert!(vm_flags_at(late).split(' ').any(|f| f == "hg"), "{}", vm_flags_at(late));
+        assert_eq!(s.prefaulted, FIRST_PREFAULT);
+        while s.end < 3 * PREFAULT {
+            s.append(1, "e", "k", &[], &body).unwrap();
+        }
+        assert!(s.prefaulted - s.end <= PREFAULT, "{} ahead", s.prefaulted - s.end);
+        assert!(s.prefaulted >= s.end);
     }
 }
