@@ -36,6 +36,22 @@ async fn wait_members_gone(b: &TestBroker) {
     .await;
 }
 
+/// Members with stored sessions (client id, session expiry in seconds): each
+/// connects and joins the group, then all disconnect, and this returns once
+/// the broker has seen them leave.
+async fn stored_members(b: &TestBroker, members: &[(&str, u32)]) {
+    let mut clients = Vec::new();
+    for &(id, expiry) in members {
+        let (mut c, _) = V5::connect(b, id, expiry).await;
+        c.subscribe(FILTER).await;
+        clients.push(c);
+    }
+    for c in clients {
+        c.disconnect().await;
+    }
+    wait_members_gone(b).await;
+}
+
 /// Waits until the group's queue is deleted.
 async fn wait_group_gone(b: &TestBroker) {
     eventually("the group's queue to be deleted", || {
@@ -88,13 +104,7 @@ async fn publish_reason(c: &mut V5, payload: &str) -> PubAckReason {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_absent_group_keeps_messages_for_the_first_member_back() {
     let b = start().await;
-    let (mut a, _) = V5::connect(&b, "member-a", 300).await;
-    a.subscribe(FILTER).await;
-    let (mut m, _) = V5::connect(&b, "member-b", 300).await;
-    m.subscribe(FILTER).await;
-    a.disconnect().await;
-    m.disconnect().await;
-    wait_members_gone(&b).await;
+    stored_members(&b, &[("member-a", 300), ("member-b", 300)]).await;
 
     let sent = publish_jobs(&b, 5).await;
     let queue = group_queue(&b).expect("the group's queue outlives its members' connections");
@@ -143,12 +153,7 @@ async fn receive_any(a: &mut V5, m: &mut V5, n: usize) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_group_ends_with_the_clean_start_of_its_last_session() {
     let b = start().await;
-    for id in ["clean-a", "clean-b"] {
-        let (mut c, _) = V5::connect(&b, id, 300).await;
-        c.subscribe(FILTER).await;
-        c.disconnect().await;
-    }
-    wait_members_gone(&b).await;
+    stored_members(&b, &[("clean-a", 300), ("clean-b", 300)]).await;
     publish_jobs(&b, 2).await;
     let dir = b.queue_dir(GROUP_QUEUE);
     assert!(dir.exists());
@@ -181,13 +186,7 @@ async fn a_group_ends_with_the_clean_start_of_its_last_session() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_group_ends_when_its_last_session_expires() {
     let b = start().await;
-    let (mut a, _) = V5::connect(&b, "expiring-a", 1).await;
-    a.subscribe(FILTER).await;
-    let (mut m, _) = V5::connect(&b, "expiring-b", 300).await;
-    m.subscribe(FILTER).await;
-    a.disconnect().await;
-    m.disconnect().await;
-    wait_members_gone(&b).await;
+    stored_members(&b, &[("expiring-a", 1), ("expiring-b", 300)]).await;
     publish_jobs(&b, 1).await;
     let vhost = b.server().broker.vhost("/").expect("vhost /");
     eventually("member A's session to expire", || {
