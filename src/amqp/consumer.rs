@@ -138,6 +138,10 @@ impl Consumer for AmqpConsumer {
         self.no_ack || prefetch == 0 || self.unacked.load(Ordering::Acquire) < prefetch
     }
 
+    fn settles_on_delivery(&self) -> bool {
+        self.no_ack
+    }
+
     /// Counts the delivery in the channel's unacked total before it is made,
     /// refusing when a channel-wide prefetch is reached: consumers of the
     /// channel on other queues deliver in parallel.

@@ -174,6 +174,10 @@ impl Consumer for LinkConsumer {
         c.delivery_count = c.delivery_count.wrapping_sub(1);
     }
 
+    fn settles_on_delivery(&self) -> bool {
+        self.presettled
+    }
+
     fn deliver(&self, m: &RecordView<'_>, pos: SegPos, redelivered: bool) -> bool {
         let props = BasicProperties::decode(&mut Bytes::copy_from_slice(m.properties)).unwrap_or_default();
         let presettled = self.presettled;

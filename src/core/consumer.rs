@@ -21,6 +21,15 @@ pub trait Consumer: Send + Sync {
     fn waits_for_client(&self) -> bool {
         false
     }
+    /// True when every message this consumer takes is settled by the taking
+    /// (no-ack AMQP consumers, pre-settled AMQP 1.0 links): its `deliver`
+    /// always returns true and ignores the position. Fixed for the
+    /// consumer's life. A queue whose consumers all settle on delivery hands
+    /// a publisher's message over without storing it when nothing waits
+    /// before it.
+    fn settles_on_delivery(&self) -> bool {
+        false
+    }
     /// Takes a delivery slot just before [`Consumer::deliver`]. Consumers of
     /// different queues can share a limit (AMQP's channel-wide prefetch), and
     /// their queues deliver in parallel: `has_capacity()` is only a look, so

@@ -33,6 +33,13 @@ use crate::wire::properties::raw_expiration;
 /// Messages delivered per acquisition of the queue lock.
 const DELIVERY_BATCH: usize = 256;
 
+/// The position given to a consumer with a message handed over without being
+/// stored (see [`Queue::hand_over`]); such consumers never use it.
+const NEVER_STORED: SegPos = SegPos {
+    seg: u32::MAX,
+    pos: u32::MAX,
+};
+
 /// Delivery batches a publisher runs itself after its read batch (see
 /// [`Queue::deliver_or_wake`]).
 const PUBLISHER_DELIVERY_ROUNDS: usize = 16;
@@ -159,6 +166,13 @@ pub struct QueueState {
     paused: bool,
     /// Publishers were told to wait for the backlog to shrink.
     pacing: bool,
+    /// Attached consumers that settle a message by taking it (see
+    /// [`Consumer::settles_on_delivery`]). When every consumer does, a
+    /// message for an empty queue is handed over without being stored.
+    settling_consumers: usize,
+    /// Consumers handed a message by a publisher (see [`Queue::hand_over`])
+    /// since the last delivery batch, which sends what they buffered.
+    handed_over: smallvec::SmallVec<[Arc<dyn Consumer>; 1]>,
     /// The policy and operator policy keys in force, merged.
     effective_policy: Map<String, Value>,
 }
@@ -350,6 +364,8 @@ impl Queue {
                 props_scratch: BytesMut::new(),
                 dedup,
                 stream,
+                settling_consumers: 0,
+                handed_over: smallvec::SmallVec::new(),
                 counts: QueueCounts::default(),
                 paused: dir.join(PAUSED_MARKER).exists(),
                 pacing: false,
@@ -532,6 +548,13 @@ impl Queue {
             self.unlock_and_route(st);
             return Ok(Published::default());
         }
+        if self.hand_over(&mut st, msg, scratch) {
+            // The delivery batch the publisher runs next sends it.
+            return Ok(Published {
+                woke: true,
+                ..Published::default()
+            });
+        }
         let was_empty = st.store.ready_count() == 0;
         let priority = msg.properties.priority.unwrap_or(0);
         msg.with_encoded_properties(scratch, |props| {
@@ -598,6 +621,48 @@ impl Queue {
             rejected: false,
             pace,
         })
+    }
+
+    /// Hands a message for an empty queue straight to a consumer that settles
+    /// it by taking it (see [`Consumer::settles_on_delivery`]), without
+    /// storing it: nothing would ever read it back, and writing it costs more
+    /// than the delivery (a copy into the page cache, a fifth of the CPU for
+    /// 64 KiB messages). RabbitMQ hands messages over the same way.
+    ///
+    /// Only when every consumer settles on delivery, so that the next one in
+    /// turn is one; never for a persistent message in a durable queue, whose
+    /// confirm promises it was written. False when the message must be
+    /// stored.
+    fn hand_over(&self, st: &mut QueueState, msg: &Message, scratch: &mut BytesMut) -> bool {
+        if st.settling_consumers == 0
+            || st.settling_consumers != st.consumers.len()
+            || st.store.ready_count() > 0
+            || (self.durable && msg.properties.is_persistent())
+        {
+            return false;
+        }
+        let Some(i) = st.pick_consumer() else { return false };
+        let consumer = &st.consumers[i];
+        if !consumer.reserve() {
+            return false;
+        }
+        let settled = msg.with_encoded_properties(scratch, |properties| {
+            let view = RecordView {
+                timestamp: msg.timestamp,
+                exchange: &msg.exchange,
+                routing_key: &msg.routing_key,
+                properties,
+                body: &msg.body,
+            };
+            consumer.deliver(&view, NEVER_STORED, false)
+        });
+        debug_assert!(settled, "a consumer that settles on delivery kept a message");
+        st.counts.publish += 1;
+        st.counts.deliver_no_ack += 1;
+        if !st.handed_over.iter().any(|c| Arc::ptr_eq(c, consumer)) {
+            st.handed_over.push(consumer.clone());
+        }
+        true
     }
 
     fn append_to_stream(&self, st: &mut QueueState, msg: &Message, scratch: &mut BytesMut) -> Result<Published> {
@@ -865,6 +930,9 @@ impl Queue {
     fn deliver_batch(&self) -> Batch {
         let mut touched = Touched::new();
         let mut st = self.state.lock();
+        for c in st.handed_over.drain(..) {
+            touched.add(&c);
+        }
         if st.deleted {
             return Batch::Done;
         }
@@ -1136,6 +1204,7 @@ impl Queue {
         st.had_consumers = true;
         st.last_used_ms = Message::now_ms();
         consumer.notify();
+        st.settling_consumers += usize::from(consumer.settles_on_delivery());
         st.consumers.push(consumer);
         self.consumer_churn(|c| c.consumer_added.incr());
         Ok(())
@@ -1158,7 +1227,13 @@ impl Queue {
         {
             st.sac_draining = true;
         }
-        st.consumers.retain(|c| c.id() != id);
+        let mut settling_removed = 0;
+        st.consumers.retain(|c| {
+            let keep = c.id() != id;
+            settling_removed += usize::from(!keep && c.settles_on_delivery());
+            keep
+        });
+        st.settling_consumers -= settling_removed;
         if let Some(s) = st.stream.as_mut() {
             s.remove_reader(id);
         }
@@ -1191,6 +1266,7 @@ impl Queue {
                 tracing::warn!(queue = %self.name, "cannot remove queue directory: {e}");
             }
             crate::store::replication::removed(st.store.dir());
+            st.settling_consumers = 0;
             (std::mem::take(&mut st.consumers), count)
         };
         self.housekeeping.notify_one();

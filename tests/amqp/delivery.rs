@@ -748,3 +748,68 @@ async fn global_prefetch_holds_when_two_queues_deliver_at_once() {
         d.ack(BasicAckOptions::default()).await.expect("ack");
     }
 }
+
+/// True when a file in `dir` (or below it) holds `needle`.
+fn stored_anywhere(dir: &std::path::Path, needle: &[u8]) -> bool {
+    std::fs::read_dir(dir).expect("queue directory").any(|entry| {
+        let path = entry.expect("directory entry").path();
+        if path.is_dir() {
+            return stored_anywhere(&path, needle);
+        }
+        let bytes = std::fs::read(&path).unwrap_or_default();
+        bytes.windows(needle.len()).any(|w| w == needle)
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_no_ack_consumer_takes_transient_messages_without_a_write() {
+    let broker = start().await;
+    let (_conn, ch) = broker.channel().await;
+    let q = uniq("q");
+    let durable = lapin::options::QueueDeclareOptions {
+        durable: true,
+        ..Default::default()
+    };
+    ch.queue_declare(q.as_str().into(), durable, FieldTable::default())
+        .await
+        .expect("queue.declare");
+    let mut c = consume_with(&ch, &q, no_ack(), FieldTable::default()).await;
+    publish(&ch, "", &q, b"handed-over-transient").await;
+    let persistent = BasicProperties::default().with_delivery_mode(2);
+    publish_props(&ch, "", &q, b"written-persistent", persistent).await;
+    let ds = deliveries(&mut c, 2).await;
+    assert_eq!(
+        ds.iter().map(text).collect::<Vec<_>>(),
+        ["handed-over-transient", "written-persistent"]
+    );
+    let dir = broker.queue_dir(&q);
+    assert!(!stored_anywhere(&dir, b"handed-over-transient"));
+    // Its confirm promises a persistent message in a durable queue was written.
+    assert!(stored_anywhere(&dir, b"written-persistent"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_ack_deliveries_keep_their_order_from_a_backlog_to_handing_over() {
+    const BACKLOG: usize = 2_000;
+    const N: usize = 6_000;
+    let broker = start().await;
+    let (conn, ch) = broker.channel().await;
+    let q = uniq("q");
+    declare_queue(&ch, &q).await;
+    fill(&conn, &q, 0..BACKLOG).await;
+    let mut c = consume_with(&ch, &q, no_ack(), FieldTable::default()).await;
+    // Published while the backlog drains: the first ones are stored behind it,
+    // the later ones find the queue empty and are handed over.
+    let publisher = tokio::spawn({
+        let conn = broker.connect().await;
+        let q = q.clone();
+        async move { fill(&conn, &q, BACKLOG..N).await }
+    });
+    for i in 0..N {
+        let d = next_delivery(&mut c).await;
+        assert_eq!(text(&d), i.to_string(), "message #{i} out of order");
+    }
+    publisher.await.expect("publisher");
+    assert_no_delivery(&mut c).await;
+    assert_eq!(message_count(&conn, &q).await, 0);
+}
