@@ -392,6 +392,7 @@ where
         paced_by: Default::default(),
         perms: std::cell::RefCell::new((0, crate::core::permissions::Compiled::none())),
         now_ms: std::cell::Cell::new(now),
+        publish_settings: std::cell::Cell::new(super::connection::PublishSettings::of(&ctx.settings())),
     };
     Ok((info, registration))
 }

@@ -68,7 +68,7 @@ impl TxBuffer {
 
 /// Refuses a body larger than the configured `max_message_size`.
 fn check_size(info: &ConnInfo, body_size: u64) -> AmqpResult {
-    let max = info.ctx.settings().max_message_size;
+    let max = info.publish_settings.get().max_message_size;
     if body_size > max {
         return Err(precondition(format!(
             "message size {body_size} is larger than configured max size {max}"
@@ -258,7 +258,7 @@ impl Channel {
             };
             msg.properties_mut().reply_to = Some(ShortStr::from(format!("{REPLY_TO_PREFIX}{token}")));
         }
-        if info.ctx.settings().set_timestamp && msg.properties.timestamp.is_none() {
+        if info.publish_settings.get().set_timestamp && msg.properties.timestamp.is_none() {
             let ts = (msg.timestamp / 1000) as u64;
             msg.properties_mut().timestamp = Some(ts);
         }
