@@ -95,7 +95,13 @@ impl WholePublish {
         };
         let exchange = shortstr(&p.exchange, "exchange")?;
         let routing_key = shortstr(&p.routing_key, "routing-key")?;
-        let raw_properties = frames.slice(p.properties.clone());
+        // No property set, as most publishers send: a static copy, which
+        // takes no count on the shared read buffer (nor gives one back).
+        let raw_properties = if frames[p.properties.clone()] == [0, 0] {
+            Bytes::from_static(&[0, 0])
+        } else {
+            frames.slice(p.properties.clone())
+        };
         let properties = decode_properties(&raw_properties)?;
         // The body is what is left of the frames: no count taken on the
         // shared buffer for it.
