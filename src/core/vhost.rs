@@ -1140,8 +1140,6 @@ impl VHost {
         }
         if out.is_empty() {
             exchange.counters.unroutable.incr();
-        } else {
-            exchange.counters.publish_out.incr();
         }
     }
 

@@ -484,7 +484,7 @@ fn render_overview(broker: &Broker, vhosts: &[Arc<VHost>], prefix: &str) -> Rend
         for e in v.exchanges() {
             t.bindings += e.bindings().len() as u64;
             t.received += e.counters.publish_in.get();
-            t.routed += e.counters.publish_out.get();
+            t.routed += e.counters.publish_out();
         }
     }
     let names = vhost_names(vhosts);
@@ -1075,7 +1075,7 @@ const EXCHANGE: [Spec<Exchange>; 4] = [
         "detailed_exchange_messages_published_out_total",
         Counter,
         "Total number of messages an exchange routed to at least one queue",
-        |e| e.counters.publish_out.get(),
+        |e| e.counters.publish_out(),
     ),
     Spec::new(
         "detailed_exchange_messages_unroutable_total",
