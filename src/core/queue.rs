@@ -934,6 +934,9 @@ impl Queue {
             touched.add(&c);
         }
         if st.deleted {
+            drop(st);
+            // What was handed over before the deletion still goes out.
+            touched.flush();
             return Batch::Done;
         }
         let mut outcome = if self.deliver_locked(&mut st, &mut touched, Message::now_ms()) {
