@@ -63,7 +63,12 @@ pub struct Outbox {
     /// A direct socket was set: flushes may write themselves.
     direct_writes: AtomicBool,
     wake_writer: Notify,
+    /// Notified whenever bytes leave the buffer (and at close), for
+    /// producers waiting for room.
     drained: Notify,
+    /// Notified at close only: a connection task waits on it beside its
+    /// reads, and must not be woken by every write made for it.
+    closing: Notify,
     closed: AtomicBool,
     /// Bytes buffered, as of the last append or write-out (read without the lock).
     buffered: AtomicUsize,
@@ -81,6 +86,7 @@ impl Default for Outbox {
             direct_writes: AtomicBool::new(false),
             wake_writer: Notify::new(),
             drained: Notify::new(),
+            closing: Notify::new(),
             closed: AtomicBool::new(false),
             buffered: AtomicUsize::new(0),
             give_back_after: IDLE_GIVE_BACK,
@@ -179,20 +185,19 @@ impl Outbox {
         self.buf.lock().direct = None;
         self.wake_writer.notify_one();
         self.drained.notify_waiters();
+        self.closing.notify_waiters();
     }
 
     /// Completes once the connection is gone (the writer failed or someone
     /// closed the outbox).
     pub async fn closed(&self) {
-        loop {
-            let drained = self.drained.notified();
-            tokio::pin!(drained);
-            drained.as_mut().enable();
-            if self.is_closed() {
-                return;
-            }
-            drained.await;
+        let closing = self.closing.notified();
+        tokio::pin!(closing);
+        closing.as_mut().enable();
+        if self.is_closed() {
+            return;
         }
+        closing.await;
     }
 
     /// Waits until the buffer is below [`HIGH_WATER`] (or the connection closed).
