@@ -747,12 +747,13 @@ impl Queue {
         st.stream.as_ref().map_or(0, |s| s.publisher_sequence(reference))
     }
 
-    /// Publishes a stream publisher's message unless it is a duplicate (its
-    /// `publishing_id` is not above the last one of `reference`): `None`
-    /// for a duplicate.
+    /// Publishes what a stream publisher sent under one publishing id (a
+    /// message, or the messages of a sub-entry batch) unless it is a
+    /// duplicate (its `publishing_id` is not above the last one of
+    /// `reference`): `None` for a duplicate.
     pub fn publish_deduplicated(
         &self,
-        msg: &Message,
+        msgs: &[Message],
         scratch: &mut BytesMut,
         reference: &str,
         publishing_id: u64,
@@ -773,7 +774,7 @@ impl Queue {
                 return Ok(None);
             }
         }
-        let published = self.publish(msg, scratch)?;
+        let published = self.publish_all(msgs, scratch)?;
         // Remembered only once stored: a failed or refused message may be
         // sent again with the same id.
         if !published.rejected
@@ -782,6 +783,20 @@ impl Queue {
             s.track_publisher(reference, publishing_id, Message::now_ms());
         }
         Ok(Some(published))
+    }
+
+    /// Publishes `msgs` in order, as one: the messages of a stream
+    /// client's sub-entry batch, which share a publishing id. Refused if
+    /// any of them was.
+    pub fn publish_all(&self, msgs: &[Message], scratch: &mut BytesMut) -> Result<Published> {
+        let mut all = Published::default();
+        for msg in msgs {
+            let p = self.publish(msg, scratch)?;
+            all.woke |= p.woke;
+            all.rejected |= p.rejected;
+            all.pace |= p.pace;
+        }
+        Ok(all)
     }
 
     /// Settles stream deliveries of consumer `id` (`acked`: ack, nack or reject;

@@ -9,14 +9,15 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
 
-use super::codec::command::Published;
+use super::codec::command::Published as PublishedEntry;
+use super::codec::sub_batch::Entry;
 use super::codec::{code, reply};
 use crate::amqp1::message::Received;
 use crate::core::message::Message;
-use crate::core::queue::Queue;
+use crate::core::queue::{Published, Queue};
 use crate::core::stream_clients::PublisherStats;
 use crate::store::{GroupSync, SyncWaiter};
 use crate::transport::outbox::Outbox;
@@ -141,7 +142,7 @@ pub struct Outcome {
 
 impl Publisher {
     /// Stores the messages of a publish frame on the publisher's stream.
-    pub fn publish(&self, messages: Vec<Published>, scratch: &mut BytesMut, set_timestamp: bool) -> Outcome {
+    pub fn publish(&self, messages: Vec<PublishedEntry>, scratch: &mut BytesMut, set_timestamp: bool) -> Outcome {
         let mut out = Outcome::default();
         self.stats.published.fetch_add(messages.len() as u64, Ordering::Relaxed);
         let deleted = self.queue.lock().deleted;
@@ -151,17 +152,25 @@ impl Publisher {
                 out.refused.push((id, code::STREAM_DOES_NOT_EXIST));
                 continue;
             }
-            let msg = match to_message(&self.queue.name, &m, set_timestamp) {
-                Ok(msg) => msg,
+            let filter = m.filter_value.as_deref();
+            let convert = |body| to_message(&self.queue.name, body, filter, set_timestamp);
+            // A lone message is stored without collecting it into a batch.
+            let stored = match &m.entry {
+                Entry::Single(body) => convert(body).map(|msg| self.store(std::slice::from_ref(&msg), scratch, id)),
+                Entry::Batch(bodies) => bodies
+                    .iter()
+                    .map(convert)
+                    .collect::<Result<Vec<_>, _>>()
+                    .map(|msgs| self.store(&msgs, scratch, id)),
+                Entry::Unreadable(why) => Err(why.to_string()),
+            };
+            let stored = match stored {
+                Ok(stored) => stored,
                 Err(e) => {
                     tracing::info!("publish refused: {e}");
                     out.refused.push((id, code::PRECONDITION_FAILED));
                     continue;
                 }
-            };
-            let stored = match &self.reference {
-                Some(r) => self.queue.publish_deduplicated(&msg, scratch, r, id),
-                None => self.queue.publish(&msg, scratch).map(Some),
             };
             match stored {
                 Ok(Some(p)) if p.rejected => out.refused.push((id, code::PRECONDITION_FAILED)),
@@ -182,6 +191,15 @@ impl Publisher {
             .fetch_add(out.refused.len() as u64, Ordering::Relaxed);
         out
     }
+
+    /// Stores the messages of publishing id `id`, deduplicated when the
+    /// publisher has a name; `None` for a duplicate.
+    fn store(&self, msgs: &[Message], scratch: &mut BytesMut, id: u64) -> crate::core::Result<Option<Published>> {
+        match &self.reference {
+            Some(r) => self.queue.publish_deduplicated(msgs, scratch, r, id),
+            None => self.queue.publish_all(msgs, scratch).map(Some),
+        }
+    }
 }
 
 /// Stored properties of a message that is only a body: persistent, as an
@@ -201,11 +219,16 @@ pub fn only_data_section(m: &bytes::Bytes) -> Option<bytes::Bytes> {
 
 /// The core message for a published AMQP 1.0 message, its filter value kept
 /// in a header.
-fn to_message(stream: &str, m: &Published, set_timestamp: bool) -> Result<Message, String> {
+fn to_message(
+    stream: &str,
+    message: &Bytes,
+    filter_value: Option<&str>,
+    set_timestamp: bool,
+) -> Result<Message, String> {
     // Most messages are a body only: stored without decoding or re-encoding.
-    if m.filter_value.is_none()
+    if filter_value.is_none()
         && !set_timestamp
-        && let Some(body) = only_data_section(&m.message)
+        && let Some(body) = only_data_section(message)
     {
         return Ok(Message {
             timestamp: Message::coarse_now_ms(),
@@ -219,13 +242,13 @@ fn to_message(stream: &str, m: &Published, set_timestamp: bool) -> Result<Messag
             body,
         });
     }
-    let received = Received::parse(&m.message).map_err(|e| e.to_string())?;
+    let received = Received::parse(message).map_err(|e| e.to_string())?;
     let mut properties = received.properties;
-    if let Some(v) = &m.filter_value {
+    if let Some(v) = filter_value {
         properties
             .headers
             .get_or_insert_with(FieldTable::new)
-            .insert(FILTER_VALUE_HEADER, FieldValue::from(v.as_str()));
+            .insert(FILTER_VALUE_HEADER, FieldValue::from(v));
     }
     if set_timestamp && properties.timestamp.is_none() {
         properties.timestamp = Some((Message::now_ms() / 1000) as u64);

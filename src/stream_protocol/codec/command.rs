@@ -3,6 +3,7 @@
 use bytes::Bytes;
 
 use super::primitives::Reader;
+use super::sub_batch::{self, Entry};
 use super::{DecodeError, key};
 
 /// The client's answer to the broker's tune.
@@ -34,8 +35,8 @@ pub struct Published {
     pub publishing_id: u64,
     /// The filter value (publish version 2), kept for filtering subscribers.
     pub filter_value: Option<String>,
-    /// The AMQP 1.0 encoded message.
-    pub message: Bytes,
+    /// The AMQP 1.0 encoded message, or a sub-entry batch of them.
+    pub entry: Entry,
 }
 
 /// A frame from the client.
@@ -186,15 +187,14 @@ impl Command {
                         true => r.opt_string("filter value")?,
                         false => None,
                     };
-                    // A size with its top bit set starts a sub-entry batch.
-                    if r.peek_u16().is_some_and(|h| h & 0x8000 != 0) {
-                        return Err(DecodeError::Invalid("sub-entry batch (not supported)"));
-                    }
-                    let message = r.bytes("message")?;
+                    let entry = match sub_batch::starts_batch(&r) {
+                        true => sub_batch::read(&mut r)?,
+                        false => Entry::Single(r.bytes("message")?),
+                    };
                     messages.push(Published {
                         publishing_id,
                         filter_value,
-                        message,
+                        entry,
                     });
                 }
                 Command::Publish { publisher_id, messages }

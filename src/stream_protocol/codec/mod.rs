@@ -7,6 +7,7 @@ pub mod chunk;
 pub mod command;
 pub mod primitives;
 pub mod reply;
+pub mod sub_batch;
 
 pub use command::Command;
 

@@ -4,7 +4,8 @@ default) with the real Python client, rstream.
 Covered: creating and deleting streams and their errors, publishing with
 confirms and consuming from every offset specification (first, last, next,
 offset, timestamp), AMQP 1.0 message sections surviving the round trip,
-server-side consumer offset tracking, publisher deduplication, interop with
+sub-entry batches (uncompressed and gzip), server-side consumer offset
+tracking, publisher deduplication, interop with
 AMQP 0-9-1 (pika) in both directions, server-side filtering, and refused
 logins.
 
@@ -40,6 +41,7 @@ import pytest
 from conftest import connect, uniq
 from rstream import (
     AMQPMessage,
+    CompressionType,
     ConfirmationStatus,
     Consumer,
     ConsumerOffsetSpecification,
@@ -639,6 +641,39 @@ def test_publisher_without_reference_is_not_deduplicated(stream_name):
             assert col.bodies() == [b"a", b"b"]
 
     run(main())
+
+
+def test_sub_entry_batches(stream_name):
+    """Messages sent as sub-entry batches (one publishing id each, compressed
+    or not) are confirmed once per batch and read back one by one, each at
+    its own offset, by stream and AMQP 0-9-1 consumers alike."""
+    batches = [
+        (CompressionType.No, [AMQPMessage(body=f"plain-{i}".encode()) for i in range(3)]),
+        (CompressionType.Gzip, [AMQPMessage(body=f"gzip-{i}".encode() * 20) for i in range(4)]),
+    ]
+    want = [bytes(body_of(m)) for _, msgs in batches for m in msgs]
+
+    async def main():
+        await create(stream_name)
+        confirms = []
+        async with producer() as p:
+            for compression, msgs in batches:
+                await w(
+                    p.send_sub_entry(
+                        stream_name, msgs, compression_type=compression, on_publish_confirm=confirms.append
+                    )
+                )
+            await until(lambda: len(confirms) >= len(batches), "a confirm per sub-entry batch")
+            assert all(s.is_confirmed for s in confirms), [(s.message_id, s.response_code) for s in confirms]
+        async with consumer() as c:
+            col = await subscribe(c, stream_name, OffsetType.FIRST)
+            await col.wait(len(want))
+            await col.settle()
+            assert col.bodies() == want
+            assert col.offsets() == list(range(len(want)))
+
+    run(main())
+    assert [b for _, b in _pika_read(stream_name, len(want))] == want
 
 
 # --- interop with AMQP 0-9-1 ------------------------------------------------
