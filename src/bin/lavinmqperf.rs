@@ -4,10 +4,15 @@
 //!
 //! ```text
 //! lavinmqperf [amqp] throughput [flags]
+//! lavinmqperf amqp1 throughput [flags]
+//! lavinmqperf mqtt throughput [flags]
+//! lavinmqperf stream throughput [flags]
 //! ```
 
 // A binary's root file resolves `mod` paths like a `mod.rs`, so point at
 // the modules under `src/bin/lavinmqperf/` explicitly.
+#[path = "lavinmqperf/amqp1_throughput.rs"]
+mod amqp1_throughput;
 #[path = "lavinmqperf/bodies.rs"]
 mod bodies;
 #[path = "lavinmqperf/churn.rs"]
@@ -34,7 +39,7 @@ use clap::Parser;
 const USAGE: &str = "Usage: lavinmqperf [protocol] [throughput | bind-churn | queue-churn | connection-churn | \
 channel-churn | consumer-churn | connection-count | queue-count] [arguments]
 
-Protocols: amqp (default), mqtt, stream (RabbitMQ's stream protocol)
+Protocols: amqp (default), amqp1 (AMQP 1.0), mqtt, stream (RabbitMQ's stream protocol)
 Run `lavinmqperf throughput --help` for the flags of a mode.";
 
 static EPOCH: OnceLock<Instant> = OnceLock::new();
@@ -100,6 +105,24 @@ fn mqtt_main(rest: &[String]) -> ExitCode {
     }
 }
 
+/// `lavinmqperf amqp1 MODE`: the AMQP 1.0 modes (throughput only).
+fn amqp1_main(rest: &[String]) -> ExitCode {
+    match rest.first().map(String::as_str) {
+        Some("throughput") => {
+            let args = amqp1_throughput::Amqp1ThroughputArgs::parse_from(argv("amqp1 throughput", &rest[1..]));
+            block_on(amqp1_throughput::run(args))
+        }
+        Some(m) => {
+            eprintln!("Unknown AMQP 1.0 mode: {m} (AMQP 1.0 has: throughput)");
+            ExitCode::from(2)
+        }
+        None => {
+            eprintln!("{USAGE}");
+            ExitCode::from(2)
+        }
+    }
+}
+
 fn stream_main(rest: &[String]) -> ExitCode {
     match rest.first().map(String::as_str) {
         Some("throughput") => {
@@ -122,6 +145,7 @@ fn main() -> ExitCode {
     let mut rest = &args[1.min(args.len())..];
     match rest.first().map(String::as_str) {
         Some("amqp") => rest = &rest[1..],
+        Some("amqp1") => return amqp1_main(&rest[1..]),
         Some("mqtt") => return mqtt_main(&rest[1..]),
         Some("stream") => return stream_main(&rest[1..]),
         _ => {}

@@ -264,6 +264,29 @@ async fn mqtt_throughput_counts_both_qos() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn amqp1_throughput_moves_settled_and_unsettled_messages() {
+    let broker = start_broker().await;
+    let uri = broker.uri();
+    // Unsettled, counted: every transfer is accepted and received, and the
+    // queue is left empty.
+    let run = perf_at(&uri, "amqp1 throughput -C 3000 -D 3000 -j -q -u perf-amqp1").await;
+    assert_ok(&run);
+    assert!((2990.0..=3010.0).contains(&consumed(&run.json())), "{}", run.stdout);
+    assert!(!run.stderr.contains("timed out"), "{}", run.stderr);
+    assert_eq!(ready(&uri, "perf-amqp1").await, 0);
+    // Pre-settled, timed, with RabbitMQ 3's addresses and durable messages.
+    let line = "amqp1 throughput --settled -p --address-version 1 -z 1 -j -u perf-amqp1-v1";
+    let run = perf_at(&uri, line).await;
+    assert_ok(&run);
+    let json = run.json();
+    assert!(json["avg_pub_rate"].as_u64().unwrap() > 0, "{json}");
+    assert!(json["avg_consume_rate"].as_u64().unwrap() > 0, "{json}");
+    // A bad address version is refused before connecting.
+    let run = perf_at(&uri, "amqp1 throughput --address-version 3 -z 1").await;
+    assert_eq!(run.code, Some(2), "{:?}", run.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connection_count_opens_connections() {
     let broker = start_broker().await;
     let uri = broker.uri();
