@@ -179,7 +179,14 @@ impl Consumer for LinkConsumer {
     }
 
     fn deliver(&self, m: &RecordView<'_>, pos: SegPos, redelivered: bool) -> bool {
-        let props = BasicProperties::decode(&mut Bytes::copy_from_slice(m.properties)).unwrap_or_default();
+        let props = match m.properties {
+            // Most messages set nothing but their durability.
+            [0x10, 0x00, mode] => BasicProperties {
+                delivery_mode: Some(*mode),
+                ..BasicProperties::default()
+            },
+            raw => BasicProperties::decode(&mut Bytes::copy_from_slice(raw)).unwrap_or_default(),
+        };
         let presettled = self.presettled;
         self.session.send_message(
             self.handle,

@@ -59,7 +59,15 @@ pub struct Received {
     pub properties: BasicProperties,
     /// The body: a data section's bytes, or the encoded body sections.
     pub body: Bytes,
+    /// `properties` already encoded for the store, when the message set
+    /// nothing but its durability.
+    pub raw_properties: Option<Bytes>,
 }
+
+/// Stored properties that hold only a delivery mode (1 transient, 2
+/// persistent): what a message with at most a header and a data section
+/// becomes.
+pub const DELIVERY_MODE_ONLY: [[u8; 3]; 2] = [[0x10, 0x00, 0x01], [0x10, 0x00, 0x02]];
 
 fn described(v: &Value) -> Option<(u64, &Value)> {
     match v {
@@ -161,6 +169,9 @@ fn list_items(v: &Value) -> &[Value] {
 impl Received {
     /// Reads the sections of a transfer's payload.
     pub fn parse(payload: &Bytes) -> Result<Received, MessageError> {
+        if let Some(m) = Self::parse_plain(payload) {
+            return Ok(m);
+        }
         let mut m = Received {
             durable: true,
             ..Received::default()
@@ -246,6 +257,55 @@ impl Received {
         Ok(m)
     }
 
+    /// The message most clients send, read without the value tree: at most
+    /// a header that sets only `durable`, then one data section. `None` for
+    /// anything else, which [`Received::parse`] reads in full (to the same
+    /// result for these).
+    fn parse_plain(payload: &Bytes) -> Option<Received> {
+        let mut at = 0;
+        let durable = match payload.get(..3)? {
+            [0x00, 0x53, 0x70] => {
+                let (durable, len) = match payload.get(3..)? {
+                    [0x45, ..] => (false, 1),
+                    [0xc0, 0x02, 0x01, flag, ..] => (
+                        match flag {
+                            0x41 => true,
+                            0x42 | 0x40 => false,
+                            _ => return None,
+                        },
+                        4,
+                    ),
+                    _ => return None,
+                };
+                at = 3 + len;
+                durable
+            }
+            _ => true,
+        };
+        let (start, len) = match payload.get(at..at + 4)? {
+            [0x00, 0x53, 0x75, 0xa0] => (at + 5, usize::from(*payload.get(at + 4)?)),
+            [0x00, 0x53, 0x75, 0xb0] => (
+                at + 8,
+                u32::from_be_bytes(payload.get(at + 4..at + 8)?.try_into().ok()?) as usize,
+            ),
+            _ => return None,
+        };
+        if start.checked_add(len)? != payload.len() {
+            return None;
+        }
+        let mode = if durable { 2 } else { 1 };
+        Some(Received {
+            durable,
+            properties: BasicProperties {
+                delivery_mode: Some(mode),
+                ..BasicProperties::default()
+            },
+            body: payload.slice(start..),
+            raw_properties: Some(Bytes::from_static(&DELIVERY_MODE_ONLY[usize::from(mode) - 1])),
+            ..Received::default()
+        })
+    }
+
     fn read_properties(&mut self, f: &[Value]) {
         let at = |i: usize| f.get(i).unwrap_or(&Value::Null);
         let p = &mut self.properties;
@@ -286,34 +346,27 @@ pub fn write_stored(
         .and_then(FieldValue::as_i64)
         .unwrap_or(0)
         .max(0) as u32;
-    encode_described_list(
-        section::HEADER,
-        &[
-            Value::Bool(props.is_persistent()),
-            props.priority.map_or(Value::Null, Value::Ubyte),
-            props
-                .expiration
-                .as_ref()
-                .and_then(|e| e.parse::<u32>().ok())
-                .map_or(Value::Null, Value::Uint),
-            // first-acquirer: no earlier delivery of this message was made.
-            Value::Bool(!redelivered),
-            if delivery_count > 0 {
-                Value::Uint(delivery_count)
-            } else {
-                Value::Null
-            },
-        ],
+    let ttl = props.expiration.as_ref().and_then(|e| e.parse::<u32>().ok());
+    // first-acquirer: no earlier delivery of this message was made.
+    put_header_section(
         out,
+        props.is_persistent(),
+        props.priority,
+        ttl,
+        !redelivered,
+        (delivery_count > 0).then_some(delivery_count),
     );
-    let mut annotations = vec![
-        (Value::Symbol("x-exchange".into()), Value::String(exchange.to_owned())),
-        (
-            Value::Symbol("x-routing-key".into()),
-            Value::String(routing_key.to_owned()),
-        ),
-    ];
     let mut app = Vec::new();
+    let annotated = props.headers.as_ref().is_some_and(|h| {
+        h.iter()
+            .any(|(k, _)| k.starts_with("x-") && k.as_str() != "x-delivery-count")
+    });
+    if !annotated {
+        // The usual case: the exchange and routing key are the only
+        // annotations, written without building values.
+        put_routing_annotations(out, exchange, routing_key);
+    }
+    let mut annotations = Vec::new();
     if let Some(h) = &props.headers {
         for (k, v) in h.iter() {
             if k.as_str() == "x-delivery-count" {
@@ -327,8 +380,18 @@ pub fn write_stored(
             }
         }
     }
-    out.put_slice(&[0x00, 0x53, section::MESSAGE_ANNOTATIONS as u8]);
-    Value::Map(annotations).encode(out);
+    if annotated {
+        let routing = [
+            (Value::Symbol("x-exchange".into()), Value::String(exchange.to_owned())),
+            (
+                Value::Symbol("x-routing-key".into()),
+                Value::String(routing_key.to_owned()),
+            ),
+        ];
+        annotations.splice(0..0, routing);
+        out.put_slice(&[0x00, 0x53, section::MESSAGE_ANNOTATIONS as u8]);
+        Value::Map(annotations).encode(out);
+    }
     let amqp_body = props.content_type.as_deref() == Some(AMQP_BODY_TYPE);
     let s = |v: &Option<ShortStr>| v.as_ref().map_or(Value::Null, |s| Value::String(s.to_string()));
     let sym = |v: &Option<ShortStr>| v.as_ref().map_or(Value::Null, |s| Value::Symbol(s.to_string()));
@@ -365,6 +428,74 @@ pub fn write_stored(
     } else {
         write_data_section(out, body);
     }
+}
+
+/// Appends the header section: a list of scalars, written directly.
+fn put_header_section(
+    out: &mut BytesMut,
+    durable: bool,
+    priority: Option<u8>,
+    ttl: Option<u32>,
+    first_acquirer: bool,
+    delivery_count: Option<u32>,
+) {
+    let bool_byte = |b: bool| if b { 0x41 } else { 0x42 };
+    // A missing delivery count is left off the end, as the value encoder
+    // leaves trailing nulls.
+    let (count, count_len) = match delivery_count {
+        Some(_) => (5, 5),
+        None => (4, 0),
+    };
+    let size = 1 + 1 + priority.map_or(1, |_| 2) + ttl.map_or(1, |_| 5) + 1 + count_len;
+    out.put_slice(&[0x00, 0x53, section::HEADER as u8, 0xc0, size as u8, count]);
+    out.put_u8(bool_byte(durable));
+    match priority {
+        Some(p) => out.put_slice(&[0x50, p]),
+        None => out.put_u8(0x40),
+    }
+    match ttl {
+        Some(n) => {
+            out.put_u8(0x70);
+            out.put_u32(n);
+        }
+        None => out.put_u8(0x40),
+    }
+    out.put_u8(bool_byte(first_acquirer));
+    if let Some(n) = delivery_count {
+        out.put_u8(0x70);
+        out.put_u32(n);
+    }
+}
+
+/// Appends the message annotations `x-exchange` and `x-routing-key`
+/// (both at most 255 bytes: short strings).
+fn put_routing_annotations(out: &mut BytesMut, exchange: &str, routing_key: &str) {
+    let entry = |key: &str, value: &str| 2 + key.len() + str_len(value);
+    let size = 4 + entry("x-exchange", exchange) + entry("x-routing-key", routing_key);
+    out.put_slice(&[0x00, 0x53, section::MESSAGE_ANNOTATIONS as u8, 0xd1]);
+    out.put_u32(size as u32);
+    out.put_u32(4);
+    for (key, value) in [("x-exchange", exchange), ("x-routing-key", routing_key)] {
+        out.put_slice(&[0xa3, key.len() as u8]);
+        out.put_slice(key.as_bytes());
+        put_str(out, value);
+    }
+}
+
+/// The encoded size of the string `s`.
+fn str_len(s: &str) -> usize {
+    if s.len() < 256 { 2 + s.len() } else { 5 + s.len() }
+}
+
+/// Appends the string `s` (str8 or str32).
+fn put_str(out: &mut BytesMut, s: &str) {
+    if s.len() < 256 {
+        out.put_slice(&[0xa1, s.len() as u8]);
+    } else {
+        out.put_u8(0xb1);
+        out.put_u32(s.len() as u32);
+    }
+    out.put_slice(s.as_bytes());
 }
 
 /// Appends a data section holding `body`.
@@ -408,6 +539,94 @@ mod tests {
         .encode(&mut out);
         write_data_section(&mut out, b"hello");
         out.freeze()
+    }
+
+    /// The header and annotations written directly are those the value
+    /// encoder writes.
+    #[test]
+    fn direct_sections_match_the_value_encoder() {
+        let long = "k".repeat(255);
+        for (durable, priority, ttl, first, count) in [
+            (true, None, None, true, None),
+            (false, Some(9), Some(70_000), false, Some(3)),
+        ] {
+            let mut direct = BytesMut::new();
+            put_header_section(&mut direct, durable, priority, ttl, first, count);
+            let mut slice = &direct[..];
+            let got = Value::decode(&mut slice).unwrap();
+            assert!(slice.is_empty());
+            let mut want = BytesMut::new();
+            let opt = |v: Option<u32>| v.map_or(Value::Null, Value::Uint);
+            encode_described_list(
+                section::HEADER,
+                &[
+                    Value::Bool(durable),
+                    priority.map_or(Value::Null, Value::Ubyte),
+                    opt(ttl),
+                    Value::Bool(first),
+                    opt(count),
+                ],
+                &mut want,
+            );
+            let mut slice = &want[..];
+            assert_eq!(got, Value::decode(&mut slice).unwrap());
+        }
+        for (exchange, key) in [("", "q"), ("amq.topic", long.as_str())] {
+            let mut direct = BytesMut::new();
+            put_routing_annotations(&mut direct, exchange, key);
+            let mut slice = &direct[..];
+            let got = Value::decode(&mut slice).unwrap();
+            assert!(slice.is_empty());
+            let Value::Described(_, map) = got else {
+                panic!("not described")
+            };
+            let want = Value::Map(vec![
+                (Value::Symbol("x-exchange".into()), Value::String(exchange.into())),
+                (Value::Symbol("x-routing-key".into()), Value::String(key.into())),
+            ]);
+            assert_eq!(*map, want);
+        }
+    }
+
+    /// A body with at most a durability header is read directly, to what
+    /// the full reading gives; anything more takes the full reading.
+    #[test]
+    fn plain_messages_take_the_direct_path_to_the_same_result() {
+        let long = vec![7u8; 300];
+        for (header, body) in [
+            (&[][..], &b"hi"[..]),
+            (&[0x00, 0x53, 0x70, 0x45][..], &b""[..]),
+            (&[0x00, 0x53, 0x70, 0xc0, 0x02, 0x01, 0x41][..], &long[..]),
+            (&[0x00, 0x53, 0x70, 0xc0, 0x02, 0x01, 0x42][..], &b"x"[..]),
+        ] {
+            let mut out = BytesMut::from(header);
+            write_data_section(&mut out, body);
+            let payload = out.freeze();
+            let fast = Received::parse_plain(&payload).expect("plain");
+            let mut full = Received::parse(&payload.slice(..)).unwrap();
+            // The full reading of the same bytes, bypassing the direct path.
+            let mut with_footer = BytesMut::from(&payload[..]);
+            with_footer.put_slice(&[0x00, 0x53, 0x78, 0xc1, 0x01, 0x00]);
+            let generic = Received::parse(&with_footer.freeze()).unwrap();
+            full.raw_properties = None;
+            for m in [&full, &generic] {
+                assert_eq!(fast.durable, m.durable);
+                assert_eq!(fast.properties, m.properties);
+                assert_eq!(fast.body, m.body);
+            }
+            let mut encoded = BytesMut::new();
+            fast.properties.encode(&mut encoded).unwrap();
+            assert_eq!(Some(encoded.freeze()), fast.raw_properties);
+        }
+        // Two data sections, a header with a priority: the full reading.
+        let mut two = BytesMut::new();
+        write_data_section(&mut two, b"a");
+        write_data_section(&mut two, b"b");
+        assert!(Received::parse_plain(&two.freeze()).is_none());
+        let mut prio = BytesMut::new();
+        encode_described_list(section::HEADER, &[Value::Bool(true), Value::Ubyte(7)], &mut prio);
+        write_data_section(&mut prio, b"a");
+        assert!(Received::parse_plain(&prio.freeze()).is_none());
     }
 
     #[test]

@@ -251,8 +251,10 @@ impl Publisher {
             ));
         }
         let mut properties = received.properties;
+        let mut raw_properties = received.raw_properties;
         if pc.ctx.settings().set_timestamp && properties.timestamp.is_none() {
             properties.timestamp = Some((Message::now_ms() / 1000) as u64);
+            raw_properties = None;
         }
         exchange
             .check_message(&key, properties.headers.as_ref())
@@ -262,7 +264,7 @@ impl Publisher {
             exchange: ShortStr::from(exchange.name.as_str()),
             routing_key: ShortStr::from(key),
             properties: Box::new(properties),
-            raw_properties: None,
+            raw_properties,
             body: received.body,
         };
         let mut queues = std::mem::take(&mut self.queues);

@@ -11,7 +11,8 @@ use rustc_hash::FxHashMap;
 
 use super::codec::FrameKind;
 use super::codec::frame::write_frame;
-use super::codec::performative::{AmqpError, DeliveryState, Disposition, Flow, Performative, Role, encode_transfer};
+use super::codec::performative::{AmqpError, DeliveryState, Disposition, Flow, Performative, Role};
+use super::codec::transfer;
 use super::consumer::LinkConsumer;
 use super::management::ReplyLink;
 use super::publisher::Publisher;
@@ -91,30 +92,36 @@ impl SessionShared {
         out.next_delivery_id = id.wrapping_add(1);
         let mut msg = std::mem::take(&mut out.scratch);
         msg.clear();
-        encode(&mut msg);
         let tag = id.to_be_bytes();
-        let mut header = BytesMut::with_capacity(32);
-        encode_transfer(&mut header, handle, Some(id), Some(&tag), settled, true);
-        // Room for payload in each frame: the first frame's header is the
-        // largest (later ones leave out the id and tag).
-        let room = (self.max_frame_size as usize).saturating_sub(8 + header.len()).max(1);
-        let frames = msg.len().div_ceil(room).max(1);
+        let max_frame = self.max_frame_size as usize;
         let channel = self.channel;
+        let mut frames = 1;
         self.outbox.write(|b| {
+            // Most messages fit one frame: encoded in place.
+            let start = b.len();
+            write_frame(b, FrameKind::Amqp, channel, |b| {
+                transfer::encode(b, handle, Some(id), Some(tag), settled, false);
+                encode(b);
+            });
+            if b.len() - start <= max_frame {
+                return;
+            }
+            // Too large: taken back and split over frames. The first
+            // frame's header is the largest (later ones leave out the id
+            // and tag).
+            msg.extend_from_slice(&b[start + 8 + transfer::FIRST_FRAME_HEADER..]);
+            b.truncate(start);
+            let room = max_frame.saturating_sub(8 + transfer::FIRST_FRAME_HEADER).max(1);
+            frames = msg.len().div_ceil(room).max(1);
             for (i, chunk) in msg.chunks(room).enumerate() {
                 let last = i + 1 == frames;
                 write_frame(b, FrameKind::Amqp, channel, |b| {
                     if i == 0 {
-                        encode_transfer(b, handle, Some(id), Some(&tag), settled, !last);
+                        transfer::encode(b, handle, Some(id), Some(tag), settled, !last);
                     } else {
-                        encode_transfer(b, handle, None, None, settled, !last);
+                        transfer::encode(b, handle, None, None, settled, !last);
                     }
                     b.put_slice(chunk);
-                });
-            }
-            if msg.is_empty() {
-                write_frame(b, FrameKind::Amqp, channel, |b| {
-                    encode_transfer(b, handle, Some(id), Some(&tag), settled, false)
                 });
             }
         });

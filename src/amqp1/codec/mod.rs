@@ -3,6 +3,7 @@
 
 pub mod frame;
 pub mod performative;
+pub mod transfer;
 pub mod types;
 
 pub use frame::{Frame, FrameError, FrameKind};

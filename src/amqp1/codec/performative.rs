@@ -501,6 +501,15 @@ pub enum Performative {
 impl Performative {
     /// Decodes a frame body.
     pub fn decode(body: &Bytes) -> Result<Performative> {
+        // Transfers, one per message, mostly take the direct path.
+        if let Some((t, payload)) = super::transfer::decode(body) {
+            return Ok(Performative::Transfer(t, payload));
+        }
+        Self::decode_generic(body)
+    }
+
+    /// Decodes any performative through the value tree.
+    pub(crate) fn decode_generic(body: &Bytes) -> Result<Performative> {
         let mut slice = &body[..];
         let (c, mut f) = described_list(&mut slice)?;
         Ok(match c {
@@ -687,27 +696,6 @@ impl Performative {
     }
 }
 
-/// Writes a transfer header for an outgoing delivery without building a
-/// [`Transfer`]: the consumer's hot path. `tag` is the delivery tag.
-pub fn encode_transfer(
-    out: &mut BytesMut,
-    handle: u32,
-    delivery_id: Option<u32>,
-    tag: Option<&[u8]>,
-    settled: bool,
-    more: bool,
-) {
-    let fields = [
-        Value::Uint(handle),
-        delivery_id.map_or(Value::Null, Value::Uint),
-        tag.map_or(Value::Null, |t| Value::Binary(Bytes::copy_from_slice(t))),
-        Value::Uint(0),
-        Value::Bool(settled),
-        Value::Bool(more),
-    ];
-    encode_described_list(code::TRANSFER, &fields, out);
-}
-
 /// A decoded SASL frame body.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Sasl {
@@ -853,7 +841,7 @@ mod tests {
     #[test]
     fn transfer_keeps_its_payload() {
         let mut out = BytesMut::new();
-        encode_transfer(&mut out, 2, Some(5), Some(b"tag"), false, true);
+        super::super::transfer::encode(&mut out, 2, Some(5), Some(*b"tag!"), false, true);
         out.extend_from_slice(b"payload");
         let Performative::Transfer(t, payload) = Performative::decode(&out.freeze()).unwrap() else {
             panic!("not a transfer");
@@ -862,7 +850,7 @@ mod tests {
             (t.handle, t.delivery_id, t.more, t.settled),
             (2, Some(5), true, Some(false))
         );
-        assert_eq!(t.delivery_tag.as_deref(), Some(&b"tag"[..]));
+        assert_eq!(t.delivery_tag.as_deref(), Some(&b"tag!"[..]));
         assert_eq!(&payload[..], b"payload");
     }
 

@@ -58,7 +58,8 @@ pub struct Amqp1ThroughputArgs {
     /// transfers each sender may have
     #[arg(long, default_value_t = 1000)]
     pub credit: u32,
-    /// Messages are durable (a header section with durable = true)
+    /// Messages are durable (their header says so; otherwise it says they
+    /// are not)
     #[arg(short = 'p', long)]
     pub persistent: bool,
     /// Address format: 2 (RabbitMQ 4's `/queues/NAME`) or 1 (RabbitMQ 3's
@@ -486,11 +487,11 @@ async fn sender(cfg: &Settings, shared: &Shared, mut go: watch::Receiver<bool>, 
     });
     let _ = ev.send(Event::Ready);
     let _ = go.wait_for(|go| *go).await;
+    // A header that says whether the message is durable: without one,
+    // RabbitMQ (and this broker) keep a message as if it were.
     let mut message = BytesMut::new();
-    if cfg.args.persistent {
-        // header: durable = true
-        message.put_slice(&[0x00, 0x53, 0x70, 0xc0, 0x02, 0x01, 0x41]);
-    }
+    let durable = if cfg.args.persistent { 0x41 } else { 0x42 };
+    message.put_slice(&[0x00, 0x53, 0x70, 0xc0, 0x02, 0x01, durable]);
     let body = cfg.bodies.body(0);
     message.put_slice(&[0x00, 0x53, 0x75, 0xb0]);
     message.put_u32(body.len() as u32);
