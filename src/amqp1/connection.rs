@@ -212,6 +212,9 @@ impl Connection {
     /// Sends what the batch wrote, then wakes the consumers of queues that
     /// got messages.
     fn end_of_batch(&mut self) {
+        for s in self.sessions.values() {
+            s.shared.flush_accepts();
+        }
         self.outbox.flush();
         for q in self.wakes.drain(..) {
             q.deliver_or_wake();
@@ -276,6 +279,7 @@ impl Connection {
             Performative::Begin(b) => self.begin(ch, b)?,
             Performative::End(_) => {
                 if let Some(s) = self.sessions.remove(&ch) {
+                    s.shared.flush_accepts();
                     end_session(s);
                     self.write(ch, &Performative::End(None));
                 }

@@ -196,6 +196,7 @@ impl Publisher {
         }
         let outcome = self.publish(pc, session, &payload, settled, delivery_id);
         match outcome {
+            Ok(Some(DeliveryState::Accepted)) if !settled => session.shared.accept_incoming(delivery_id),
             Ok(Some(state)) if !settled => session.shared.settle_incoming(delivery_id, delivery_id, state),
             Ok(_) => {}
             Err(e) if settled => tracing::info!("settled message dropped: {}", e.condition),

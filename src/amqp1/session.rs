@@ -67,11 +67,21 @@ pub struct SessionShared {
     /// The outgoing direction.
     pub out: Mutex<Outgoing>,
     confirms: Mutex<Confirms>,
+    /// Consecutive publisher deliveries accepted in this read batch, sent as
+    /// one disposition at its end ([`SessionShared::flush_accepts`]).
+    accepts: Mutex<Option<(u32, u32)>>,
 }
 
 impl SessionShared {
     /// Writes one performative on this session's channel.
     pub fn write(&self, p: &Performative) {
+        // Accepted dispositions of the batch go first: a detach or an end
+        // must not overtake them.
+        self.flush_accepts();
+        self.write_now(p);
+    }
+
+    fn write_now(&self, p: &Performative) {
         let channel = self.channel;
         tracing::trace!(channel, "sending {p:?}");
         self.outbox
@@ -139,9 +149,39 @@ impl SessionShared {
         self.out.lock().remote_incoming_window > 0
     }
 
+    /// Accepts a publisher's delivery `id`: added to the range of this read
+    /// batch, so that a publisher streaming unsettled messages gets one
+    /// disposition per batch rather than one per message.
+    pub fn accept_incoming(&self, id: u32) {
+        let mut accepts = self.accepts.lock();
+        match *accepts {
+            Some((first, last)) if id == last.wrapping_add(1) => *accepts = Some((first, id)),
+            Some((first, last)) => {
+                *accepts = Some((id, id));
+                drop(accepts);
+                self.write_settlement(first, last, DeliveryState::Accepted);
+            }
+            None => *accepts = Some((id, id)),
+        }
+    }
+
+    /// Writes the accepted range of the batch, if any; at the end of each
+    /// read batch and before any other settlement.
+    pub fn flush_accepts(&self) {
+        let range = self.accepts.lock().take();
+        if let Some((first, last)) = range {
+            self.write_settlement(first, last, DeliveryState::Accepted);
+        }
+    }
+
     /// Settles a publisher's delivery with `state`.
     pub fn settle_incoming(&self, first: u32, last: u32, state: DeliveryState) {
-        self.write(&Performative::Disposition(Disposition {
+        self.flush_accepts();
+        self.write_settlement(first, last, state);
+    }
+
+    fn write_settlement(&self, first: u32, last: u32, state: DeliveryState) {
+        self.write_now(&Performative::Disposition(Disposition {
             role: Role::Receiver,
             first,
             last: (last != first).then_some(last),
@@ -241,6 +281,7 @@ impl Session {
                     scratch: BytesMut::new(),
                 }),
                 confirms: Mutex::new(Confirms::default()),
+                accepts: Mutex::new(None),
             }),
             next_incoming_id: remote_next_outgoing_id,
             incoming_window: INCOMING_WINDOW,
