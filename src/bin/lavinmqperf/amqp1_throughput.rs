@@ -297,8 +297,12 @@ async fn attach(cfg: &Settings, rd: &mut Reader, wr: &mut Writer, buf: &mut Byte
     wr.send(&out).await?;
     loop {
         match next_performative(rd, buf).await? {
-            Performative::Attach(a) if a.source.is_some() && a.target.is_some() => return Ok(()),
-            Performative::Attach(_) | Performative::Detach(_) => return Err(protocol("the link was refused")),
+            // A refusal comes as an attach without the node's terminus,
+            // then a detach with the reason.
+            Performative::Attach(a) if a.source.is_some() && role == Role::Receiver => return Ok(()),
+            Performative::Attach(a) if a.target.is_some() && role == Role::Sender => return Ok(()),
+            Performative::Attach(_) => {}
+            Performative::Detach(d) => return Err(protocol(format!("the link was refused: {:?}", d.error))),
             Performative::Close(e) | Performative::End(e) => return Err(protocol(format!("closed: {e:?}"))),
             _ => {}
         }
@@ -415,6 +419,8 @@ struct SenderState {
     window_limit: AtomicU64,
     /// Deliveries the broker settled.
     settled: AtomicU64,
+    /// Deliveries sent (the sender's delivery count).
+    sent: AtomicU64,
     progress: Notify,
 }
 
@@ -431,10 +437,13 @@ async fn sender_reader(mut rd: Reader, mut buf: BytesMut, state: &SenderState) -
                     state
                         .window_limit
                         .store(next_in + u64::from(flow.incoming_window), Ordering::Release);
-                    if let (Some(count), Some(credit)) = (flow.delivery_count, flow.link_credit) {
-                        state
-                            .credit_limit
-                            .store(u64::from(count) + u64::from(credit), Ordering::Release);
+                    if let Some(credit) = flow.link_credit {
+                        // Without a delivery count (RabbitMQ 3 sends none),
+                        // the credit counts from what was sent so far.
+                        let count = flow
+                            .delivery_count
+                            .map_or_else(|| state.sent.load(Ordering::Acquire), u64::from);
+                        state.credit_limit.store(count + u64::from(credit), Ordering::Release);
                     }
                 }
                 Performative::Disposition(d) if d.role == Role::Receiver => {
@@ -535,6 +544,7 @@ async fn sender(cfg: &Settings, shared: &Shared, mut go: watch::Receiver<bool>, 
         }
         wr.send(&out).await?;
         sent += count;
+        state.sent.store(sent, Ordering::Release);
         shared.pubs.fetch_add(count, Ordering::Relaxed);
         pacer.record(count);
         if last {
