@@ -11,6 +11,7 @@ bench:
 	benches/side_by_side.sh
 	benches/mqtt_side_by_side.sh
 	benches/stream_side_by_side.sh
+	benches/amqp1_side_by_side.sh
 	benches/cluster.sh
 
 # The soak test for SOAK_SECS seconds (an hour by default; the test command
