@@ -3,13 +3,15 @@
 //! never a panic. Splitting is checked against a small frame limit and no
 //! limit, and fed whole or a byte at a time (the same frames either way).
 //! Each command that decodes is written back with the codec's writers and
-//! must decode to itself; the messages of a publish are written into a
-//! deliver chunk, whose layout is checked.
+//! must decode to itself (a sub-entry batch written back uncompressed; one
+//! the codec could not read is not written back); the messages of a publish
+//! are written into a deliver chunk, whose layout is checked.
 #![no_main]
 
 use bytes::{BufMut, Bytes, BytesMut};
 use lavinmq::stream_protocol::codec::chunk::ChunkWriter;
 use lavinmq::stream_protocol::codec::command::OffsetSpec;
+use lavinmq::stream_protocol::codec::sub_batch::Entry;
 use lavinmq::stream_protocol::codec::primitives::{begin_frame, end_frame, put_string, put_string_map};
 use lavinmq::stream_protocol::codec::{Command, DecodeError, code, key, reply, split_frame};
 use libfuzzer_sys::fuzz_target;
@@ -43,7 +45,12 @@ fuzz_target!(|data: &[u8]| {
                     let _ = command.correlation_id();
                     round_trip(&command);
                     if let Command::Publish { publisher_id, messages } = &command {
-                        check_chunk(*publisher_id, messages.iter().map(|m| &m.message[..]));
+                        let bodies = messages.iter().flat_map(|m| match &m.entry {
+                            Entry::Single(b) => std::slice::from_ref(b),
+                            Entry::Batch(bs) => &bs[..],
+                            Entry::Unreadable(_) => &[],
+                        });
+                        check_chunk(*publisher_id, bodies.map(|b| &b[..]));
                     }
                 }
             }
@@ -84,6 +91,11 @@ fn split_bytewise(data: &[u8], max: u32) -> (Vec<Bytes>, Option<DecodeError>) {
 
 /// Writes `command` back and checks that it is one frame that decodes to it.
 fn round_trip(command: &Command) {
+    if let Command::Publish { messages, .. } = command
+        && messages.iter().any(|m| matches!(m.entry, Entry::Unreadable(_)))
+    {
+        return;
+    }
     let mut out = BytesMut::new();
     encode(&mut out, command);
     let whole = out.len();
@@ -194,7 +206,20 @@ fn encode(out: &mut BytesMut, command: &Command) {
                 if version >= 2 {
                     put_opt_string(out, m.filter_value.as_deref());
                 }
-                put_bytes(out, &m.message);
+                match &m.entry {
+                    Entry::Single(b) => put_bytes(out, b),
+                    Entry::Batch(bodies) => {
+                        let mut raw = BytesMut::new();
+                        for b in bodies {
+                            put_bytes(&mut raw, b);
+                        }
+                        out.put_u8(0x80);
+                        out.put_u16(bodies.len() as u16);
+                        out.put_u32(raw.len() as u32);
+                        put_bytes(out, &raw);
+                    }
+                    Entry::Unreadable(_) => unreachable!("not written back"),
+                }
             }
         }
         QueryPublisherSequence {
