@@ -11,8 +11,8 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use lavinmq::stream_protocol::codec::chunk::ChunkWriter;
 use lavinmq::stream_protocol::codec::command::OffsetSpec;
-use lavinmq::stream_protocol::codec::sub_batch::Entry;
 use lavinmq::stream_protocol::codec::primitives::{begin_frame, end_frame, put_string, put_string_map};
+use lavinmq::stream_protocol::codec::sub_batch::Entry;
 use lavinmq::stream_protocol::codec::{Command, DecodeError, code, key, reply, split_frame};
 use libfuzzer_sys::fuzz_target;
 

@@ -508,8 +508,9 @@ impl Performative {
         Self::decode_generic(body)
     }
 
-    /// Decodes any performative through the value tree.
-    pub(crate) fn decode_generic(body: &Bytes) -> Result<Performative> {
+    /// Decodes any performative through the value tree (what the direct
+    /// path for transfers is checked against).
+    pub fn decode_generic(body: &Bytes) -> Result<Performative> {
         let mut slice = &body[..];
         let (c, mut f) = described_list(&mut slice)?;
         Ok(match c {
