@@ -24,7 +24,7 @@ use tokio::sync::{Notify, watch};
 use crate::bodies::Bodies;
 use crate::client::{Connection, Error, QueueDeclare};
 use crate::stream::{self, Reader, Writer};
-use crate::throughput::{Event, Events, Pacer, RunArgs, Shared, drive};
+use crate::throughput::{Event, Events, Pacer, RunArgs, Shared, count_batch_consumed, drive_clients, read_more};
 use crate::uri::{self, AmqpUri};
 
 /// The largest frame the tool accepts and asks for.
@@ -113,26 +113,12 @@ pub async fn run(args: Amqp1ThroughputArgs) -> i32 {
         eprintln!("cannot declare the queue: {e}");
         return 1;
     }
-    let shared = Arc::new(Shared::new(false));
-    let (cfg1, shared1) = (cfg.clone(), shared.clone());
-    let (cfg2, shared2) = (cfg.clone(), shared.clone());
-    drive(
+    drive_clients(
         plan,
-        &shared,
-        move |go, ev| {
-            let (cfg, shared) = (cfg1.clone(), shared1.clone());
-            tokio::spawn(async move {
-                let r = receiver(&cfg, &shared, go, &ev).await;
-                let _ = ev.send(Event::Done(r));
-            });
-        },
-        move |go, ev| {
-            let (cfg, shared) = (cfg2.clone(), shared2.clone());
-            tokio::spawn(async move {
-                let r = sender(&cfg, &shared, go, &ev).await;
-                let _ = ev.send(Event::Done(r));
-            });
-        },
+        Arc::new(Shared::new(false)),
+        cfg,
+        |cfg, shared, go, ev| async move { receiver(&cfg, &shared, go, &ev).await },
+        |cfg, shared, go, ev| async move { sender(&cfg, &shared, go, &ev).await },
     )
     .await
 }
@@ -393,19 +379,10 @@ async fn receiver(cfg: &Settings, shared: &Shared, mut go: watch::Receiver<bool>
         if !out.is_empty() {
             wr.send(&out).await?;
         }
-        let total = shared.consumes.fetch_add(received, Ordering::Relaxed) + received;
-        if limit > 0 && total >= limit {
-            let _ = shared.consume_done.send(true);
+        if count_batch_consumed(shared, received, limit)
+            || !read_more(&mut rd, &mut buf, &mut done, 64 * 1024, 512 * 1024).await?
+        {
             return Ok(());
-        }
-        if buf.capacity() - buf.len() < 64 * 1024 {
-            buf.reserve(512 * 1024);
-        }
-        tokio::select! {
-            r = rd.read_buf(&mut buf) => if r? == 0 {
-                return Err(protocol("the broker closed the connection"));
-            },
-            _ = done.wait_for(|d| *d) => return Ok(()),
         }
     }
 }

@@ -23,7 +23,7 @@ use tokio::sync::{Notify, watch};
 use crate::bodies::{Bodies, SlotPicker};
 use crate::client::Error;
 use crate::stream::{self, Reader, Writer};
-use crate::throughput::{Event, Events, Pacer, RunArgs, Shared, drive};
+use crate::throughput::{Event, Events, Pacer, RunArgs, Shared, count_batch_consumed, drive, read_more};
 use crate::uri::{self, AmqpUri};
 
 /// Bytes of publishes encoded into one write.
@@ -231,19 +231,10 @@ async fn subscriber(
             shared.verified.fetch_add(received - mismatches, Ordering::Relaxed);
             shared.mismatches.fetch_add(mismatches, Ordering::Relaxed);
         }
-        let total = shared.consumes.fetch_add(received, Ordering::Relaxed) + received;
-        if limit > 0 && total >= limit {
-            let _ = shared.consume_done.send(true);
+        if count_batch_consumed(shared, received, limit)
+            || !read_more(&mut rd, &mut buf, &mut done, 16 * 1024, 256 * 1024).await?
+        {
             return Ok(());
-        }
-        if buf.capacity() - buf.len() < 16 * 1024 {
-            buf.reserve(256 * 1024);
-        }
-        tokio::select! {
-            r = rd.read_buf(&mut buf) => if r? == 0 {
-                return Err(protocol("the broker closed the connection"));
-            },
-            _ = done.wait_for(|d| *d) => return Ok(()),
         }
     }
 }

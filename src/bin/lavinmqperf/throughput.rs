@@ -9,6 +9,7 @@
 //! the codec.
 
 use std::collections::BTreeSet;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -21,6 +22,7 @@ use lavinmq::amqp::codec::{
     write_heartbeat, write_method,
 };
 use parking_lot::Mutex;
+use tokio::io::AsyncReadExt;
 use tokio::sync::{Notify, mpsc, watch};
 
 use crate::bodies::{Bodies, BodyCheck, SlotPicker};
@@ -28,7 +30,7 @@ use crate::client::{
     self, CLOSE_TIMEOUT, Connection, Error, FRAME_BODY, FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD, FrameReader,
     QueueDeclare, close_error, deliver_tag, get_ok_tag, header_body_size, peek_frame,
 };
-use crate::stream::Writer;
+use crate::stream::{Reader, Writer};
 use crate::uri::{self, AmqpUri};
 use crate::{exit_signal, now_ns};
 
@@ -428,6 +430,73 @@ pub struct Plan {
     pub verify: bool,
     /// Also print the total numbers of messages published and consumed.
     pub totals: bool,
+}
+
+/// [`drive`] for protocol modes whose clients share one settings value:
+/// each consumer and publisher is a task running `consumer` or `publisher`,
+/// whose result is reported when it ends.
+pub async fn drive_clients<C, CF, CFut, PF, PFut>(
+    plan: Plan,
+    shared: Arc<Shared>,
+    cfg: Arc<C>,
+    consumer: CF,
+    publisher: PF,
+) -> i32
+where
+    C: Send + Sync + 'static,
+    CF: Fn(Arc<C>, Arc<Shared>, watch::Receiver<bool>, Events) -> CFut,
+    CFut: Future<Output = Result<(), Error>> + Send + 'static,
+    PF: Fn(Arc<C>, Arc<Shared>, watch::Receiver<bool>, Events) -> PFut,
+    PFut: Future<Output = Result<(), Error>> + Send + 'static,
+{
+    let spawn = |client: Pin<Box<dyn Future<Output = Result<(), Error>> + Send>>, ev: Events| {
+        tokio::spawn(async move {
+            let r = client.await;
+            let _ = ev.send(Event::Done(r));
+        });
+    };
+    drive(
+        plan,
+        &shared,
+        |go, ev| spawn(Box::pin(consumer(cfg.clone(), shared.clone(), go, ev.clone())), ev),
+        |go, ev| spawn(Box::pin(publisher(cfg.clone(), shared.clone(), go, ev.clone())), ev),
+    )
+    .await
+}
+
+/// Counts a batch of `received` messages a consumer took (the protocol
+/// modes count per read, not per message as [`count_consumed`] does); true
+/// once `limit` (`--cmessages`, 0 for none) is reached, which stops every
+/// consumer.
+pub fn count_batch_consumed(shared: &Shared, received: u64, limit: u64) -> bool {
+    let total = shared.consumes.fetch_add(received, Ordering::Relaxed) + received;
+    if limit > 0 && total >= limit {
+        let _ = shared.consume_done.send(true);
+        return true;
+    }
+    false
+}
+
+/// Reads more of a consumer's connection into `buf` (keeping at least
+/// `room` bytes free, growing by `grow`); false once the other consumers
+/// took all that `--cmessages` asked for.
+pub async fn read_more(
+    rd: &mut Reader,
+    buf: &mut BytesMut,
+    done: &mut watch::Receiver<bool>,
+    room: usize,
+    grow: usize,
+) -> Result<bool, Error> {
+    if buf.capacity() - buf.len() < room {
+        buf.reserve(grow);
+    }
+    tokio::select! {
+        r = rd.read_buf(buf) => match r? {
+            0 => Err(Error::Protocol("the broker closed the connection".into())),
+            _ => Ok(true),
+        },
+        _ = done.wait_for(|d| *d) => Ok(false),
+    }
 }
 
 /// Starts the consumers, then the publishers (each told to go at once, so
