@@ -64,11 +64,6 @@ pub struct Received {
     pub raw_properties: Option<Bytes>,
 }
 
-/// Stored properties that hold only a delivery mode (1 transient, 2
-/// persistent): what a message with at most a header and a data section
-/// becomes.
-pub const DELIVERY_MODE_ONLY: [[u8; 3]; 2] = [[0x10, 0x00, 0x01], [0x10, 0x00, 0x02]];
-
 fn described(v: &Value) -> Option<(u64, &Value)> {
     match v {
         Value::Described(d, inner) => match **d {
@@ -301,7 +296,7 @@ impl Received {
                 ..BasicProperties::default()
             },
             body: payload.slice(start..),
-            raw_properties: Some(Bytes::from_static(&DELIVERY_MODE_ONLY[usize::from(mode) - 1])),
+            raw_properties: Some(Bytes::from_static(crate::wire::properties::delivery_mode_only(mode))),
             ..Received::default()
         })
     }

@@ -91,8 +91,10 @@ pub fn publish_properties(origin: Origin) -> (Box<BasicProperties>, Bytes) {
         let mode = delivery_mode_of(qos);
         props.delivery_mode = Some(mode);
         // Only the flags word and the delivery mode: encoded once, not per message.
-        let raw: &'static [u8] = if mode == 1 { &[0x10, 0x00, 1] } else { &[0x10, 0x00, 2] };
-        return (props, Bytes::from_static(raw));
+        return (
+            props,
+            Bytes::from_static(crate::wire::properties::delivery_mode_only(mode)),
+        );
     }
     encoded(origin_properties(origin))
 }

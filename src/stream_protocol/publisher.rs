@@ -21,6 +21,7 @@ use crate::core::queue::{Published, Queue};
 use crate::core::stream_clients::PublisherStats;
 use crate::store::{GroupSync, SyncWaiter};
 use crate::transport::outbox::Outbox;
+use crate::wire::properties::delivery_mode_only;
 use crate::wire::{FieldTable, FieldValue, ShortStr};
 
 /// The header the filter value of a message is kept in, which the stream
@@ -202,10 +203,6 @@ impl Publisher {
     }
 }
 
-/// Stored properties of a message that is only a body: persistent, as an
-/// AMQP 1.0 message without a header section is durable.
-pub const PLAIN_PROPERTIES: [u8; 3] = [0x10, 0x00, 0x02];
-
 /// The body of a message that is exactly one data section (what the stream
 /// clients send for a message without properties), without decoding it.
 pub fn only_data_section(m: &bytes::Bytes) -> Option<bytes::Bytes> {
@@ -238,7 +235,8 @@ fn to_message(
                 delivery_mode: Some(2),
                 ..Default::default()
             }),
-            raw_properties: Some(bytes::Bytes::from_static(&PLAIN_PROPERTIES)),
+            // Persistent, as an AMQP 1.0 message without a header is durable.
+            raw_properties: Some(bytes::Bytes::from_static(delivery_mode_only(2))),
             body,
         });
     }
@@ -282,6 +280,6 @@ mod tests {
         let decoded = Received::parse(&short).unwrap();
         let mut enc = BytesMut::new();
         decoded.properties.encode(&mut enc).unwrap();
-        assert_eq!(&enc[..], &PLAIN_PROPERTIES);
+        assert_eq!(&enc[..], delivery_mode_only(2));
     }
 }

@@ -12,7 +12,6 @@ use tokio::sync::Notify;
 
 use super::codec::chunk::ChunkWriter;
 use super::codec::{code, reply};
-use super::publisher::PLAIN_PROPERTIES;
 use crate::core::consumer::Consumer;
 use crate::core::queue::Queue;
 use crate::core::stream::{ConsumerOptions, StartAt, pos_offset};
@@ -23,6 +22,7 @@ use crate::store::SegPos;
 use crate::store::record::RecordView;
 use crate::transport::outbox::Outbox;
 use crate::wire::BasicProperties;
+use crate::wire::properties::delivery_mode_only;
 
 /// Most messages in one chunk.
 const CHUNK_ENTRIES: u16 = 512;
@@ -297,7 +297,7 @@ impl Consumer for Subscription {
         let offset = pos_offset(pos);
         // A message that is only a body, as stream clients publish most,
         // goes back as they sent it: one data section, nothing decoded.
-        let plain = m.properties == PLAIN_PROPERTIES && m.exchange.is_empty();
+        let plain = m.properties == delivery_mode_only(2) && m.exchange.is_empty();
         let props = match plain {
             true => BasicProperties::default(),
             false => BasicProperties::decode(&mut Bytes::copy_from_slice(m.properties)).unwrap_or_default(),

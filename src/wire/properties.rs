@@ -196,6 +196,16 @@ impl BasicProperties {
     }
 }
 
+/// The encoding of properties that set nothing but delivery mode `mode` (1
+/// transient, anything else persistent): what most messages from MQTT,
+/// AMQP 1.0 and stream clients carry, so a constant rather than an encoding
+/// per message.
+pub fn delivery_mode_only(mode: u8) -> &'static [u8] {
+    const TRANSIENT: [u8; 3] = [0x10, 0x00, 0x01];
+    const PERSISTENT: [u8; 3] = [0x10, 0x00, 0x02];
+    if mode == 1 { &TRANSIENT } else { &PERSISTENT }
+}
+
 /// The `expiration` property read straight from encoded properties, without
 /// decoding the rest: TTL checks run on every delivery from a queue with a TTL
 /// and must not allocate. `None` when absent or when the bytes are malformed.
