@@ -776,6 +776,7 @@ impl Connection {
             queue.clone(),
             self.vhost.clone(),
             self.outbox.clone(),
+            self.frame_max,
             credit,
             single_active,
             stats,

@@ -2,6 +2,12 @@
 //! in chunks, one chunk per unit of credit the client granted, each message
 //! encoded as AMQP 1.0 as the stream clients expect. Deliveries are settled
 //! when sent: a subscriber acknowledges nothing, it stores its offset.
+//!
+//! No deliver frame is larger than the frame size the client tuned: a chunk
+//! is closed before an entry that would take it past that size. A message
+//! too large for a frame on its own is sent anyway, alone in its chunk, as
+//! RabbitMQ sends its chunks whatever their size (it closed the connection
+//! instead for a while, rabbitmq-server#17083, and reverted that in #17152).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -10,7 +16,7 @@ use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
-use super::codec::chunk::ChunkWriter;
+use super::codec::chunk::{ChunkWriter, FRAME_OVERHEAD};
 use super::codec::{code, reply};
 use crate::core::consumer::Consumer;
 use crate::core::queue::Queue;
@@ -40,6 +46,11 @@ struct Sending {
     out: BytesMut,
     /// The last `reserve()` took a credit for a new chunk.
     took_credit: bool,
+    /// Where in `out` the last chunk starts when it was begun without a
+    /// credit (a gap in the offsets, or an entry that did not fit the
+    /// frame size), with none left: it is held back, and nothing more is
+    /// delivered, until the client grants one.
+    unpaid: Option<usize>,
 }
 
 /// A subscription in a single active consumer group: it reads only while
@@ -84,6 +95,9 @@ pub struct Subscription {
     /// The stream it reads.
     pub queue: Arc<Queue>,
     outbox: Arc<Outbox>,
+    /// Most bytes of entries in a chunk, so that its deliver frame stays
+    /// within the frame size the client tuned.
+    max_data: usize,
     sending: Mutex<Sending>,
     /// Whether `sending` has credit or room in its open chunk, kept beside
     /// it so that the queue's many capacity checks take no lock.
@@ -99,7 +113,8 @@ pub struct Subscription {
 }
 
 impl Subscription {
-    /// A subscription with `credit` chunks granted; start it with
+    /// A subscription with `credit` chunks granted, on a connection whose
+    /// frames are at most `frame_max` bytes (0: no limit); start it with
     /// [`Subscription::spawn`] after adding it to the queue.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
@@ -109,6 +124,7 @@ impl Subscription {
         queue: Arc<Queue>,
         vhost: Arc<VHost>,
         outbox: Arc<Outbox>,
+        frame_max: u32,
         credit: u16,
         single_active: Option<SingleActive>,
         stats: Arc<ConsumerStats>,
@@ -120,6 +136,10 @@ impl Subscription {
             tag,
             queue,
             outbox,
+            max_data: match frame_max {
+                0 => usize::MAX,
+                n => (n as usize).saturating_sub(FRAME_OVERHEAD),
+            },
             sending: Mutex::new(Sending {
                 credit: u32::from(credit),
                 ..Sending::default()
@@ -145,12 +165,28 @@ impl Subscription {
         });
     }
 
-    /// Adds credit (chunks) and wakes deliveries.
+    /// Adds credit (chunks) and wakes deliveries; a chunk held back for
+    /// want of credit takes the first and goes out.
     pub fn grant(&self, credit: u16) {
+        let mut sent = false;
         {
             let mut s = self.sending.lock();
             s.credit = s.credit.saturating_add(u32::from(credit));
+            if s.unpaid.is_some() && s.credit > 0 {
+                s.credit -= 1;
+                s.unpaid = None;
+                // An open chunk goes out with the flush that follows its
+                // delivery; a complete one goes now.
+                if s.chunk.is_none() && !s.out.is_empty() {
+                    self.outbox.write(|b| b.extend_from_slice(&s.out));
+                    s.out.clear();
+                    sent = true;
+                }
+            }
             self.mirror(&s);
+        }
+        if sent {
+            self.outbox.flush();
         }
         self.wake.notify_one();
     }
@@ -222,15 +258,27 @@ impl Subscription {
     /// shows after a change to `s`.
     fn mirror(&self, s: &Sending) {
         self.can_take
-            .store(s.credit > 0 || Self::chunk_has_room(s), Ordering::Release);
+            .store(s.credit > 0 || self.chunk_has_room(s), Ordering::Release);
         self.stats.credits.store(u64::from(s.credit), Ordering::Relaxed);
     }
 
-    /// Room in the open chunk for one more message.
-    fn chunk_has_room(s: &Sending) -> bool {
-        s.chunk
-            .as_ref()
-            .is_some_and(|c| c.entries() < CHUNK_ENTRIES && c.data_len(&s.out) < CHUNK_BYTES)
+    /// Room in the open chunk for one more message, unless that message
+    /// takes it past the frame size (it then moves to a chunk of its own).
+    fn chunk_has_room(&self, s: &Sending) -> bool {
+        s.unpaid.is_none()
+            && s.chunk.as_ref().is_some_and(|c| {
+                let data = c.data_len(&s.out);
+                c.entries() < CHUNK_ENTRIES && data < CHUNK_BYTES && data < self.max_data
+            })
+    }
+
+    /// Pays for a chunk begun at `frame` in `out` that no reservation paid
+    /// for, or holds it back until the client grants a credit.
+    fn pay_unreserved(s: &mut Sending, frame: usize) {
+        match s.credit {
+            0 => s.unpaid = Some(frame),
+            _ => s.credit -= 1,
+        }
     }
 
     /// Closes the open chunk, if any.
@@ -268,7 +316,7 @@ impl Consumer for Subscription {
 
     fn reserve(&self) -> bool {
         let mut s = self.sending.lock();
-        if Self::chunk_has_room(&s) {
+        if self.chunk_has_room(&s) {
             s.took_credit = false;
             return true;
         }
@@ -312,20 +360,18 @@ impl Consumer for Subscription {
             .is_some_and(|c| c.next_offset() == offset && !s.took_credit);
         if !fits {
             Self::finish_chunk(s);
+            let c = ChunkWriter::begin(&mut s.out, self.subscription_id, offset, m.timestamp);
             if !s.took_credit {
                 // The gap needs a chunk the reservation did not pay for.
-                s.credit = s.credit.saturating_sub(1);
+                Self::pay_unreserved(s, c.frame_start());
             }
-            s.chunk = Some(ChunkWriter::begin(
-                &mut s.out,
-                self.subscription_id,
-                offset,
-                m.timestamp,
-            ));
+            s.chunk = Some(c);
         }
         s.took_credit = false;
-        let Sending { chunk, out, .. } = s;
-        if let Some(c) = chunk.as_mut() {
+        if let Sending {
+            chunk: Some(c), out, ..
+        } = s
+        {
             c.begin_entry(out);
             if plain {
                 crate::amqp1::message::write_data_section(out, m.body);
@@ -334,7 +380,20 @@ impl Consumer for Subscription {
             }
             c.end_entry(out);
         }
-        if !Self::chunk_has_room(s) {
+        // The entry's size is known once written: one that takes the frame
+        // past the client's frame size moves to a chunk of its own (a copy,
+        // at most once per chunk), so the chunk ends before it. Alone, it is
+        // sent whatever its size (see the module's notes).
+        let overflows = s
+            .chunk
+            .as_ref()
+            .is_some_and(|c| c.entries() > 1 && c.data_len(&s.out) > self.max_data);
+        if overflows && let Some(c) = s.chunk.take() {
+            let c = c.split_before_last(&mut s.out, self.subscription_id, m.timestamp);
+            Self::pay_unreserved(s, c.frame_start());
+            s.chunk = Some(c);
+        }
+        if !self.chunk_has_room(s) {
             Self::finish_chunk(s);
         }
         self.mirror(s);
@@ -344,17 +403,29 @@ impl Consumer for Subscription {
         true
     }
 
+    /// Sends the chunks, all but one held back for want of credit. They
+    /// go to the outbox under the lock, so that they keep their order
+    /// whichever thread flushes or grants.
     fn flush(&self) {
-        let out = {
+        {
             let mut s = self.sending.lock();
             Self::finish_chunk(&mut s);
+            let ready = s.unpaid.unwrap_or(s.out.len());
+            if ready > 0 {
+                self.outbox.write(|b| b.extend_from_slice(&s.out[..ready]));
+                if ready == s.out.len() {
+                    s.out.clear();
+                    s.unpaid = None;
+                } else {
+                    bytes::Buf::advance(&mut s.out, ready);
+                    s.unpaid = Some(0);
+                }
+            }
             self.mirror(&s);
-            if s.out.is_empty() {
+            if ready == 0 {
                 return;
             }
-            s.out.split()
-        };
-        self.outbox.write(|b| b.extend_from_slice(&out));
+        }
         self.outbox.flush();
     }
 

@@ -9,7 +9,6 @@
 use bytes::{BufMut, BytesMut};
 
 use super::key;
-use super::primitives::{begin_frame, end_frame};
 
 /// Magic 5, format version 0, in one byte as osiris writes it.
 const MAGIC_VERSION: u8 = 0x50;
@@ -17,6 +16,12 @@ const MAGIC_VERSION: u8 = 0x50;
 const CHUNK_TYPE_USER: u8 = 0;
 /// Bytes from the chunk's start to its data.
 const HEADER_LEN: usize = 48;
+/// Bytes from the frame's start to the chunk's: the size, key, version and
+/// subscription id.
+const FRAME_HEAD_LEN: usize = 4 + 2 + 2 + 1;
+/// Bytes a deliver frame adds to its chunk's entries: the frame's size,
+/// key, version and subscription id, and the chunk header.
+pub const FRAME_OVERHEAD: usize = FRAME_HEAD_LEN + HEADER_LEN;
 
 /// A chunk being written into an outgoing buffer.
 pub struct ChunkWriter {
@@ -31,28 +36,21 @@ impl ChunkWriter {
     /// Starts a deliver frame for `subscription_id` whose first message has
     /// offset `first_offset` and was stored at `timestamp_ms`.
     pub fn begin(out: &mut BytesMut, subscription_id: u8, first_offset: u64, timestamp_ms: i64) -> ChunkWriter {
-        let frame = begin_frame(out, key::DELIVER, 1);
-        out.put_u8(subscription_id);
-        let header = out.len();
-        out.put_u8(MAGIC_VERSION);
-        out.put_u8(CHUNK_TYPE_USER);
-        out.put_u16(0); // entries, set at the end
-        out.put_u32(0); // records, set at the end
-        out.put_i64(timestamp_ms);
-        out.put_u64(0); // epoch
-        out.put_u64(first_offset);
-        out.put_u32(0); // CRC of the data, set at the end
-        out.put_u32(0); // data length, set at the end
-        out.put_u32(0); // trailer length
-        out.put_u32(0); // Bloom filter size and reserved bytes
-        debug_assert_eq!(out.len() - header, HEADER_LEN);
+        let frame = out.len();
+        put_start(out, subscription_id, first_offset, timestamp_ms);
+        debug_assert_eq!(out.len() - frame, FRAME_OVERHEAD);
         ChunkWriter {
             frame,
-            header,
+            header: frame + FRAME_HEAD_LEN,
             entries: 0,
             entry: 0,
             first_offset,
         }
+    }
+
+    /// Where in its buffer the frame starts.
+    pub fn frame_start(&self) -> usize {
+        self.frame
     }
 
     /// The offset the next entry must have.
@@ -91,21 +89,75 @@ impl ChunkWriter {
 
     /// Completes the header and the frame.
     pub fn finish(self, out: &mut BytesMut) {
+        let end = out.len();
+        self.seal(out, end);
+    }
+
+    /// Completes this chunk without the entry written last, which moves,
+    /// unchanged, into a new chunk that it begins (its offset follows this
+    /// chunk's; `timestamp_ms` is its message's): for an entry that would
+    /// take this chunk's frame past the size the client accepts. The entry's
+    /// bytes are copied once, to make room for the new frame's start.
+    pub fn split_before_last(mut self, out: &mut BytesMut, subscription_id: u8, timestamp_ms: i64) -> ChunkWriter {
+        debug_assert!(self.entries > 1, "a chunk keeps at least one entry");
+        let at = self.entry;
+        let len = out.len() - at;
+        self.entries -= 1;
+        let first_offset = self.next_offset();
+        self.seal(out, at);
+        out.resize(out.len() + FRAME_OVERHEAD, 0);
+        out.copy_within(at..at + len, at + FRAME_OVERHEAD);
+        let mut start = &mut out[at..at + FRAME_OVERHEAD];
+        put_start(&mut start, subscription_id, first_offset, timestamp_ms);
+        debug_assert!(start.is_empty());
+        ChunkWriter {
+            frame: at,
+            header: at + FRAME_HEAD_LEN,
+            entries: 1,
+            entry: at + FRAME_OVERHEAD,
+            first_offset,
+        }
+    }
+
+    /// Completes the header and the frame of a chunk whose data ends at `end`.
+    fn seal(&self, out: &mut BytesMut, end: usize) {
         let h = self.header;
         let data = h + HEADER_LEN;
-        let crc = crc32fast::hash(&out[data..]);
-        let data_len = (out.len() - data) as u32;
+        let crc = crc32fast::hash(&out[data..end]);
+        let data_len = (end - data) as u32;
         out[h + 2..h + 4].copy_from_slice(&self.entries.to_be_bytes());
         out[h + 4..h + 8].copy_from_slice(&u32::from(self.entries).to_be_bytes());
         out[h + 32..h + 36].copy_from_slice(&crc.to_be_bytes());
         out[h + 36..h + 40].copy_from_slice(&data_len.to_be_bytes());
-        end_frame(out, self.frame);
+        let size = (end - self.frame - 4) as u32;
+        out[self.frame..self.frame + 4].copy_from_slice(&size.to_be_bytes());
     }
 
     /// Drops a chunk that got no entry.
     pub fn abandon(self, out: &mut BytesMut) {
         out.truncate(self.frame);
     }
+}
+
+/// Writes the start of a deliver frame (its size left 0) and of its chunk
+/// header (counts, CRC and data length left 0, set when the chunk is
+/// complete).
+fn put_start(out: &mut impl BufMut, subscription_id: u8, first_offset: u64, timestamp_ms: i64) {
+    out.put_u32(0); // frame size, set at the end
+    out.put_u16(key::DELIVER);
+    out.put_u16(1);
+    out.put_u8(subscription_id);
+    out.put_u8(MAGIC_VERSION);
+    out.put_u8(CHUNK_TYPE_USER);
+    out.put_u16(0); // entries, set at the end
+    out.put_u32(0); // records, set at the end
+    out.put_i64(timestamp_ms);
+    out.put_u64(0); // epoch
+    out.put_u64(first_offset);
+    out.put_u32(0); // CRC of the data, set at the end
+    out.put_u32(0); // data length, set at the end
+    out.put_u32(0); // trailer length
+    out.put_u32(0); // Bloom filter size and reserved bytes
 }
 
 #[cfg(test)]
@@ -137,5 +189,61 @@ mod tests {
         let data = &h[48..];
         assert_eq!(data, b"\0\0\0\x03one\0\0\0\x05three");
         assert_eq!(u32::from_be_bytes(h[32..36].try_into().unwrap()), crc32fast::hash(data));
+    }
+
+    /// The frames in `out`, each with its first offset, entry count and
+    /// entries, after checking its sizes and CRC.
+    fn frames(mut out: &[u8]) -> Vec<(u64, u16, Vec<Vec<u8>>)> {
+        let mut got = Vec::new();
+        while !out.is_empty() {
+            let size = u32::from_be_bytes(out[..4].try_into().unwrap()) as usize;
+            let (frame, rest) = out.split_at(4 + size);
+            out = rest;
+            assert_eq!(&frame[4..8], &[0, 8, 0, 1]);
+            let h = &frame[9..];
+            let data = &h[HEADER_LEN..];
+            assert_eq!(u32::from_be_bytes(h[36..40].try_into().unwrap()) as usize, data.len());
+            assert_eq!(u32::from_be_bytes(h[32..36].try_into().unwrap()), crc32fast::hash(data));
+            let count = u16::from_be_bytes([h[2], h[3]]);
+            let mut entries = Vec::new();
+            let mut d = data;
+            while !d.is_empty() {
+                let len = u32::from_be_bytes(d[..4].try_into().unwrap()) as usize;
+                entries.push(d[4..4 + len].to_vec());
+                d = &d[4 + len..];
+            }
+            assert_eq!(entries.len(), usize::from(count));
+            got.push((u64::from_be_bytes(h[24..32].try_into().unwrap()), count, entries));
+        }
+        got
+    }
+
+    #[test]
+    fn the_last_entry_moves_whole_into_a_chunk_of_its_own() {
+        let mut out = BytesMut::new();
+        let mut c = ChunkWriter::begin(&mut out, 3, 10, 5);
+        for m in [&b"one"[..], b"two", b"a longer third"] {
+            c.begin_entry(&mut out);
+            out.put_slice(m);
+            c.end_entry(&mut out);
+        }
+        let mut c = c.split_before_last(&mut out, 3, 6);
+        assert_eq!((c.entries(), c.next_offset()), (1, 13));
+        c.begin_entry(&mut out);
+        out.put_slice(b"four");
+        c.end_entry(&mut out);
+        c.finish(&mut out);
+        let got = frames(&out);
+        assert_eq!(got.len(), 2);
+        assert_eq!((got[0].0, got[0].1), (10, 2));
+        assert_eq!(got[0].2, [b"one".to_vec(), b"two".to_vec()]);
+        assert_eq!((got[1].0, got[1].1), (12, 2));
+        assert_eq!(got[1].2, [b"a longer third".to_vec(), b"four".to_vec()]);
+        // The new frame's start is a whole one: subscription id, timestamp.
+        let second = 4 + u32::from_be_bytes(out[..4].try_into().unwrap()) as usize;
+        assert_eq!(out[second + 8], 3);
+        assert_eq!(i64::from_be_bytes(out[second + 17..second + 25].try_into().unwrap()), 6);
+        // The overhead is what a frame adds to its entries.
+        assert_eq!(second, FRAME_OVERHEAD + 2 * 4 + 6);
     }
 }

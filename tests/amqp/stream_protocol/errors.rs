@@ -9,8 +9,8 @@ use rabbitmq_stream_client::types::{OffsetSpecification, ResponseCode};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::{body, consumer, env, env_for, numbered, publish_all, take};
-use crate::common::{start, uniq, within};
+use super::{body, consumer, env, env_for, numbered, publish_all, raw_open, take};
+use crate::common::{start, uniq};
 
 #[tokio::test]
 async fn bad_credentials_and_unknown_vhosts_are_refused() {
@@ -53,46 +53,6 @@ async fn creating_deleting_and_publishing_answer_with_codes() {
     assert!(env.producer().build("classic-q").await.is_err());
 }
 
-/// Opens a stream connection by hand, as guest on `/`.
-async fn raw_open(port: u16) -> TcpStream {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-    let mut frames = Vec::new();
-    let frame = |out: &mut Vec<u8>, body: &[u8]| {
-        out.extend_from_slice(&(body.len() as u32).to_be_bytes());
-        out.extend_from_slice(body);
-    };
-    // Peer properties (no properties), SASL handshake, PLAIN authenticate.
-    frame(&mut frames, &[0, 17, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0]);
-    frame(&mut frames, &[0, 18, 0, 1, 0, 0, 0, 2]);
-    let mut auth = vec![0, 19, 0, 1, 0, 0, 0, 3, 0, 5];
-    auth.extend_from_slice(b"PLAIN");
-    let plain = b"\0guest\0guest";
-    auth.extend_from_slice(&(plain.len() as u32).to_be_bytes());
-    auth.extend_from_slice(plain);
-    frame(&mut frames, &auth);
-    s.write_all(&frames).await.unwrap();
-    // The tune arrives after the authenticate answer; answer it, then open.
-    let mut seen = Vec::new();
-    while !seen.windows(4).any(|w| w == [0, 20, 0, 1]) {
-        let mut buf = [0u8; 1024];
-        let n = within("tune", s.read(&mut buf)).await.unwrap();
-        assert!(n > 0, "the broker answers the opening");
-        seen.extend_from_slice(&buf[..n]);
-    }
-    let mut rest = Vec::new();
-    frame(&mut rest, &[0, 20, 0, 1, 0, 1, 0, 0, 0, 0, 0, 0]);
-    frame(&mut rest, &[0, 21, 0, 1, 0, 0, 0, 4, 0, 1, b'/']);
-    s.write_all(&rest).await.unwrap();
-    let mut buf = [0u8; 1024];
-    let mut opened = Vec::new();
-    while !opened.windows(4).any(|w| w == [0x80, 21, 0, 1]) {
-        let n = within("open", s.read(&mut buf)).await.unwrap();
-        assert!(n > 0, "the broker answers the open");
-        opened.extend_from_slice(&buf[..n]);
-    }
-    s
-}
-
 /// Reads until the broker closes the socket; what it sent.
 async fn until_closed(s: &mut TcpStream) -> Vec<u8> {
     let mut all = Vec::new();
@@ -117,14 +77,14 @@ async fn a_malformed_frame_closes_only_its_connection() {
 
     // An unknown command key after the opening: a close with code 13
     // (unknown frame), then the socket closes.
-    let mut s = raw_open(port).await;
+    let mut s = raw_open(port, 65536).await;
     s.write_all(&[0, 0, 0, 4, 0x7f, 0x01, 0, 1]).await.unwrap();
     let got = until_closed(&mut s).await;
     let close = got.windows(10).any(|w| w[..4] == [0, 22, 0, 1] && w[8..10] == [0, 13]);
     assert!(close, "a close with unknown-frame: {got:?}");
 
     // A subscribe cut short inside its stream name.
-    let mut s = raw_open(port).await;
+    let mut s = raw_open(port, 65536).await;
     s.write_all(&[0, 0, 0, 12, 0, 7, 0, 1, 0, 0, 0, 9, 1, 0, 200, b'x'])
         .await
         .unwrap();
@@ -132,7 +92,7 @@ async fn a_malformed_frame_closes_only_its_connection() {
     assert!(got.windows(4).any(|w| w == [0, 22, 0, 1]), "a close: {got:?}");
 
     // A frame larger than the negotiated maximum.
-    let mut s = raw_open(port).await;
+    let mut s = raw_open(port, 65536).await;
     s.write_all(&[0x7f, 0xff, 0xff, 0xff, 0, 2, 0, 1]).await.unwrap();
     let got = until_closed(&mut s).await;
     let too_large = got.windows(10).any(|w| w[..4] == [0, 22, 0, 1] && w[8..10] == [0, 14]);
