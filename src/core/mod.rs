@@ -34,6 +34,7 @@ pub mod stats;
 pub mod stats_sampler;
 pub mod stream;
 pub mod stream_clients;
+pub mod stream_compaction;
 pub mod stream_filter;
 pub mod stream_groups;
 pub mod super_stream;

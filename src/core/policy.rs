@@ -68,7 +68,7 @@ impl ApplyTo {
 }
 
 /// Keys a policy definition may hold, and whether their value is a number.
-const POLICY_KEYS: [(&str, bool); 14] = [
+const POLICY_KEYS: [(&str, bool); 15] = [
     ("max-length", true),
     ("max-length-bytes", true),
     ("message-ttl", true),
@@ -80,6 +80,7 @@ const POLICY_KEYS: [(&str, bool); 14] = [
     ("dead-letter-routing-key", false),
     ("alternate-exchange", false),
     ("max-age", false),
+    ("stream-compaction", false),
     ("delayed-message", false),
     ("federation-upstream", false),
     ("federation-upstream-set", false),
@@ -181,6 +182,10 @@ impl Policy {
                     .as_str()
                     .and_then(super::stream::parse_max_age)
                     .is_some_and(|ms| ms >= 0)
+            } else if key == "stream-compaction" {
+                value
+                    .as_str()
+                    .is_some_and(|k| super::stream_compaction::CompactionKey::parse(k).is_some())
             } else if key == "delayed-message" {
                 // LavinMQ's key: a boolean; `true` makes exchanges delayed.
                 value.is_boolean()

@@ -44,6 +44,11 @@ const NEVER_STORED: SegPos = SegPos {
 /// [`Queue::deliver_or_wake`]).
 const PUBLISHER_DELIVERY_ROUNDS: usize = 16;
 
+/// How often a stream with a compaction key looks for newly sealed segments
+/// to compact (a pass runs only when there is one). Publishing starts a pass
+/// as soon as it seals a segment; this catches a seal made during a pass.
+const COMPACTION_CHECK_MS: i64 = 30_000;
+
 /// Ready messages above which a queue whose every consumer waits for its
 /// client to read paces its publishers (see [`Queue::deliver_or_wake`]).
 const PACE_ABOVE: u64 = 4096;
@@ -686,6 +691,10 @@ impl Queue {
         if max_len.is_some() || max_bytes.is_some() || max_age.is_some() {
             s.store
                 .apply_retention(max_len, max_bytes, max_age.map(|age| (msg.timestamp, age)));
+        }
+        if st.settings.stream_compaction.is_some() && s.store.compaction_due() {
+            // A segment was just sealed: compact it now rather than at the next check.
+            self.housekeeping.notify_one();
         }
         // Readers at the end wait for new messages: wake them all.
         Ok(Published {
@@ -1430,7 +1439,10 @@ impl Queue {
             .store(settings.consumer_timeout.unwrap_or(u64::MAX), Ordering::Release);
         st.settings = settings;
         self.drop_over_limit(&mut st);
-        let timed = st.settings.message_ttl.is_some() || st.settings.expires.is_some() || st.settings.max_age.is_some();
+        let timed = st.settings.message_ttl.is_some()
+            || st.settings.expires.is_some()
+            || st.settings.max_age.is_some()
+            || st.settings.stream_compaction.is_some();
         st.notify_consumers();
         self.unlock_and_route(st);
         if timed {
@@ -1459,7 +1471,11 @@ impl Queue {
         let needed = {
             let st = self.state.lock();
             let s = &st.settings;
-            s.message_ttl.is_some() || s.expires.is_some() || s.max_age.is_some() || st.store.ready_count() > 0
+            s.message_ttl.is_some()
+                || s.expires.is_some()
+                || s.max_age.is_some()
+                || s.stream_compaction.is_some()
+                || st.store.ready_count() > 0
         };
         if needed {
             self.start_housekeeping();
@@ -1483,6 +1499,36 @@ impl Queue {
         rt.spawn(housekeeping(me));
     }
 
+    /// Runs a compaction pass of a stream with a compaction key when one of
+    /// its segments was sealed since the last pass. The segments are read and
+    /// rewritten on a blocking thread, outside the queue's lock; only the
+    /// swap of the files happens under it.
+    async fn compact_stream(&self) {
+        let (plan, key) = {
+            let mut st = self.state.lock();
+            let Some(key) = st.settings.stream_compaction.clone() else {
+                return;
+            };
+            let Some(plan) = st.stream.as_mut().and_then(|s| s.store.compaction_plan()) else {
+                return;
+            };
+            (plan, key)
+        };
+        let done = tokio::task::spawn_blocking(move || plan.run(|v| key.of(v)))
+            .await
+            .unwrap_or_default();
+        let mut st = self.state.lock();
+        if st.deleted {
+            return;
+        }
+        if let Some(s) = st.stream.as_mut() {
+            let removed = s.store.install_compacted(done);
+            if removed > 0 {
+                tracing::info!(queue = %self.name, vhost = %self.vhost, removed, "stream compacted");
+            }
+        }
+    }
+
     /// One round of housekeeping: expires messages, and returns the next
     /// deadline and whether the queue itself has expired.
     fn housekeeping_round(&self, now: i64) -> (Option<i64>, bool) {
@@ -1504,21 +1550,25 @@ impl Queue {
             Some(ms) if st.consumers.is_empty() => Some(st.last_used_ms.saturating_add(ms as i64)),
             _ => None,
         };
+        let next_compaction =
+            (st.stream.is_some() && st.settings.stream_compaction.is_some()).then_some(now + COMPACTION_CHECK_MS);
         self.unlock_and_route(st);
         if expiry.is_some_and(|at| now >= at) {
             return (None, true);
         }
-        let next = [next_message, expiry].into_iter().flatten().min();
+        let next = [next_message, expiry, next_compaction].into_iter().flatten().min();
         (next, false)
     }
 }
 
-/// Expires messages when their TTL runs out and deletes the queue when its
-/// `x-expires` time passes unused. Ends when the queue is deleted.
+/// Expires messages when their TTL runs out, deletes the queue when its
+/// `x-expires` time passes unused, and compacts a stream. Ends when the queue
+/// is deleted.
 async fn housekeeping(queue: Weak<Queue>) {
     loop {
         let Some(q) = queue.upgrade() else { return };
         let (next, expired) = q.housekeeping_round(Message::now_ms());
+        q.compact_stream().await;
         if expired {
             if let Some(vhost) = q.vhost_ref.upgrade() {
                 tracing::info!(queue = %q.name, vhost = %q.vhost, "queue expired");

@@ -6,6 +6,7 @@
 
 use serde_json::{Map, Value};
 
+use super::stream_compaction::CompactionKey;
 use super::{FieldTable, FieldValue};
 
 /// What happens to a publish that would take the queue over its length limit.
@@ -85,6 +86,9 @@ pub struct QueueSettings {
     pub consumer_timeout: Option<u64>,
     /// Streams: milliseconds a message is kept (`x-max-age`).
     pub max_age: Option<i64>,
+    /// Streams: the key whose newest message compaction keeps
+    /// (`x-stream-compaction`).
+    pub stream_compaction: Option<CompactionKey>,
 }
 
 /// Largest TTL or expiry RabbitMQ accepts (milliseconds).
@@ -267,6 +271,13 @@ impl QueueSettings {
                         detail: format!("\"invalid max age '{text}'\""),
                     })?);
                 }
+                "x-stream-compaction" => {
+                    let text = string_arg("x-stream-compaction", v)?;
+                    s.stream_compaction = Some(CompactionKey::parse(text).ok_or(ArgError {
+                        arg: "x-stream-compaction",
+                        detail: format!("\"invalid compaction key '{text}': routing-key or header:<name>\""),
+                    })?);
+                }
                 _ => {}
             }
         }
@@ -323,6 +334,11 @@ impl QueueSettings {
             && let Some(rk) = text("dead-letter-routing-key")
         {
             s.dead_letter_routing_key = Some(rk.to_string());
+        }
+        if args.get("x-stream-compaction").is_none()
+            && let Some(key) = text("stream-compaction").and_then(CompactionKey::parse)
+        {
+            s.stream_compaction = Some(key);
         }
         s
     }

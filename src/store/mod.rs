@@ -12,6 +12,7 @@ pub mod record;
 pub mod replication;
 pub mod segment;
 pub mod spare_segments;
+pub mod stream_compaction;
 pub mod stream_store;
 pub mod sync_method;
 

@@ -161,6 +161,43 @@ pub fn timestamp(rec: &[u8]) -> Option<i64> {
     Some(i64::from_le_bytes(bytes.try_into().ok()?))
 }
 
+/// Exchange name of a gap record (see [`gap_offsets`]).
+const GAP_EXCHANGE: &str = "\0gap";
+/// Timestamp of a gap record: before any the broker's clock gives a message.
+const GAP_TIMESTAMP: i64 = i64::MIN;
+
+/// Size of a gap record, header included.
+pub const GAP_RECORD: usize = RECORD_HEADER + 8 + 1 + GAP_EXCHANGE.len() + 1 + 4 + 8 + 8;
+
+/// A gap record in `dst` (exactly [`GAP_RECORD`] bytes) standing for `offsets`
+/// consecutive stream offsets whose messages compaction removed. Streams do not
+/// store offsets: a segment's messages are numbered by counting, and a gap
+/// keeps that count (see [`gap_offsets`]).
+pub fn write_gap(dst: &mut [u8], seed: u32, offsets: u64) {
+    write(dst, seed, GAP_TIMESTAMP, GAP_EXCHANGE, "", &[], &offsets.to_le_bytes());
+}
+
+/// How many offsets the record `rec` stands for when it is a gap (written by
+/// [`write_gap`]); `None` for a message. A message never matches: its
+/// timestamp is the broker's clock, and its properties hold at least their
+/// flags.
+pub fn gap_offsets(rec: &[u8]) -> Option<u64> {
+    if timestamp(rec)? != GAP_TIMESTAMP || rec.len() != GAP_RECORD {
+        return None;
+    }
+    let view = parse(rec).ok()?;
+    if view.exchange != GAP_EXCHANGE || !view.properties.is_empty() || !view.routing_key.is_empty() {
+        return None;
+    }
+    Some(u64::from_le_bytes(view.body.try_into().ok()?))
+}
+
+/// How many stream offsets the (valid) record `rec` takes: one for a message,
+/// the count of a gap.
+pub fn offsets_taken(rec: &[u8]) -> u64 {
+    gap_offsets(rec).unwrap_or(1)
+}
+
 /// Parses the record occupying all of `rec` (header included) without copying.
 pub fn parse(rec: &[u8]) -> Result<RecordView<'_>, RecordError> {
     let mut cur = Cursor {
@@ -252,6 +289,21 @@ mod tests {
         v[n - 2] ^= 0xff;
         assert_eq!(verify(&v, n, SEED), Err(RecordError::Checksum));
         assert_eq!(total_len(&[0, 0, 0, 0]), Ok(None));
+    }
+
+    #[test]
+    fn gaps_count_offsets_and_messages_are_never_gaps() {
+        let mut gap = vec![0u8; GAP_RECORD];
+        write_gap(&mut gap, SEED, 17);
+        verify(&gap, gap.len(), SEED).unwrap();
+        assert_eq!(total_len(&gap), Ok(Some(GAP_RECORD)));
+        assert_eq!((gap_offsets(&gap), offsets_taken(&gap)), (Some(17), 17));
+        let msg = encode(b"12345678");
+        assert_eq!((gap_offsets(&msg), offsets_taken(&msg)), (None, 1));
+        // A message shaped like a gap but with properties is a message.
+        let mut lookalike = vec![0u8; RECORD_HEADER + payload_len(GAP_EXCHANGE, "", 2, 8)];
+        write(&mut lookalike, SEED, GAP_TIMESTAMP, GAP_EXCHANGE, "", &[0, 0], &[1; 8]);
+        assert_eq!(gap_offsets(&lookalike), None);
     }
 
     #[test]

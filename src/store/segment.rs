@@ -106,15 +106,23 @@ struct Scan {
 
 /// Walks the records of `data` from the header on, skipping damaged ranges.
 fn scan(data: &[u8], seed: u32) -> Scan {
+    scan_records(data, seed, |_| {})
+}
+
+/// [`scan`], handing each valid record to `visit`. A stream's gap record
+/// counts as the messages it replaced (see [`record::gap_offsets`]).
+fn scan_records(data: &[u8], seed: u32, mut visit: impl FnMut(&[u8])) -> Scan {
     let mut pos = SEGMENT_HEADER;
-    let mut msgs = 0;
+    let mut msgs: u32 = 0;
     let mut damage = Vec::new();
     loop {
         match record::total_len(&data[pos..]) {
             Ok(None) => break,
             Ok(Some(total)) if record::verify(&data[pos..], total, seed).is_ok() => {
+                let rec = &data[pos..pos + total];
+                visit(rec);
                 pos += total;
-                msgs += 1;
+                msgs = msgs.saturating_add(u32::try_from(record::offsets_taken(rec)).unwrap_or(u32::MAX));
                 continue;
             }
             _ => {}
@@ -779,6 +787,69 @@ impl Segment {
         }
         remove_files(&dir, &[acks_name(id), meta_name(id)])
     }
+}
+
+/// What [`visit_sealed`] found in a sealed segment.
+#[derive(Debug, Clone, Copy)]
+pub struct SealedScan {
+    /// The segment's header (its format version), which a rewrite keeps so
+    /// that the records it copies keep their checksums.
+    pub header: [u8; SEGMENT_HEADER],
+    /// Seed of the segment's record checksums.
+    pub seed: u32,
+    /// Messages counted, gaps included (as [`Segment::msgs`]).
+    pub msgs: u32,
+}
+
+/// Reads sealed segment `id` of `dir` from disk and hands each valid record to
+/// `visit`, in order. For a pass that runs beside the segment's owner (stream
+/// compaction): the data of a sealed segment never changes.
+pub fn visit_sealed(dir: &Path, id: u32, visit: impl FnMut(&[u8])) -> io::Result<SealedScan> {
+    let data = std::fs::read(dir.join(msgs_name(id)))?;
+    let header: [u8; SEGMENT_HEADER] = data
+        .get(..SEGMENT_HEADER)
+        .and_then(|h| h.try_into().ok())
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "segment shorter than its header"))?;
+    let version = u32::from_le_bytes(header);
+    let seed = checksum_seed(version, id).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("unknown segment format version {version}"),
+        )
+    })?;
+    let s = scan_records(&data, seed, visit);
+    Ok(SealedScan {
+        header,
+        seed,
+        msgs: s.msgs,
+    })
+}
+
+/// Makes the file `rewritten` (a complete segment, synced) segment `id` of
+/// `dir` in place of the sealed one there, and opens it. Crash-safe: the old
+/// metadata goes first (durably), so a crash at any point leaves either the
+/// old file or the new one, and metadata only for the one present; without
+/// metadata the file is scanned at start.
+pub fn replace_sealed(dir: &Path, id: u32, rewritten: &Path) -> io::Result<Segment> {
+    let sync_dir = || File::open(dir)?.sync_all();
+    let meta = dir.join(meta_name(id));
+    match std::fs::remove_file(&meta) {
+        Ok(()) => replication::removed(&meta),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    sync_dir()?;
+    let path = dir.join(msgs_name(id));
+    std::fs::rename(rewritten, &path)?;
+    sync_dir()?;
+    if replication::sink().is_some() {
+        replication::replaced(&path, &std::fs::read(&path)?);
+    }
+    let (seg, _acks, damage) = Segment::open(dir, id)?;
+    for d in damage {
+        tracing::warn!(segment = id, "damage in a rewritten segment: {d}");
+    }
+    Ok(seg)
 }
 
 /// Removes the files `names` of `dir` that exist, in order, reporting each to

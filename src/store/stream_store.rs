@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 
 use super::record::{self, RecordView};
 use super::segment::{ReadWindow, SEGMENT_HEADER, Segment};
+use super::stream_compaction::{self, Compacted, CompactionPlan, PlannedSegment};
 
 /// File holding the offset of the first message of the first segment.
 const START_FILE: &str = "stream_start";
@@ -33,6 +34,9 @@ pub struct StreamCursor {
     pub pos: u32,
     /// Offset of the message at that position.
     pub offset: u64,
+    /// The store's [`StreamStore::epoch`] the position belongs to: after a
+    /// compaction, positions are found again from the offset.
+    epoch: u32,
 }
 
 /// How a read gets at the records.
@@ -74,12 +78,22 @@ pub struct StreamStore {
     first_offsets: BTreeMap<u32, u64>,
     write_seg: u32,
     next_offset: u64,
+    /// Bumped each time compaction replaces segments, whose byte positions
+    /// then change (see [`StreamCursor`]).
+    epoch: u32,
+    /// Bytes of the segments sealed since the last compaction pass planned.
+    dirty_bytes: u64,
+    /// Bytes of the sealed segments the last compaction pass left.
+    clean_bytes: u64,
+    /// A compaction pass is out (planned, not installed yet).
+    compacting: bool,
 }
 
 impl StreamStore {
     /// Opens (or creates) the stream in `dir`.
     pub fn open(dir: &Path, label: &str, segment_size: u64) -> io::Result<Self> {
         std::fs::create_dir_all(dir)?;
+        stream_compaction::remove_leftovers(dir);
         let start = super::definitions::read_json(&dir.join(START_FILE))
             .and_then(|v| v.as_u64())
             .unwrap_or(0);
@@ -106,6 +120,10 @@ impl StreamStore {
             first_offsets: BTreeMap::new(),
             write_seg: ids.last().map_or(1, |id| id + 1),
             next_offset: start,
+            epoch: 0,
+            dirty_bytes: 0,
+            clean_bytes: 0,
+            compacting: false,
         };
         for id in ids {
             match Segment::open(dir, id) {
@@ -115,6 +133,7 @@ impl StreamStore {
                     }
                     store.first_offsets.insert(id, store.next_offset);
                     store.next_offset += u64::from(seg.msgs);
+                    store.dirty_bytes += seg.end as u64;
                     store.segments.insert(id, seg);
                 }
                 Err(e) => tracing::error!(queue = %label, segment = id, "cannot open stream segment, skipped: {e}"),
@@ -179,6 +198,7 @@ impl StreamStore {
             if fits == Some(false) {
                 if let Some(s) = self.segments.get_mut(&self.write_seg) {
                     s.seal()?;
+                    self.dirty_bytes += s.end as u64;
                 }
                 self.write_seg += 1;
             }
@@ -203,6 +223,7 @@ impl StreamStore {
                 seg,
                 pos: SEGMENT_HEADER as u32,
                 offset,
+                epoch: self.epoch,
             },
             None => self.cursor_next(),
         }
@@ -218,6 +239,7 @@ impl StreamStore {
             seg,
             pos,
             offset: self.next_offset,
+            epoch: self.epoch,
         }
     }
 
@@ -233,15 +255,20 @@ impl StreamStore {
             seg,
             pos: SEGMENT_HEADER as u32,
             offset: first,
+            epoch: self.epoch,
         };
-        // Walked through a copy, which leaves no segment mapped.
+        // Walked through a copy, which leaves no segment mapped. The cursor
+        // stops before the message at `offset` or, when compaction removed
+        // it, before the next one kept (a gap on the way is read past).
         let mut w = ReadWindow::default();
-        while c.offset < offset {
-            if self.read_copied(&mut c, &mut w).is_none() {
-                break;
+        loop {
+            let before = c;
+            match self.read_copied(&mut c, &mut w) {
+                Some((o, _, _)) if o < offset => {}
+                Some(_) => return before,
+                None => return c,
             }
         }
-        c
     }
 
     /// A cursor at the first message stored at or after `timestamp_ms`.
@@ -254,6 +281,7 @@ impl StreamStore {
                 seg: id,
                 pos: SEGMENT_HEADER as u32,
                 offset: self.first_offsets.get(&id).copied().unwrap_or(0),
+                epoch: self.epoch,
             };
             match self.peek_timestamp(c) {
                 Some(ts) if ts <= timestamp_ms => start = c,
@@ -305,6 +333,15 @@ impl StreamStore {
     }
 
     fn read_via(&mut self, c: &mut StreamCursor, via: &mut Via<'_>) -> Option<(u64, i64, (u32, u32))> {
+        if c.epoch != self.epoch {
+            // Segments were rewritten since the cursor was placed: its byte
+            // position may point anywhere in the new file, and a reader's copy
+            // may hold the old one.
+            if let Via::Copy(w) = via {
+                w.release();
+            }
+            *c = self.cursor_at(c.offset);
+        }
         loop {
             if !self.segments.contains_key(&c.seg) {
                 if c.seg >= self.write_seg {
@@ -330,6 +367,12 @@ impl StreamStore {
                         Via::Copy(w) => w.record(c.seg, c.pos).or_else(|| seg.record_at(c.pos)),
                         _ => seg.record_at(c.pos),
                     };
+                    if let Some(n) = rec.and_then(record::gap_offsets) {
+                        // Messages removed by compaction.
+                        c.pos = next;
+                        c.offset += n;
+                        continue;
+                    }
                     let ts = rec.and_then(record::timestamp).unwrap_or(0);
                     let offset = c.offset;
                     c.pos = next;
@@ -400,6 +443,7 @@ impl StreamStore {
                         seg: next,
                         pos: SEGMENT_HEADER as u32,
                         offset: self.first_offsets.get(&next).copied().unwrap_or(0),
+                        epoch: self.epoch,
                     };
                     // Everything in the oldest segment is older than the next one's first.
                     self.peek_timestamp(c).is_some_and(|ts| now - ts > age)
@@ -425,6 +469,80 @@ impl StreamStore {
                 tracing::warn!(queue = %self.label, segment = oldest, "cannot remove stream segment: {e}");
             }
         }
+    }
+}
+
+impl StreamStore {
+    /// True when no compaction pass is out and the segments sealed since the
+    /// last one hold at least as many bytes as that pass left: each pass reads
+    /// every sealed segment, so passes are spaced as the stream grows (Kafka's
+    /// `min.cleanable.dirty.ratio` of one half). A cheap test for the
+    /// publishing path.
+    pub fn compaction_due(&self) -> bool {
+        !self.compacting && self.dirty_bytes > 0 && self.dirty_bytes >= self.clean_bytes
+    }
+
+    /// The sealed segments for a compaction pass, when one was sealed since
+    /// the last pass and no pass is out; the caller runs it
+    /// ([`CompactionPlan::run`], outside its lock) and hands the result to
+    /// [`StreamStore::install_compacted`].
+    pub fn compaction_plan(&mut self) -> Option<CompactionPlan> {
+        if !self.compaction_due() {
+            return None;
+        }
+        let segments = self
+            .segments
+            .range(..self.write_seg)
+            .map(|(&id, seg)| PlannedSegment {
+                id,
+                first_offset: self.first_offsets.get(&id).copied().unwrap_or(0),
+                msgs: seg.msgs,
+            })
+            .collect();
+        self.compacting = true;
+        self.dirty_bytes = 0;
+        Some(CompactionPlan {
+            dir: self.dir.clone(),
+            label: self.label.clone(),
+            segments,
+        })
+    }
+
+    /// Replaces segments with their compacted rewrites (those retention has
+    /// not removed meanwhile), and ends the pass. Returns the messages removed.
+    pub fn install_compacted(&mut self, done: Vec<Compacted>) -> u64 {
+        self.compacting = false;
+        let mut removed = 0;
+        for mut c in done {
+            if !self.segments.contains_key(&c.id) {
+                continue;
+            }
+            let Some(path) = c.take_path() else { continue };
+            match super::segment::replace_sealed(&self.dir, c.id, &path) {
+                Ok(seg) => {
+                    self.segments.insert(c.id, seg);
+                    removed += c.removed;
+                }
+                Err(e) => {
+                    let _ = std::fs::remove_file(&path);
+                    // The new file may or may not be in place: either holds
+                    // the same offsets, and reopening finds which.
+                    tracing::error!(queue = %self.label, segment = c.id, "cannot install compacted segment: {e}");
+                    if let Ok((seg, _, _)) = Segment::open(&self.dir, c.id) {
+                        self.segments.insert(c.id, seg);
+                    }
+                }
+            }
+            self.epoch = self.epoch.wrapping_add(1);
+        }
+        // What the pass left: the sealed bytes but those sealed meanwhile.
+        let sealed: u64 = self
+            .segments
+            .range(..self.write_seg)
+            .map(|(_, seg)| seg.end as u64)
+            .sum();
+        self.clean_bytes = sealed.saturating_sub(self.dirty_bytes);
+        removed
     }
 }
 
@@ -627,5 +745,139 @@ mod tests {
         let s = StreamStore::open(dir.path(), "s", 4096).unwrap();
         assert_eq!(s.first_offset(), first);
         assert_eq!(s.next_offset(), 500);
+    }
+
+    fn push_keyed(s: &mut StreamStore, key: &str, body: &str) -> u64 {
+        s.push(1, "", key, &[0, 0], body.as_bytes()).unwrap()
+    }
+
+    fn compact_by_routing_key(s: &mut StreamStore) -> u64 {
+        let plan = s.compaction_plan().expect("a segment was sealed");
+        let done = plan.run(|v| (!v.routing_key.is_empty()).then(|| v.routing_key.as_bytes().into()));
+        s.install_compacted(done)
+    }
+
+    fn read_all(s: &mut StreamStore, c: &mut StreamCursor) -> Vec<(u64, String)> {
+        let mut w = ReadWindow::default();
+        let mut out = Vec::new();
+        while let Some((o, _, at)) = s.read_copied(c, &mut w) {
+            out.push((
+                o,
+                String::from_utf8(s.view_copied(&w, at).unwrap().body.to_vec()).unwrap(),
+            ));
+        }
+        out
+    }
+
+    #[test]
+    fn compaction_keeps_the_newest_per_key_and_every_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = StreamStore::open(dir.path(), "s", 4096).unwrap();
+        // Keys k0..k4 in turn, and every tenth message without a key.
+        let key = |i: u64| {
+            if i % 10 == 9 {
+                String::new()
+            } else {
+                format!("k{}", i % 5)
+            }
+        };
+        for i in 0..400 {
+            assert_eq!(push_keyed(&mut s, &key(i), &format!("m{i}")), i);
+        }
+        let active_from = s.first_offsets[&s.write_seg];
+        let mut reader = s.cursor_at(100);
+        assert_eq!(s.read(&mut reader).unwrap().0, 100);
+        let removed = compact_by_routing_key(&mut s);
+        assert!(removed > 0);
+        // No pass without a newly sealed segment.
+        assert!(s.compaction_plan().is_none());
+        let expect = |from: u64| -> Vec<(u64, String)> {
+            let last_sealed = |k: &str| (0..active_from).rev().find(|&j| key(j) == k);
+            (from..400)
+                .filter(|&i| i >= active_from || key(i).is_empty() || last_sealed(&key(i)) == Some(i))
+                .map(|i| (i, format!("m{i}")))
+                .collect()
+        };
+        let mut c = s.cursor_first();
+        assert_eq!(read_all(&mut s, &mut c), expect(0));
+        assert_eq!(removed, 400 - expect(0).len() as u64);
+        assert_eq!((s.first_offset(), s.next_offset()), (0, 400));
+        // A reader placed before the pass goes on from its offset.
+        assert_eq!(read_all(&mut s, &mut reader), expect(101));
+        // An offset compacted away reads the next message kept.
+        let mut c = s.cursor_at(3);
+        assert_eq!(read_all(&mut s, &mut c), expect(3));
+        drop(s);
+        let mut s = StreamStore::open(dir.path(), "s", 4096).unwrap();
+        assert_eq!(s.next_offset(), 400);
+        let mut c = s.cursor_first();
+        assert_eq!(read_all(&mut s, &mut c), expect(0));
+    }
+
+    #[test]
+    fn a_second_pass_merges_gaps_and_leftovers_of_a_crash_are_harmless() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = StreamStore::open(dir.path(), "s", 4096).unwrap();
+        for i in 0..300 {
+            push_keyed(&mut s, &format!("k{}", i % 3), &format!("m{i}"));
+        }
+        compact_by_routing_key(&mut s);
+        let first_pass_bytes = s.bytes();
+        for i in 300..600 {
+            push_keyed(&mut s, &format!("k{}", i % 3), &format!("m{i}"));
+        }
+        compact_by_routing_key(&mut s);
+        assert!(s.bytes() < first_pass_bytes + 4096 * 2, "{} bytes", s.bytes());
+        let mut c = s.cursor_first();
+        let got = read_all(&mut s, &mut c);
+        let offsets: Vec<u64> = got.iter().map(|(o, _)| *o).collect();
+        assert!(offsets.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(offsets.last(), Some(&599));
+        let active_from = s.first_offsets[&s.write_seg];
+        assert_eq!(offsets.iter().filter(|&&o| o < active_from).count(), 3);
+        // A crash mid-install: a rewrite left beside its original, and a
+        // segment whose metadata was removed before its file was replaced.
+        let first = *s.segments.keys().next().unwrap();
+        drop(s);
+        let stray = dir.path().join(format!(
+            "{}.{}",
+            super::super::segment::msgs_name(first),
+            stream_compaction::REWRITE_SUFFIX
+        ));
+        std::fs::write(&stray, b"half written").unwrap();
+        std::fs::remove_file(dir.path().join(super::super::segment::meta_name(first))).unwrap();
+        let mut s = StreamStore::open(dir.path(), "s", 4096).unwrap();
+        assert!(!stray.exists());
+        let mut c = s.cursor_first();
+        assert_eq!(read_all(&mut s, &mut c), got);
+    }
+
+    #[test]
+    fn retention_during_a_pass_drops_the_rewrite() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = StreamStore::open(dir.path(), "s", 4096).unwrap();
+        for i in 0..300 {
+            push_keyed(&mut s, &format!("k{}", i % 3), &format!("m{i}"));
+        }
+        let plan = s.compaction_plan().unwrap();
+        let done = plan.run(|v| Some(v.routing_key.as_bytes().into()));
+        assert!(!done.is_empty());
+        s.apply_retention(Some(1), None, None);
+        let kept_segments = s.segment_count();
+        s.install_compacted(done);
+        assert_eq!(s.segment_count(), kept_segments);
+        let leftovers = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_str()
+                    .unwrap()
+                    .ends_with(stream_compaction::REWRITE_SUFFIX)
+            })
+            .count();
+        assert_eq!(leftovers, 0);
+        assert_eq!(s.next_offset(), 300);
     }
 }

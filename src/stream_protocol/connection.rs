@@ -889,6 +889,7 @@ fn stream_arguments(arguments: &[(String, String)]) -> Result<FieldTable, String
                 t.insert(format!("x-{name}").as_str(), FieldValue::I64(n));
             }
             "max-age" => t.insert("x-max-age", FieldValue::from(v.as_str())),
+            "stream-compaction" => t.insert("x-stream-compaction", FieldValue::from(v.as_str())),
             // Replication and placement are the cluster's, not the stream's.
             "initial-cluster-size" | "queue-leader-locator" => {}
             other => tracing::debug!("stream argument '{other}' ignored"),

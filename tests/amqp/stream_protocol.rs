@@ -4,9 +4,11 @@
 //! subscribing from every offset specification, filtering and stored
 //! offsets (`stream_protocol/consume.rs`), deliver frames within the frame
 //! size a client tuned (`stream_protocol/frame_max.rs`), streams shared with
-//! AMQP 0-9-1 (`stream_protocol/interop.rs`), and refusals and malformed
-//! frames (`stream_protocol/errors.rs`).
+//! AMQP 0-9-1 (`stream_protocol/interop.rs`), compacted streams
+//! (`stream_protocol/compaction.rs`), and refusals and malformed frames
+//! (`stream_protocol/errors.rs`).
 
+mod compaction;
 mod consume;
 mod errors;
 mod frame_max;

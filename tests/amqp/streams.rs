@@ -3,6 +3,7 @@
 
 use crate::common;
 
+use common::api::Api;
 use common::*;
 use lapin::options::{
     BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicGetOptions, BasicQosOptions, ConfirmSelectOptions,
@@ -565,4 +566,149 @@ async fn geo_filters_match_message_positions() {
         )
         .await;
     assert!(expect_error(&mut ev, 406).await.contains("at least 3 points"));
+}
+
+/// Reads stream `q` from `from` until the message at offset `last`: the
+/// offset and body of each message delivered.
+async fn read_until(conn: &lapin::Connection, q: &str, from: AMQPValue, last: i64) -> Vec<(i64, String)> {
+    let ch = conn.create_channel().await.unwrap();
+    let mut c = consume(&ch, q, "", table(&[("x-stream-offset", from)])).await;
+    let mut out = Vec::new();
+    loop {
+        let d = next_delivery(&mut c).await;
+        d.ack(BasicAckOptions::default()).await.unwrap();
+        let o = offset_of(&d);
+        out.push((o, String::from_utf8_lossy(&d.data).into_owned()));
+        if o >= last {
+            break;
+        }
+    }
+    ch.close(200, "done".into()).await.ok();
+    out
+}
+
+/// Checks what compaction may leave of messages `m0..m{n-1}` (message `i` at
+/// offset `i`, with key `key(i)`): rising offsets, each with its own message,
+/// every message without a key, and for each key an unbroken run of its
+/// newest messages (older ones go, the newest stays).
+fn assert_compacted(read: &[(i64, String)], n: i64, key: impl Fn(i64) -> Option<String>) {
+    assert!(read.windows(2).all(|w| w[0].0 < w[1].0), "{read:?}");
+    for (o, body) in read {
+        assert_eq!(body, &format!("m{o}"));
+    }
+    let kept: std::collections::HashSet<i64> = read.iter().map(|r| r.0).collect();
+    for i in 0..n {
+        match key(i) {
+            None => assert!(kept.contains(&i), "message {i} without a key was removed"),
+            Some(k) if kept.contains(&i) => {
+                if let Some(j) = (i + 1..n).find(|&j| key(j).as_ref() == Some(&k) && !kept.contains(&j)) {
+                    panic!("message {i} of key {k} kept but the newer {j} removed");
+                }
+            }
+            Some(_) => {}
+        }
+    }
+}
+
+/// `x-stream-compaction: routing-key` keeps, in the segments no longer
+/// written, only the newest message of each routing key; offsets do not
+/// move, and a consumer sent to a removed offset gets the next message kept.
+#[tokio::test]
+async fn compaction_by_routing_key_keeps_the_newest_per_key() {
+    let mut b = start_with(|c| c.main.segment_size = 4096).await;
+    let (q, ex) = (uniq("compact-rk"), uniq("compact-rk-x"));
+    let n = 400;
+    {
+        let (_conn, ch) = b.channel().await;
+        ch.exchange_declare(
+            ex.as_str().into(),
+            lapin::ExchangeKind::Fanout,
+            lapin::options::ExchangeDeclareOptions {
+                durable: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+        declare_stream(&ch, &q, &[("x-stream-compaction", long_str("routing-key"))]).await;
+        ch.queue_bind(
+            q.as_str().into(),
+            ex.as_str().into(),
+            "".into(),
+            Default::default(),
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+        ch.confirm_select(ConfirmSelectOptions::default()).await.unwrap();
+        for i in 0..n {
+            publish(&ch, &ex, &format!("sensor.{}", i % 4), format!("m{i}").as_bytes()).await;
+        }
+        ch.wait_for_confirms().await.unwrap();
+    }
+    let key = |i: i64| Some(format!("sensor.{}", i % 4));
+    let (conn, _ch) = b.channel().await;
+    eventually("sealed segments compacted", || async {
+        read_until(&conn, &q, long_str("first"), n - 1).await.len() < 200
+    })
+    .await;
+    let read = read_until(&conn, &q, long_str("first"), n - 1).await;
+    assert_compacted(&read, n, key);
+    assert!(read[0].0 > 0, "the oldest messages were superseded");
+    let from_5 = read_until(&conn, &q, AMQPValue::LongInt(5), n - 1).await;
+    assert_eq!(from_5[0].0, read.iter().find(|r| r.0 >= 5).unwrap().0);
+    drop(conn);
+    // Reopened, the segment that was being written is sealed too: only the
+    // newest message of each key is left.
+    b.restart().await;
+    let (conn, _ch) = b.channel().await;
+    let newest: Vec<(i64, String)> = (n - 4..n).map(|i| (i, format!("m{i}"))).collect();
+    eventually("the last segment compacted", || async {
+        read_until(&conn, &q, long_str("first"), n - 1).await == newest
+    })
+    .await;
+}
+
+/// The `stream-compaction` policy key with `header:<name>` compacts by a
+/// header's value; messages without the header all stay. A bad value is
+/// refused.
+#[tokio::test]
+async fn compaction_policy_by_header_keeps_messages_without_the_header() {
+    let b = start_with(|c| c.main.segment_size = 4096).await;
+    let api = Api::new(&b);
+    let bad = serde_json::json!({"pattern": "^compact-h", "apply-to": "queues",
+                                 "definition": {"stream-compaction": "header:"}});
+    assert_eq!(
+        api.put("/api/policies/%2F/compact", bad).await,
+        reqwest::StatusCode::BAD_REQUEST
+    );
+    let policy = serde_json::json!({"pattern": "^compact-h", "apply-to": "queues",
+                                    "definition": {"stream-compaction": "header:id"}});
+    assert_eq!(
+        api.put("/api/policies/%2F/compact", policy).await,
+        reqwest::StatusCode::CREATED
+    );
+    let q = uniq("compact-h");
+    let (conn, ch) = b.channel().await;
+    declare_stream(&ch, &q, &[]).await;
+    let n = 400;
+    let key = |i: i64| (i % 3 != 0).then(|| if i % 2 == 0 { "a" } else { "b" }.to_string());
+    let messages: Vec<(String, FieldTable)> = (0..n)
+        .map(|i| {
+            let headers = match key(i) {
+                Some(k) => table(&[("id", long_str(&k))]),
+                None => table(&[("other", long_str("x"))]),
+            };
+            (format!("m{i}"), headers)
+        })
+        .collect();
+    let messages: Vec<(&str, FieldTable)> = messages.iter().map(|(b, h)| (b.as_str(), h.clone())).collect();
+    fill_with_headers(&ch, &q, &messages).await;
+    eventually("sealed segments compacted", || async {
+        read_until(&conn, &q, long_str("first"), n - 1).await.len() < 250
+    })
+    .await;
+    let read = read_until(&conn, &q, long_str("first"), n - 1).await;
+    assert_compacted(&read, n, key);
 }

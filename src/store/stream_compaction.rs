@@ -1,0 +1,238 @@
+//! Keyed compaction of a stream's sealed segments, as Kafka compacts a topic:
+//! of the messages that share a key, only the newest stays; messages without
+//! a key all stay. The segment being written is left alone, and so are its
+//! messages' keys: a key's newer message makes the older ones go only once it
+//! is in a sealed segment itself.
+//!
+//! Offsets do not move. A stream numbers its messages by counting them, so
+//! each run of removed messages is replaced by one gap record that counts for
+//! all of them (see [`record::write_gap`]); readers step over gaps, and a
+//! reader sent to an offset that was removed reads the next message kept.
+//!
+//! A pass reads and writes files only: [`CompactionPlan::run`] works outside
+//! the queue's lock, on the segments named by its plan, and the store swaps
+//! the rewritten files in afterwards (`StreamStore::install_compacted`).
+
+use std::collections::HashMap;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use super::record::{self, RecordView};
+use super::segment::{self, SealedScan};
+
+/// Suffix of a rewritten segment before it replaces the original; one left
+/// by a crash is deleted when the stream is opened.
+pub const REWRITE_SUFFIX: &str = "compacting";
+
+/// One sealed segment a pass covers.
+#[derive(Debug, Clone, Copy)]
+pub struct PlannedSegment {
+    /// Segment number.
+    pub id: u32,
+    /// Offset of its first message.
+    pub first_offset: u64,
+    /// Its message count, gaps included: a rewrite must count the same.
+    pub msgs: u32,
+}
+
+/// The sealed segments of one stream for a pass, in order.
+#[derive(Debug)]
+pub struct CompactionPlan {
+    /// The stream's folder.
+    pub dir: PathBuf,
+    /// The queue's name, for logs.
+    pub label: String,
+    /// Segments covered.
+    pub segments: Vec<PlannedSegment>,
+}
+
+/// A rewritten segment waiting to replace the original. Dropped without
+/// being installed, its file is deleted.
+#[derive(Debug)]
+pub struct Compacted {
+    /// Segment number.
+    pub id: u32,
+    /// Messages it no longer holds.
+    pub removed: u64,
+    path: Option<PathBuf>,
+}
+
+impl Compacted {
+    /// The rewritten file, handed over to whoever installs it.
+    pub fn take_path(&mut self) -> Option<PathBuf> {
+        self.path.take()
+    }
+}
+
+impl Drop for Compacted {
+    fn drop(&mut self) {
+        if let Some(p) = self.path.take() {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// What a pass keeps and drops: the newest offset of each key.
+type Newest = HashMap<Box<[u8]>, u64>;
+
+impl CompactionPlan {
+    /// Reads the planned segments, and rewrites those holding a message that a
+    /// newer one with its key supersedes. `key_of` gives a message's key
+    /// (`None`: it has none and stays). A segment that cannot be read or
+    /// rewritten is logged and left as it is.
+    pub fn run(&self, key_of: impl Fn(&RecordView<'_>) -> Option<Box<[u8]>>) -> Vec<Compacted> {
+        let mut newest = Newest::new();
+        let mut readable = Vec::with_capacity(self.segments.len());
+        for s in &self.segments {
+            let mut offset = s.first_offset;
+            let scan = segment::visit_sealed(&self.dir, s.id, |rec| {
+                if let Some(n) = record::gap_offsets(rec) {
+                    offset += n;
+                    return;
+                }
+                if let Some(key) = record::parse(rec).ok().as_ref().and_then(&key_of) {
+                    newest.insert(key, offset);
+                }
+                offset += 1;
+            });
+            match scan {
+                Ok(scan) if scan.msgs == s.msgs => readable.push((*s, scan)),
+                Ok(scan) => tracing::warn!(
+                    queue = %self.label, segment = s.id,
+                    "segment counts {} messages on disk, {} in memory: not compacted", scan.msgs, s.msgs
+                ),
+                Err(e) => tracing::warn!(queue = %self.label, segment = s.id, "cannot read segment to compact: {e}"),
+            }
+        }
+        let mut out = Vec::new();
+        for (s, scan) in readable {
+            match self.rewrite(s, scan, &newest, &key_of) {
+                Ok(Some(done)) => out.push(done),
+                Ok(None) => {}
+                Err(e) => tracing::warn!(queue = %self.label, segment = s.id, "cannot compact segment: {e}"),
+            }
+        }
+        out
+    }
+
+    /// Writes segment `s` without its superseded messages, or returns `None`
+    /// when it has none.
+    fn rewrite(
+        &self,
+        s: PlannedSegment,
+        scan: SealedScan,
+        newest: &Newest,
+        key_of: &impl Fn(&RecordView<'_>) -> Option<Box<[u8]>>,
+    ) -> io::Result<Option<Compacted>> {
+        let superseded = |rec: &[u8], offset: u64| {
+            record::parse(rec)
+                .ok()
+                .as_ref()
+                .and_then(key_of)
+                .is_some_and(|key| newest.get(&key).is_some_and(|&n| n > offset))
+        };
+        // A first look decides whether the segment changes at all.
+        let mut removed = 0u64;
+        let mut offset = s.first_offset;
+        let mut gaps = 0u32;
+        segment::visit_sealed(&self.dir, s.id, |rec| match record::gap_offsets(rec) {
+            Some(n) => {
+                offset += n;
+                gaps += 1;
+            }
+            None => {
+                removed += u64::from(superseded(rec, offset));
+                offset += 1;
+            }
+        })?;
+        if removed == 0 {
+            return Ok(None);
+        }
+        let path = self.dir.join(format!("{}.{REWRITE_SUFFIX}", segment::msgs_name(s.id)));
+        let done = Compacted {
+            id: s.id,
+            removed,
+            path: Some(path.clone()),
+        };
+        let mut out = Rewriter {
+            out: io::BufWriter::with_capacity(256 * 1024, std::fs::File::create(&path)?),
+            seed: scan.seed,
+            gap: 0,
+            failed: Ok(()),
+        };
+        out.write(&scan.header);
+        let mut offset = s.first_offset;
+        segment::visit_sealed(&self.dir, s.id, |rec| {
+            let taken = record::offsets_taken(rec);
+            if record::gap_offsets(rec).is_some() || superseded(rec, offset) {
+                out.gap += taken;
+            } else {
+                out.put(rec);
+            }
+            offset += taken;
+        })?;
+        out.finish()?;
+        let counted = offset - s.first_offset;
+        if counted != u64::from(s.msgs) {
+            return Err(io::Error::other(format!(
+                "segment changed while compacted ({counted} messages, {} expected)",
+                s.msgs
+            )));
+        }
+        tracing::debug!(queue = %self.label, segment = s.id, removed, gaps, "segment compacted");
+        Ok(Some(done))
+    }
+}
+
+/// Writes a rewritten segment: the records kept, each run of removed ones
+/// as one gap.
+struct Rewriter {
+    out: io::BufWriter<std::fs::File>,
+    seed: u32,
+    /// Offsets removed since the last record written.
+    gap: u64,
+    /// The first write error, reported by [`Rewriter::finish`].
+    failed: io::Result<()>,
+}
+
+impl Rewriter {
+    fn write(&mut self, bytes: &[u8]) {
+        if self.failed.is_ok() {
+            self.failed = self.out.write_all(bytes);
+        }
+    }
+
+    fn flush_gap(&mut self) {
+        if self.gap > 0 {
+            let mut rec = [0u8; record::GAP_RECORD];
+            record::write_gap(&mut rec, self.seed, self.gap);
+            self.gap = 0;
+            self.write(&rec);
+        }
+    }
+
+    /// Writes a kept record, after the gap before it.
+    fn put(&mut self, rec: &[u8]) {
+        self.flush_gap();
+        self.write(rec);
+    }
+
+    /// Writes the last gap and syncs the file.
+    fn finish(mut self) -> io::Result<()> {
+        self.flush_gap();
+        std::mem::replace(&mut self.failed, Ok(()))?;
+        let file = self.out.into_inner().map_err(|e| e.into_error())?;
+        file.sync_all()
+    }
+}
+
+/// Deletes rewritten segments that a crash left in `dir` before they
+/// replaced their originals, which are intact.
+pub fn remove_leftovers(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        if e.file_name().to_str().is_some_and(|n| n.ends_with(REWRITE_SUFFIX)) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
