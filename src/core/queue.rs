@@ -789,7 +789,7 @@ impl Queue {
         if !published.rejected
             && let Some(s) = self.state.lock().stream.as_mut()
         {
-            s.track_publisher(reference, publishing_id, Message::now_ms());
+            s.track_publisher(reference, publishing_id);
         }
         Ok(Some(published))
     }

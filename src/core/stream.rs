@@ -13,13 +13,15 @@ use rustc_hash::FxHashMap;
 pub use super::stream_filter::Filter;
 use super::{BasicProperties, FieldTable, FieldValue};
 use crate::store::SegPos;
+use crate::store::publisher_sequences::PublisherSequences;
 use crate::store::record::RecordView;
 use crate::store::segment::ReadWindow;
 use crate::store::stream_store::{StreamCursor, StreamStore};
 
 /// File with the tracked offset of each consumer tag.
 const OFFSETS_FILE: &str = "consumer_offsets.json";
-/// File with the last publishing id of each named stream-protocol publisher.
+/// File with the last publishing id of each named stream-protocol publisher
+/// in the first format, read once and replaced by [`PublisherSequences`].
 const PUBLISHERS_FILE: &str = "publisher_sequences.json";
 /// How long a changed offset or publisher sequence may wait to be written.
 const SAVE_AFTER_MS: i64 = 500;
@@ -193,8 +195,7 @@ pub struct StreamState {
     dirty_since: Option<i64>,
     /// Last publishing id of each named publisher (stream protocol
     /// deduplication), by publisher reference.
-    publishers: BTreeMap<String, u64>,
-    publishers_dirty_since: Option<i64>,
+    publishers: PublisherSequences,
 }
 
 /// A message read for a consumer: its offset and where it is.
@@ -213,9 +214,13 @@ impl StreamState {
         let offsets = crate::store::definitions::read_json(&offsets_path)
             .and_then(|v| serde_json::from_value(v).ok())
             .unwrap_or_default();
-        let publishers = crate::store::definitions::read_json(&dir.join(PUBLISHERS_FILE))
+        let earlier_format = dir.join(PUBLISHERS_FILE);
+        let earlier = crate::store::definitions::read_json(&earlier_format)
             .and_then(|v| serde_json::from_value(v).ok())
             .unwrap_or_default();
+        // The earlier file stays: merged again at each open, its older ids
+        // never win.
+        let publishers = PublisherSequences::open(dir, earlier)?;
         Ok(StreamState {
             store,
             readers: FxHashMap::default(),
@@ -223,7 +228,6 @@ impl StreamState {
             offsets_path,
             dirty_since: None,
             publishers,
-            publishers_dirty_since: None,
         })
     }
 
@@ -401,7 +405,7 @@ impl StreamState {
     /// The last publishing id stored for the publisher named `reference`
     /// (0 when none).
     pub fn publisher_sequence(&self, reference: &str) -> u64 {
-        self.publishers.get(reference).copied().unwrap_or(0)
+        self.publishers.last(reference).unwrap_or(0)
     }
 
     /// True when the publisher named `reference` already stored
@@ -410,44 +414,28 @@ impl StreamState {
     /// RabbitMQ's streams decide).
     pub fn is_duplicate(&self, reference: &str, publishing_id: u64) -> bool {
         self.publishers
-            .get(reference)
-            .is_some_and(|last| *last >= publishing_id)
+            .last(reference)
+            .is_some_and(|last| last >= publishing_id)
     }
 
     /// Records that the publisher named `reference` sent `publishing_id`;
     /// false when it sent that id (or a later one) before: the message is
     /// a duplicate and is not stored again.
-    pub fn track_publisher(&mut self, reference: &str, publishing_id: u64, now_ms: i64) -> bool {
-        match self.publishers.get_mut(reference) {
-            Some(last) if *last >= publishing_id => return false,
-            Some(last) => *last = publishing_id,
-            None => {
-                self.publishers.insert(reference.to_owned(), publishing_id);
-            }
+    /// Kept as it is recorded (see [`PublisherSequences`]), so that a
+    /// crash after the message's confirm cannot lose it.
+    pub fn track_publisher(&mut self, reference: &str, publishing_id: u64) -> bool {
+        if self.is_duplicate(reference, publishing_id) {
+            return false;
         }
-        let since = *self.publishers_dirty_since.get_or_insert(now_ms);
-        if now_ms - since >= SAVE_AFTER_MS {
-            self.save_publishers();
+        if let Err(e) = self.publishers.set(reference, publishing_id) {
+            tracing::warn!(publisher = %reference, "cannot record the stream publisher's sequence: {e}");
         }
         true
-    }
-
-    /// Writes the publisher sequences if they changed.
-    pub fn save_publishers(&mut self) {
-        if self.publishers_dirty_since.take().is_none() {
-            return;
-        }
-        let path = self.offsets_path.with_file_name(PUBLISHERS_FILE);
-        let value = serde_json::json!(self.publishers);
-        if let Err(e) = crate::store::definitions::write_json(&path, &value, false) {
-            tracing::warn!("cannot save stream publisher sequences: {e}");
-        }
     }
 
     /// Forgets unsaved changes: the stream is being deleted.
     pub fn discard_tracking(&mut self) {
         self.dirty_since = None;
-        self.publishers_dirty_since = None;
     }
 
     /// Writes the tracked offsets if they changed.
@@ -463,11 +451,10 @@ impl StreamState {
 }
 
 impl Drop for StreamState {
-    /// A stream closed with the broker keeps its offsets and publisher
-    /// sequences.
+    /// A stream closed with the broker keeps its consumer offsets (publisher
+    /// sequences are kept as they are recorded).
     fn drop(&mut self) {
         self.save_offsets();
-        self.save_publishers();
     }
 }
 
@@ -513,7 +500,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut s = StreamState::open(dir.path(), "s", 4096).unwrap();
         assert!(!s.is_duplicate("writer", 0));
-        assert!(s.track_publisher("writer", 0, 0));
+        assert!(s.track_publisher("writer", 0));
         assert!(s.is_duplicate("writer", 0));
         assert!(!s.is_duplicate("writer", 1));
         assert!(!s.is_duplicate("other", 0));

@@ -7,6 +7,7 @@ pub mod group_sync;
 pub mod json_log;
 pub mod message_store;
 pub mod mmap;
+pub mod publisher_sequences;
 pub mod queue_store;
 pub mod record;
 pub mod replication;

@@ -35,13 +35,15 @@
 //! `POWER_LOSS_SEED=S` only seed S.
 //!
 //! [`shovel`] kills a broker in the middle of a shovel, [`amqp1`] under AMQP 1.0
-//! publishers.
+//! publishers, [`stream_dedup`] right after a named stream publisher's
+//! confirms.
 
 use crate::process;
 mod amqp1;
 mod power_loss_fs;
 mod shovel;
 mod slow_disk;
+mod stream_dedup;
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};

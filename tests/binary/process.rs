@@ -162,6 +162,23 @@ impl BrokerProcess {
             .expect("the broker logs its MQTT address")
     }
 
+    /// The stream protocol listener's address, from the broker's log (which
+    /// may name it a moment after the AMQP listener).
+    pub fn stream_addr(&self) -> std::net::SocketAddr {
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            let found = self
+                .log_lines()
+                .iter()
+                .find_map(|l| l.split("Stream protocol listening on ").nth(1)?.trim().parse().ok());
+            match found {
+                Some(addr) => return addr,
+                None if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+                None => panic!("the broker logs no stream protocol address:\n{}", self.log_text()),
+            }
+        }
+    }
+
     /// Opens a lapin connection (bounded by [`TIMEOUT`]).
     pub async fn connect(&self) -> Connection {
         within(
