@@ -8,6 +8,7 @@ use bytes::Bytes;
 
 use super::codec::types::{Descriptor, Value};
 use crate::core::stream::ConsumerOptions;
+use crate::core::stream_filter::{Filter, TextMatch};
 use crate::wire::{FieldTable, FieldValue};
 
 /// The filter entries of a source, each by its key or its descriptor.
@@ -48,7 +49,7 @@ const APPLIED: [&str; 4] = [
 pub fn consumer_options(filter: Option<&Value>) -> Result<ConsumerOptions, String> {
     let mut args = FieldTable::default();
     let mut values = 0;
-    let mut headers = FieldTable::default();
+    let mut properties: Vec<(String, TextMatch)> = Vec::new();
     for (name, v) in filter.map(entries).into_iter().flatten() {
         match name {
             "rabbitmq:stream-offset-spec" => {
@@ -84,29 +85,35 @@ pub fn consumer_options(filter: Option<&Value>) -> Result<ConsumerOptions, Strin
                     return Err("amqp:application-properties-filter must be a map".into());
                 };
                 for (k, v) in pairs {
-                    let (Some(k), Some(v)) = (k.as_str(), super::message::to_field(v)) else {
+                    let want = match v {
+                        Value::String(s) | Value::Symbol(s) => Some(TextMatch::parse(s)),
+                        v => super::message::to_field(v).and_then(|f| exact_text(&f)),
+                    };
+                    let (Some(k), Some(want)) = (k.as_str(), want) else {
                         return Err(format!("unsupported application property filter {k:?}"));
                     };
-                    headers.insert(k, v);
+                    properties.push((k.to_string(), want));
                 }
             }
             _ => {}
         }
     }
-    if !headers.is_empty() {
-        // Every application property must match; a list of filter values
-        // then counts as one more condition each (exact with one value).
-        let mut all = match args.remove("x-stream-filter") {
-            Some(FieldValue::Array(list)) => list,
-            _ => Vec::new(),
-        };
-        all.push(FieldValue::Table(headers));
-        args.insert("x-stream-filter", FieldValue::Array(all));
-    } else if values > 1 {
+    if values > 1 {
         // RabbitMQ's filter values: a message with any of them passes.
         args.insert("x-filter-match-type", text("any"));
     }
-    ConsumerOptions::from_arguments(&args)
+    let mut options = ConsumerOptions::from_arguments(&args)?;
+    // Every application property must match as well.
+    for (key, want) in properties {
+        options.filter = Some(Filter::and_header(options.filter.take(), &key, want));
+    }
+    Ok(options)
+}
+
+/// A non-string filter value, matched exactly with the text of the
+/// message's property (a number or a boolean).
+fn exact_text(v: &FieldValue) -> Option<TextMatch> {
+    crate::core::stream_filter::value_text(v).map(TextMatch::Exact)
 }
 
 /// The client's source with only the filters we apply (none on a queue that

@@ -37,6 +37,49 @@ enum Condition {
     Header { key: String, value: Option<String> },
     /// The message's position lies in this area.
     Geo(Area),
+    /// One of these holds (a filter's any-of conditions, made one condition
+    /// of an all-of filter by [`Filter::and_header`]).
+    AnyOf(Vec<Condition>),
+    /// The message has this header, whose text matches (an AMQP 1.0
+    /// application-properties filter entry).
+    HeaderText { key: String, want: TextMatch },
+}
+
+/// How an AMQP 1.0 filter compares a property's text, as RabbitMQ reads a
+/// filter's string value: `&p:x` matches text starting with `x`, `&s:x` text
+/// ending with `x`, `&&...` stands for `&...` matched exactly, anything else
+/// is matched exactly.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TextMatch {
+    /// The whole text.
+    Exact(String),
+    /// The start of the text.
+    Prefix(String),
+    /// The end of the text.
+    Suffix(String),
+}
+
+impl TextMatch {
+    /// Reads a filter's string value (see [`TextMatch`]).
+    pub fn parse(s: &str) -> TextMatch {
+        if let Some(p) = s.strip_prefix("&p:") {
+            TextMatch::Prefix(p.to_string())
+        } else if let Some(x) = s.strip_prefix("&s:") {
+            TextMatch::Suffix(x.to_string())
+        } else if let Some(rest) = s.strip_prefix("&&") {
+            TextMatch::Exact(format!("&{rest}"))
+        } else {
+            TextMatch::Exact(s.to_string())
+        }
+    }
+
+    fn matches(&self, have: &str) -> bool {
+        match self {
+            TextMatch::Exact(want) => have == want,
+            TextMatch::Prefix(p) => have.starts_with(p.as_str()),
+            TextMatch::Suffix(x) => have.ends_with(x.as_str()),
+        }
+    }
 }
 
 /// A geographical area a message's position must lie in.
@@ -92,6 +135,32 @@ impl Filter {
             match_all,
             match_unfiltered,
         }))
+    }
+
+    /// `filter` with one more condition, which every message must also meet:
+    /// header `key` whose text matches `want`. A filter whose conditions
+    /// were any-of keeps them as one condition of the new all-of filter.
+    pub fn and_header(filter: Option<Filter>, key: &str, want: TextMatch) -> Filter {
+        let condition = Condition::HeaderText {
+            key: key.to_string(),
+            want,
+        };
+        match filter {
+            None => Filter {
+                conditions: vec![condition],
+                match_all: true,
+                match_unfiltered: false,
+            },
+            Some(mut f) if f.match_all => {
+                f.conditions.push(condition);
+                f
+            }
+            Some(f) => Filter {
+                conditions: vec![Condition::AnyOf(f.conditions), condition],
+                match_all: true,
+                match_unfiltered: f.match_unfiltered,
+            },
+        }
     }
 
     /// True when a message with these headers passes the filter.
@@ -250,6 +319,10 @@ impl Condition {
                 text_of(have, &mut TextBuf::new()) == Some(want.as_str())
             }
             Condition::Geo(area) => Point::from_headers(headers).is_some_and(|p| area.contains(p)),
+            Condition::AnyOf(any) => any.iter().any(|c| c.matches(headers)),
+            Condition::HeaderText { key, want } => headers
+                .get(key)
+                .is_some_and(|have| text_of(have, &mut TextBuf::new()).is_some_and(|t| want.matches(t))),
         }
     }
 }
@@ -367,6 +440,12 @@ impl std::fmt::Write for TextBuf {
 /// A header value as text, the way LavinMQ compares filter values: strings
 /// as they are, booleans and numbers written out (a whole float keeps its
 /// `.0`). Tables, arrays, timestamps, byte arrays and void have none.
+/// The text a header value is compared as (numbers in decimal, booleans as
+/// `true`/`false`); `None` for values without one (tables, arrays, bytes).
+pub fn value_text(v: &FieldValue) -> Option<String> {
+    text_of(v, &mut TextBuf::new()).map(str::to_string)
+}
+
 fn text_of<'a>(v: &'a FieldValue, buf: &'a mut TextBuf) -> Option<&'a str> {
     let written = match *v {
         FieldValue::LongStr(_) => return v.as_str(),
@@ -416,6 +495,34 @@ mod tests {
 
     fn headers(pairs: &[(&str, FieldValue)]) -> FieldTable {
         table(pairs)
+    }
+
+    #[test]
+    fn property_text_matches_exactly_by_prefix_or_by_suffix() {
+        assert_eq!(TextMatch::parse("&p:eu-"), TextMatch::Prefix("eu-".into()));
+        assert_eq!(TextMatch::parse("&s:.png"), TextMatch::Suffix(".png".into()));
+        assert_eq!(TextMatch::parse("&&p:x"), TextMatch::Exact("&p:x".into()));
+        assert_eq!(TextMatch::parse("eu"), TextMatch::Exact("eu".into()));
+        let f = Filter::and_header(None, "region", TextMatch::parse("&p:eu-"));
+        let f = Filter::and_header(Some(f), "file", TextMatch::parse("&s:.png"));
+        let msg = |region: &str, file: &str| headers(&[("region", region.into()), ("file", file.into())]);
+        assert!(f.accepts(Some(&msg("eu-west", "a.png"))));
+        assert!(!f.accepts(Some(&msg("us-east", "a.png"))));
+        assert!(!f.accepts(Some(&msg("eu-west", "a.jpg"))));
+        assert!(!f.accepts(Some(&headers(&[("region", "eu-west".into())]))));
+        // Numbers compare as their text.
+        let n = Filter::and_header(None, "n", TextMatch::Exact("7".into()));
+        assert!(n.accepts(Some(&headers(&[("n", FieldValue::I32(7))]))));
+        // Any-of filter values stay any-of beside the property.
+        let any = filter(&[
+            ("x-stream-filter", FieldValue::Array(vec!["a".into(), "b".into()])),
+            ("x-filter-match-type", "any".into()),
+        ]);
+        let both = Filter::and_header(Some(any), "region", TextMatch::parse("eu"));
+        let m = |value: &str, region: &str| headers(&[(FILTER_VALUE_HEADER, value.into()), ("region", region.into())]);
+        assert!(both.accepts(Some(&m("b", "eu"))));
+        assert!(!both.accepts(Some(&m("b", "us"))));
+        assert!(!both.accepts(Some(&m("c", "eu"))));
     }
 
     #[test]

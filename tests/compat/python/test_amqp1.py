@@ -577,6 +577,21 @@ def test_rmq_client_stream_application_properties_filter(rmq, mgmt, cleanup):
     assert [g.body for g in got] == [b"r0", b"r2", b"r4"]
 
 
+def test_rmq_client_stream_application_properties_prefix_and_suffix(rmq, mgmt, cleanup):
+    # RabbitMQ's string forms: "&p:" matches a prefix, "&s:" a suffix, "&&" a leading "&".
+    files = ["eu-west/a.png", "eu-north/b.jpg", "us-east/c.png", "eu-west/d.png", "&p:literal"]
+    s = rmq_stream(rmq, mgmt, cleanup, [(b"f%d" % i, {}, {"file": f, "n": i}) for i, f in enumerate(files)])
+
+    def read(props, n):
+        options = StreamConsumerOptions(OffsetSpecification.first, StreamFilterOptions(application_properties=props))
+        return [g.body for g in consume(rmq, s, n, options=options)]
+
+    assert read({"file": "&p:eu-"}, 3) == [b"f0", b"f1", b"f3"]
+    assert read({"file": "&s:.png"}, 3) == [b"f0", b"f2", b"f3"]
+    assert read({"file": "&&p:literal"}, 1) == [b"f4"]
+    assert read({"file": "&s:.png", "n": 3}, 1) == [b"f3"]
+
+
 def test_rmq_client_queue_info_counts_amqp1_consumers(mgmt, cleanup):
     q = rmq_queue(mgmt, cleanup)
     c = proton_connect()
