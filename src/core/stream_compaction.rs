@@ -5,7 +5,7 @@
 
 use bytes::Bytes;
 
-use super::{BasicProperties, FieldValue};
+use super::{FieldTable, FieldValue};
 use crate::store::record::RecordView;
 
 /// Where a message's compaction key comes from.
@@ -39,8 +39,10 @@ impl CompactionKey {
         match self {
             CompactionKey::RoutingKey => Some(v.routing_key.as_bytes().into()),
             CompactionKey::Header(name) => {
-                let props = BasicProperties::decode(&mut Bytes::copy_from_slice(v.properties)).ok()?;
-                let value = props.headers.as_ref()?.get(name)?.clone();
+                // Only the headers are decoded, and only when there are some.
+                let raw = crate::wire::properties::raw_headers(v.properties)?;
+                let headers = FieldTable::decode_body(Bytes::copy_from_slice(raw)).ok()?;
+                let value = headers.get(name)?.clone();
                 Some(match value {
                     FieldValue::LongStr(b) | FieldValue::ByteArray(b) => b.as_ref().into(),
                     FieldValue::Void => return None,
@@ -57,7 +59,7 @@ impl CompactionKey {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::FieldTable;
+    use crate::wire::BasicProperties;
 
     fn view<'a>(routing_key: &'a str, props: &'a [u8]) -> RecordView<'a> {
         RecordView {
