@@ -50,6 +50,18 @@ pub async fn env_for(
         .await
 }
 
+/// A low-level client (one connection, no environment) logged in as guest
+/// on the stream listener at `port`.
+pub async fn client_at(port: u16) -> rabbitmq_stream_client::Client {
+    let options = rabbitmq_stream_client::ClientOptions::builder()
+        .host("127.0.0.1")
+        .port(port)
+        .build();
+    within("client", rabbitmq_stream_client::Client::connect(options))
+        .await
+        .expect("client")
+}
+
 /// A message with a text body.
 pub fn text(body: &str) -> Message {
     Message::builder().body(body.as_bytes().to_vec()).build()

@@ -5,10 +5,10 @@
 
 use std::collections::HashMap;
 
+use rabbitmq_stream_client::Consumer;
 use rabbitmq_stream_client::types::{Message, OffsetSpecification};
-use rabbitmq_stream_client::{Client, ClientOptions, Consumer};
 
-use super::{body, consumer, env, take};
+use super::{body, client_at, consumer, env, take};
 use crate::common::{eventually, start, uniq, within};
 
 /// Reads `c` until the message at offset `last`: offset and body of each.
@@ -28,14 +28,7 @@ async fn readers_of_a_compacted_stream_see_each_message_at_its_offset() {
     let b = start().await;
     let env = env(&b).await;
     let stream = uniq("compacted");
-    let client = Client::connect(
-        ClientOptions::builder()
-            .host("127.0.0.1")
-            .port(b.stream_addr().port())
-            .build(),
-    )
-    .await
-    .expect("client");
+    let client = client_at(b.stream_addr().port()).await;
     let options = HashMap::from([
         ("stream-compaction".to_string(), "header:key".to_string()),
         ("stream-max-segment-size-bytes".to_string(), "4096".to_string()),

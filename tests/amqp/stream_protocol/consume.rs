@@ -3,10 +3,10 @@
 
 use std::collections::HashMap;
 
+use rabbitmq_stream_client::FilterConfiguration;
 use rabbitmq_stream_client::types::{Message, MessageResult, OffsetSpecification, ResponseKind};
-use rabbitmq_stream_client::{Client, ClientOptions, FilterConfiguration};
 
-use super::{body, consumer, env, numbered, publish_all, quiet, take};
+use super::{body, client_at, consumer, env, numbered, publish_all, quiet, take};
 use crate::common::{start, uniq, within};
 
 #[tokio::test]
@@ -152,14 +152,7 @@ async fn deleting_a_stream_tells_its_subscribers() {
     let stream = uniq("gone");
     env.stream_creator().create(&stream).await.unwrap();
     publish_all(&env, &stream, &numbered("m", 0..3)).await;
-    let client = Client::connect(
-        ClientOptions::builder()
-            .host("127.0.0.1")
-            .port(b.stream_addr().port())
-            .build(),
-    )
-    .await
-    .expect("client");
+    let client = client_at(b.stream_addr().port()).await;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     let handler = move |item: MessageResult| {
         let tx = tx.clone();

@@ -87,14 +87,7 @@ async fn the_publisher_sequence_is_queried_per_name_and_stream() {
     let stream = uniq("seq");
     env.stream_creator().create(&stream).await.unwrap();
     let port = b.stream_addr().port();
-    let client = rabbitmq_stream_client::Client::connect(
-        rabbitmq_stream_client::ClientOptions::builder()
-            .host("127.0.0.1")
-            .port(port)
-            .build(),
-    )
-    .await
-    .expect("client");
+    let client = super::client_at(port).await;
     assert_eq!(client.query_publisher_sequence("nobody", &stream).await.unwrap(), 0);
     let mut producer = env.producer().name("named").build(&stream).await.unwrap();
     let m = Message::builder().body(b"x".to_vec()).publishing_id(41).build();

@@ -9,9 +9,8 @@ use futures_lite::StreamExt;
 use rabbitmq_stream_client::types::{
     HashRoutingMurmurStrategy, Message, OffsetSpecification, RoutingKeyRoutingStrategy, RoutingStrategy,
 };
-use rabbitmq_stream_client::{Client, ClientOptions};
 
-use super::{body, env, take};
+use super::{body, client_at, env, take};
 use crate::common::{start, uniq, within};
 
 /// The routing key of a test message: its body up to the first colon.
@@ -39,14 +38,7 @@ async fn a_super_stream_is_an_exchange_bound_to_its_partitions() {
     for i in 0..3 {
         assert!(vhost.queue(&format!("{name}-{i}")).is_some_and(|q| q.is_stream()));
     }
-    let client = Client::connect(
-        ClientOptions::builder()
-            .host("127.0.0.1")
-            .port(b.stream_addr().port())
-            .build(),
-    )
-    .await
-    .unwrap();
+    let client = client_at(b.stream_addr().port()).await;
     let partitions = client.partitions(name.clone()).await.unwrap();
     assert_eq!(
         partitions.streams,
