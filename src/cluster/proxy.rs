@@ -270,23 +270,104 @@ async fn reach_leader(peer: SocketAddr, which: Port, forwarding: &mut Forwarding
 }
 
 /// Forwards one client connection, holding it until a leader takes it.
+///
+/// A leader that is being killed may still complete the handshake of a
+/// connection (its listening socket closes a moment after the connections it
+/// served), then reset it. Every protocol forwarded has the server answer
+/// before anything is settled, so a leader that closes before its first
+/// byte is tried again, with what the client sent so far, rather than
+/// making the client see a second error in one failover.
 async fn forward(mut client: TcpStream, peer: SocketAddr, which: Port, header: bool, mut forwarding: Forwarding) {
-    let Some((mut upstream, host, port)) = reach_leader(peer, which, &mut forwarding).await else {
-        return;
-    };
-    let _ = upstream.set_nodelay(true);
     let _ = client.set_nodelay(true);
-    if header
-        && let Ok(local) = client.local_addr()
-        && let Err(e) = upstream.write_all(proxy_header_v1(peer, local).as_bytes()).await
-    {
-        tracing::warn!(client = %peer, "cannot reach the leader at {host}:{port}: {e}");
+    let mut sent = Vec::new();
+    let mut attempts = 0;
+    let (mut upstream, first) = loop {
+        let Some((mut upstream, host, port)) = reach_leader(peer, which, &mut forwarding).await else {
+            return;
+        };
+        let _ = upstream.set_nodelay(true);
+        let mut prelude = Vec::new();
+        if header && let Ok(local) = client.local_addr() {
+            prelude.extend_from_slice(proxy_header_v1(peer, local).as_bytes());
+        }
+        prelude.extend_from_slice(&sent);
+        let answer = match upstream.write_all(&prelude).await {
+            Ok(()) => first_answer(&mut client, &mut upstream, &mut sent).await,
+            Err(_) => Answer::LeaderClosed,
+        };
+        match answer {
+            Answer::Leader(first) => break (upstream, first),
+            Answer::ClientClosed => return,
+            Answer::LeaderClosed if attempts < ANSWER_RETRIES && sent.len() <= MAX_REPLAYED => {
+                attempts += 1;
+                tracing::debug!(client = %peer, "the leader at {host}:{port} closed before answering; trying again");
+                tokio::time::sleep(RETRY).await;
+            }
+            Answer::LeaderClosed => {
+                tracing::warn!(client = %peer, "the leader at {host}:{port} closed the connection before answering");
+                return;
+            }
+        }
+    };
+    if client.write_all(&first).await.is_err() {
         return;
     }
     if let Err(e) = tokio::io::copy_bidirectional(&mut client, &mut upstream).await {
         tracing::debug!(client = %peer, "forwarded connection ended: {e}");
     }
     let _ = client.shutdown().await;
+}
+
+/// Times a connection is offered again to a leader that closed it before
+/// answering (see [`forward`]).
+const ANSWER_RETRIES: u32 = 5;
+
+/// Most bytes of a client kept to offer again: protocol headers and a first
+/// request are far smaller; a client that sent more before any answer is
+/// not retried.
+const MAX_REPLAYED: usize = 64 * 1024;
+
+/// How the exchange before the leader's first byte ended.
+enum Answer {
+    /// The leader's first bytes.
+    Leader(Vec<u8>),
+    /// The leader closed (or reset) the connection without a byte.
+    LeaderClosed,
+    /// The client went away.
+    ClientClosed,
+}
+
+/// Relays what the client sends (keeping a copy in `sent`) until the leader
+/// sends its first bytes.
+async fn first_answer(client: &mut TcpStream, upstream: &mut TcpStream, sent: &mut Vec<u8>) -> Answer {
+    use tokio::io::AsyncReadExt;
+    let mut from_client = [0u8; 4096];
+    let mut from_leader = vec![0u8; 4096];
+    loop {
+        tokio::select! {
+            n = upstream.read(&mut from_leader) => {
+                return match n {
+                    Ok(n) if n > 0 => {
+                        from_leader.truncate(n);
+                        Answer::Leader(from_leader)
+                    }
+                    _ => Answer::LeaderClosed,
+                };
+            }
+            n = client.read(&mut from_client) => {
+                let n = match n {
+                    Ok(n) if n > 0 => n,
+                    _ => return Answer::ClientClosed,
+                };
+                if sent.len() <= MAX_REPLAYED {
+                    sent.extend_from_slice(&from_client[..n]);
+                }
+                if upstream.write_all(&from_client[..n]).await.is_err() {
+                    return Answer::LeaderClosed;
+                }
+            }
+        }
+    }
 }
 
 /// A PROXY protocol version 1 header: `client` connected to `local`.
