@@ -82,48 +82,68 @@ impl CompactionPlan {
     /// rewritten is logged and left as it is.
     pub fn run(&self, key_of: impl Fn(&RecordView<'_>) -> Option<Box<[u8]>>) -> Vec<Compacted> {
         let mut newest = Newest::new();
-        let mut readable = Vec::with_capacity(self.segments.len());
+        // Per planned segment: its scan, and whether a newer message of one
+        // of its keys was seen (it then changes).
+        let mut scans: Vec<Option<(SealedScan, bool)>> = Vec::with_capacity(self.segments.len());
         for s in &self.segments {
             let mut offset = s.first_offset;
+            let mut changes_here = false;
             let scan = segment::visit_sealed(&self.dir, s.id, |rec| {
                 if let Some(n) = record::gap_offsets(rec) {
                     offset += n;
                     return;
                 }
-                if let Some(key) = record::parse(rec).ok().as_ref().and_then(&key_of) {
-                    newest.insert(key, offset);
+                if let Some(key) = record::parse(rec).ok().as_ref().and_then(&key_of)
+                    && let Some(older) = newest.insert(key, offset)
+                {
+                    // The segment holding the older message (this one or an
+                    // earlier one) loses it.
+                    let at = self
+                        .segments
+                        .partition_point(|p| p.first_offset <= older)
+                        .saturating_sub(1);
+                    if let Some(Some((_, changes))) = scans.get_mut(at) {
+                        *changes = true;
+                    } else if at == scans.len() {
+                        changes_here = true;
+                    }
                 }
                 offset += 1;
             });
-            match scan {
-                Ok(scan) if scan.msgs == s.msgs => readable.push((*s, scan)),
-                Ok(scan) => tracing::warn!(
-                    queue = %self.label, segment = s.id,
-                    "segment counts {} messages on disk, {} in memory: not compacted", scan.msgs, s.msgs
-                ),
-                Err(e) => tracing::warn!(queue = %self.label, segment = s.id, "cannot read segment to compact: {e}"),
-            }
+            scans.push(match scan {
+                Ok(scan) if scan.msgs == s.msgs => Some((scan, changes_here)),
+                Ok(scan) => {
+                    tracing::warn!(
+                        queue = %self.label, segment = s.id,
+                        "segment counts {} messages on disk, {} in memory: not compacted", scan.msgs, s.msgs
+                    );
+                    None
+                }
+                Err(e) => {
+                    tracing::warn!(queue = %self.label, segment = s.id, "cannot read segment to compact: {e}");
+                    None
+                }
+            });
         }
         let mut out = Vec::new();
-        for (s, scan) in readable {
-            match self.rewrite(s, scan, &newest, &key_of) {
-                Ok(Some(done)) => out.push(done),
-                Ok(None) => {}
+        for (s, scan) in self.segments.iter().zip(scans) {
+            let Some((scan, true)) = scan else { continue };
+            match self.rewrite(*s, scan, &newest, &key_of) {
+                Ok(done) => out.push(done),
                 Err(e) => tracing::warn!(queue = %self.label, segment = s.id, "cannot compact segment: {e}"),
             }
         }
         out
     }
 
-    /// Writes segment `s` without its superseded messages, or returns `None`
-    /// when it has none.
+    /// Writes segment `s` without its superseded messages (it has some).
     fn rewrite(
         &self,
         s: PlannedSegment,
         scan: SealedScan,
         newest: &Newest,
         key_of: &impl Fn(&RecordView<'_>) -> Option<Box<[u8]>>,
-    ) -> io::Result<Option<Compacted>> {
+    ) -> io::Result<Compacted> {
         let superseded = |rec: &[u8], offset: u64| {
             record::parse(rec)
                 .ok()
@@ -131,27 +151,10 @@ impl CompactionPlan {
                 .and_then(key_of)
                 .is_some_and(|key| newest.get(&key).is_some_and(|&n| n > offset))
         };
-        // A first look decides whether the segment changes at all.
-        let mut removed = 0u64;
-        let mut offset = s.first_offset;
-        let mut gaps = 0u32;
-        segment::visit_sealed(&self.dir, s.id, |rec| match record::gap_offsets(rec) {
-            Some(n) => {
-                offset += n;
-                gaps += 1;
-            }
-            None => {
-                removed += u64::from(superseded(rec, offset));
-                offset += 1;
-            }
-        })?;
-        if removed == 0 {
-            return Ok(None);
-        }
         let path = self.dir.join(format!("{}.{REWRITE_SUFFIX}", segment::msgs_name(s.id)));
-        let done = Compacted {
+        let mut done = Compacted {
             id: s.id,
-            removed,
+            removed: 0,
             path: Some(path.clone()),
         };
         let mut out = Rewriter {
@@ -164,8 +167,11 @@ impl CompactionPlan {
         let mut offset = s.first_offset;
         segment::visit_sealed(&self.dir, s.id, |rec| {
             let taken = record::offsets_taken(rec);
-            if record::gap_offsets(rec).is_some() || superseded(rec, offset) {
+            if record::gap_offsets(rec).is_some() {
                 out.gap += taken;
+            } else if superseded(rec, offset) {
+                out.gap += taken;
+                done.removed += 1;
             } else {
                 out.put(rec);
             }
@@ -179,8 +185,8 @@ impl CompactionPlan {
                 s.msgs
             )));
         }
-        tracing::debug!(queue = %self.label, segment = s.id, removed, gaps, "segment compacted");
-        Ok(Some(done))
+        tracing::debug!(queue = %self.label, segment = s.id, removed = done.removed, "segment compacted");
+        Ok(done)
     }
 }
 
