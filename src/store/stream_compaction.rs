@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use super::record::{self, RecordView};
 use super::segment::{self, SealedScan};
@@ -229,16 +229,5 @@ impl Rewriter {
         std::mem::replace(&mut self.failed, Ok(()))?;
         let file = self.out.into_inner().map_err(|e| e.into_error())?;
         file.sync_all()
-    }
-}
-
-/// Deletes rewritten segments that a crash left in `dir` before they
-/// replaced their originals, which are intact.
-pub fn remove_leftovers(dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
-    for e in entries.flatten() {
-        if e.file_name().to_str().is_some_and(|n| n.ends_with(REWRITE_SUFFIX)) {
-            let _ = std::fs::remove_file(e.path());
-        }
     }
 }

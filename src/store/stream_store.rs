@@ -93,7 +93,6 @@ impl StreamStore {
     /// Opens (or creates) the stream in `dir`.
     pub fn open(dir: &Path, label: &str, segment_size: u64) -> io::Result<Self> {
         std::fs::create_dir_all(dir)?;
-        stream_compaction::remove_leftovers(dir);
         let start = super::definitions::read_json(&dir.join(START_FILE))
             .and_then(|v| v.as_u64())
             .unwrap_or(0);
@@ -105,6 +104,11 @@ impl StreamStore {
                 if super::spare_segments::is_spare_name(name) {
                     // Removed segments whose deletion a stop cut short.
                     super::file_reaper::delete_later(e.path());
+                    return None;
+                }
+                if name.ends_with(stream_compaction::REWRITE_SUFFIX) {
+                    // A rewrite a crash cut short: its original is intact.
+                    let _ = std::fs::remove_file(e.path());
                     return None;
                 }
                 let (kind, id) = name.split_once('.')?;
