@@ -681,6 +681,12 @@ async fn connections_channels_and_consumers() {
             .await,
     );
     wait_connection_closed(&conn).await;
+    // The client sees the close before the broker has its close-ok and
+    // forgets the connection: wait for that before expecting 404.
+    eventually("closed connection unlisted", || async {
+        ok("list_connections", c.list_connections().await).is_empty()
+    })
+    .await;
     ok(
         "close_connection idempotently",
         c.close_connection(&name, None, true).await,
