@@ -19,7 +19,7 @@ use super::codec::{Frame, FrameKind};
 use super::consumer::LinkConsumer;
 use super::error::{condition, from_core};
 use super::handshake::{HandshakeError, MAX_FRAME_SIZE, Opened, handshake, send_performative};
-use super::publisher::{LINK_CREDIT, PublishContext, Publisher, Target, resolve};
+use super::publisher::{FixedTarget, LINK_CREDIT, PublishContext, Publisher, Target, resolve};
 use super::session::{OutDelivery, Session};
 use crate::amqp::AmqpContext;
 use crate::auth::Identity;
@@ -312,7 +312,7 @@ impl Connection {
                     ));
                 }
                 let handle = t.handle;
-                let Some(mut p) = s.publishers.remove(&handle) else {
+                let Some((p, links)) = s.publisher(handle) else {
                     return Err(conn_error(
                         condition::UNATTACHED_HANDLE,
                         format!("transfer on unattached handle {handle}"),
@@ -326,18 +326,17 @@ impl Connection {
                     wakes,
                     conn_id: *id,
                 };
-                let result = p.on_transfer(&mut pc, s, t, payload);
-                match result {
+                match p.on_transfer(&mut pc, &links, t, payload) {
                     Ok(()) => {
                         if p.credit < LINK_CREDIT / 2 && !self.alarms.borrow().any() {
                             p.credit = LINK_CREDIT;
-                            s.shared
-                                .write(&s.flow(Some((p.handle, p.delivery_count, p.credit)), false));
+                            let link = (p.handle, p.delivery_count, p.credit);
+                            s.shared.write(&s.flow(Some(link), false));
                         }
-                        s.publishers.insert(handle, p);
                     }
                     Err(e) => {
                         tracing::info!("detaching publisher: {:?}", e.description);
+                        s.publishers.remove(&handle);
                         s.shared.write(&Performative::Detach(Detach {
                             handle,
                             closed: true,
@@ -489,7 +488,7 @@ impl Connection {
                     conn_id: self.id,
                 };
                 let (x, key) = resolve(&pc, &address)?;
-                Target::Exchange(x, key)
+                Target::Exchange(FixedTarget::new(x, key))
             }
         };
         let alarm = self.alarm();

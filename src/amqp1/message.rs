@@ -388,6 +388,34 @@ pub fn write_stored(
         Value::Map(annotations).encode(out);
     }
     let amqp_body = props.content_type.as_deref() == Some(AMQP_BODY_TYPE);
+    if has_properties_section(props, amqp_body) {
+        put_properties_section(out, props, amqp_body);
+    }
+    if !app.is_empty() {
+        out.put_slice(&[0x00, 0x53, section::APPLICATION_PROPERTIES as u8]);
+        Value::Map(app).encode(out);
+    }
+    if amqp_body && !body.is_empty() {
+        out.put_slice(body);
+    } else {
+        write_data_section(out, body);
+    }
+}
+
+/// Whether a stored message has any of the fields the properties section
+/// carries (most have none: the section is then left out).
+fn has_properties_section(props: &BasicProperties, amqp_body: bool) -> bool {
+    props.message_id.is_some()
+        || props.user_id.is_some()
+        || props.reply_to.is_some()
+        || props.correlation_id.is_some()
+        || (props.content_type.is_some() && !amqp_body)
+        || props.content_encoding.is_some()
+        || props.timestamp.is_some()
+}
+
+/// Appends the properties section of a stored message.
+fn put_properties_section(out: &mut BytesMut, props: &BasicProperties, amqp_body: bool) {
     let s = |v: &Option<ShortStr>| v.as_ref().map_or(Value::Null, |s| Value::String(s.to_string()));
     let sym = |v: &Option<ShortStr>| v.as_ref().map_or(Value::Null, |s| Value::Symbol(s.to_string()));
     let properties = [
@@ -411,18 +439,7 @@ pub fn write_stored(
             .timestamp
             .map_or(Value::Null, |t| Value::Timestamp((t as i64).saturating_mul(1000))),
     ];
-    if properties.iter().any(|v| !v.is_null()) {
-        encode_described_list(section::PROPERTIES, &properties, out);
-    }
-    if !app.is_empty() {
-        out.put_slice(&[0x00, 0x53, section::APPLICATION_PROPERTIES as u8]);
-        Value::Map(app).encode(out);
-    }
-    if amqp_body && !body.is_empty() {
-        out.put_slice(body);
-    } else {
-        write_data_section(out, body);
-    }
+    encode_described_list(section::PROPERTIES, &properties, out);
 }
 
 /// Appends the header section: a list of scalars, written directly.

@@ -12,27 +12,50 @@ use super::address::Address;
 use super::codec::performative::{AmqpError, DeliveryState, Transfer};
 use super::error::{condition, from_core};
 use super::message::Received;
-use super::session::Session;
+use super::session::SessionLinks;
 use crate::amqp::AmqpContext;
 use crate::core::exchange::Exchange;
 use crate::core::message::Message;
 use crate::core::permissions::{Access, Compiled};
 use crate::core::queue::Queue;
+use crate::core::route_cache::RouteCache;
 use crate::core::vhost::VHost;
 use crate::wire::ShortStr;
 
-/// Credit a publisher gets at a time (RabbitMQ grants 128 by default).
-pub const LINK_CREDIT: u32 = 256;
+/// Credit a publisher gets at a time, topped up when half is used. RabbitMQ
+/// grants 128; more lets a fast sender fill whole socket reads (each top-up
+/// is a flow frame it waits for), and credit is still withheld while an
+/// alarm holds.
+pub const LINK_CREDIT: u32 = 2048;
 
 /// Where a publishing link sends messages.
 pub enum Target {
     /// An exchange, with a fixed routing key or the subject of each message.
-    Exchange(Arc<Exchange>, Option<String>),
+    Exchange(FixedTarget),
     /// No target address: each message's `to` property says where.
     PerMessage,
     /// RabbitMQ's management node: messages are requests, answered on the
     /// reply link of the same name.
     Management(String),
+}
+
+/// An exchange resolved at attach, with its name and the routing key as
+/// messages carry them, made once rather than per message.
+pub struct FixedTarget {
+    exchange: Arc<Exchange>,
+    name: ShortStr,
+    key: Option<ShortStr>,
+}
+
+impl FixedTarget {
+    /// Publishing to `exchange`, with `key` or else each message's subject.
+    pub fn new(exchange: Arc<Exchange>, key: Option<String>) -> FixedTarget {
+        FixedTarget {
+            name: ShortStr::from(exchange.name.as_str()),
+            exchange,
+            key: key.map(ShortStr::from),
+        }
+    }
 }
 
 /// What a publisher needs from its connection for each message.
@@ -73,6 +96,8 @@ pub struct Publisher {
     partial: Option<Partial>,
     queues: Vec<Arc<Queue>>,
     scratch: BytesMut,
+    /// The last route of a fixed target, as 0-9-1 channels keep theirs.
+    route: RouteCache,
 }
 
 /// Resolves an exchange by name, checking write permission on it.
@@ -127,6 +152,7 @@ impl Publisher {
             partial: None,
             queues: Vec::new(),
             scratch: BytesMut::new(),
+            route: RouteCache::default(),
         }
     }
 
@@ -136,7 +162,7 @@ impl Publisher {
     pub fn on_transfer(
         &mut self,
         pc: &mut PublishContext<'_>,
-        session: &Session,
+        session: &SessionLinks<'_>,
         t: Transfer,
         payload: Bytes,
     ) -> Result<(), AmqpError> {
@@ -212,7 +238,7 @@ impl Publisher {
     fn publish(
         &mut self,
         pc: &mut PublishContext<'_>,
-        session: &Session,
+        session: &SessionLinks<'_>,
         payload: &Bytes,
         settled: bool,
         delivery_id: u32,
@@ -221,9 +247,10 @@ impl Publisher {
             return management_request(pc, session, name, payload);
         }
         let received = Received::parse(payload).map_err(|e| AmqpError::new(condition::DECODE, e.to_string()))?;
-        let (exchange, key) = match &self.target {
+        let per_message;
+        let (exchange, exchange_name, key, cache) = match &self.target {
             Target::Management(_) => return Ok(None),
-            Target::Exchange(x, key) => (x.clone(), key.clone()),
+            Target::Exchange(t) => (&t.exchange, t.name.clone(), t.key.clone(), Some(&mut self.route)),
             Target::PerMessage => {
                 let Some(to) = received.to.as_deref() else {
                     return Err(AmqpError::new(
@@ -233,10 +260,13 @@ impl Publisher {
                 };
                 let address =
                     Address::parse(to).map_err(|e| AmqpError::new(condition::INVALID_FIELD, e.to_string()))?;
-                resolve(pc, &address)?
+                let (x, key) = resolve(pc, &address)?;
+                per_message = x;
+                let name = ShortStr::from(per_message.name.as_str());
+                (&per_message, name, key.map(ShortStr::from), None)
             }
         };
-        let key = key.or_else(|| received.subject.clone()).unwrap_or_default();
+        let key = key.or_else(|| received.subject.map(ShortStr::from)).unwrap_or_default();
         if key.len() > 255 {
             return Err(AmqpError::new(
                 condition::INVALID_FIELD,
@@ -262,14 +292,14 @@ impl Publisher {
             .map_err(|e| from_core(&e))?;
         let msg = Message {
             timestamp: Message::coarse_now_ms(),
-            exchange: ShortStr::from(exchange.name.as_str()),
-            routing_key: ShortStr::from(key),
+            exchange: exchange_name,
+            routing_key: key,
             properties: Box::new(properties),
             raw_properties,
             body: received.body,
         };
         let mut queues = std::mem::take(&mut self.queues);
-        pc.vhost.route_cached(&exchange, &msg, &[], &mut queues, None);
+        pc.vhost.route_cached(exchange, &msg, &[], &mut queues, cache);
         let mut durable = false;
         let mut rejected = false;
         let mut failed = None;
@@ -315,7 +345,7 @@ impl Publisher {
 /// after the sync that covers the change it made, if any.
 fn management_request(
     pc: &PublishContext<'_>,
-    session: &Session,
+    session: &SessionLinks<'_>,
     link_name: &str,
     payload: &Bytes,
 ) -> Result<Option<DeliveryState>, AmqpError> {

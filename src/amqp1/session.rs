@@ -240,6 +240,21 @@ impl SyncWaiter for SessionShared {
     }
 }
 
+/// A session's shared half and its management reply links, lent to a
+/// publisher handling a transfer.
+pub struct SessionLinks<'a> {
+    /// What consumer tasks and sync waiters share.
+    pub shared: &'a Arc<SessionShared>,
+    replies: &'a FxHashMap<u32, Arc<ReplyLink>>,
+}
+
+impl SessionLinks<'_> {
+    /// The management reply link paired with the request link `name`.
+    pub fn reply_link(&self, name: &str) -> Option<Arc<ReplyLink>> {
+        self.replies.values().find(|r| r.name == name).cloned()
+    }
+}
+
 /// A session as the connection task keeps it.
 pub struct Session {
     /// What consumer tasks and sync waiters share.
@@ -349,9 +364,18 @@ impl Session {
         }
     }
 
-    /// The management reply link paired with the request link `name`.
-    pub fn reply_link(&self, name: &str) -> Option<Arc<ReplyLink>> {
-        self.replies.values().find(|r| r.name == name).cloned()
+    /// The publishing link `handle`, beside what its transfers need of the
+    /// rest of the session (borrowed together, so that the publisher stays
+    /// in its map while it handles a message).
+    pub fn publisher(&mut self, handle: u32) -> Option<(&mut Publisher, SessionLinks<'_>)> {
+        let p = self.publishers.get_mut(&handle)?;
+        Some((
+            p,
+            SessionLinks {
+                shared: &self.shared,
+                replies: &self.replies,
+            },
+        ))
     }
 
     /// Takes the unsettled deliveries in `first..=last` whose link is still
