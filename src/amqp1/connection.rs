@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use rustc_hash::FxHashMap;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tracing::Instrument;
@@ -13,9 +13,9 @@ use tracing::Instrument;
 use super::address::Address;
 use super::codec::frame::{parse_frame, write_frame, write_heartbeat};
 use super::codec::performative::{
-    AmqpError, Attach, Begin, DeliveryState, Detach, Disposition, Flow, Performative, Role, Terminus,
+    AmqpError, Attach, Begin, DeliveryState, Detach, Disposition, Flow, Performative, Role, Terminus, Transfer,
 };
-use super::codec::{Frame, FrameKind};
+use super::codec::{Frame, FrameKind, transfer};
 use super::consumer::LinkConsumer;
 use super::error::{condition, from_core};
 use super::handshake::{HandshakeError, MAX_FRAME_SIZE, Opened, handshake, send_performative};
@@ -257,6 +257,68 @@ impl Connection {
         &self.perms.1
     }
 
+    /// A transfer: a message (or part of one) on a publishing link.
+    fn transfer(&mut self, ch: u16, t: Transfer, payload: Bytes) -> ConnResult {
+        // Brought up to date, then borrowed beside the sessions.
+        self.permissions();
+        let Connection {
+            ctx,
+            id,
+            vhost,
+            user,
+            sessions,
+            wakes,
+            perms,
+            ..
+        } = self;
+        let Some(s) = sessions.get_mut(&ch) else {
+            return Err(conn_error(
+                condition::NOT_ALLOWED,
+                format!("transfer on unused channel {ch}"),
+            ));
+        };
+        if !s.count_incoming() {
+            return Err(conn_error(
+                condition::WINDOW_VIOLATION,
+                "transfer beyond the session window",
+            ));
+        }
+        let handle = t.handle;
+        let Some((p, links)) = s.publisher(handle) else {
+            return Err(conn_error(
+                condition::UNATTACHED_HANDLE,
+                format!("transfer on unattached handle {handle}"),
+            ));
+        };
+        let mut pc = PublishContext {
+            ctx,
+            vhost,
+            user,
+            perms: &perms.1,
+            wakes,
+            conn_id: *id,
+        };
+        match p.on_transfer(&mut pc, &links, t, payload) {
+            Ok(()) => {
+                if p.credit < LINK_CREDIT / 2 && !self.alarms.borrow().any() {
+                    p.credit = LINK_CREDIT;
+                    let link = (p.handle, p.delivery_count, p.credit);
+                    s.shared.write(&s.flow(Some(link), false));
+                }
+            }
+            Err(e) => {
+                tracing::info!("detaching publisher: {:?}", e.description);
+                s.publishers.remove(&handle);
+                s.shared.write(&Performative::Detach(Detach {
+                    handle,
+                    closed: true,
+                    error: Some(e),
+                }));
+            }
+        }
+        Ok(())
+    }
+
     /// Handles one frame; false once the client closed the connection.
     fn handle_frame(&mut self, frame: Frame) -> Result<bool, AmqpError> {
         if frame.body.is_empty() {
@@ -265,8 +327,14 @@ impl Connection {
         if frame.kind != FrameKind::Amqp {
             return Err(conn_error(condition::FRAMING, "SASL frame after the SASL exchange"));
         }
-        let p = Performative::decode(&frame.body).map_err(|e| conn_error(condition::DECODE, e.to_string()))?;
         let ch = frame.channel;
+        // Transfers, one per message, mostly take the direct path.
+        if let Some((t, payload)) = transfer::decode(&frame.body) {
+            tracing::trace!(channel = ch, "received {t:?}");
+            self.transfer(ch, t, payload)?;
+            return Ok(true);
+        }
+        let p = Performative::decode_generic(&frame.body).map_err(|e| conn_error(condition::DECODE, e.to_string()))?;
         tracing::trace!(channel = ch, "received {p:?}");
         match p {
             Performative::Open(_) => return Err(conn_error(condition::NOT_ALLOWED, "second open")),
@@ -286,65 +354,7 @@ impl Connection {
             }
             Performative::Attach(a) => self.attach(ch, *a)?,
             Performative::Flow(f) => self.flow(ch, f)?,
-            Performative::Transfer(t, payload) => {
-                // Brought up to date, then borrowed beside the sessions.
-                self.permissions();
-                let Connection {
-                    ctx,
-                    id,
-                    vhost,
-                    user,
-                    sessions,
-                    wakes,
-                    perms,
-                    ..
-                } = self;
-                let Some(s) = sessions.get_mut(&ch) else {
-                    return Err(conn_error(
-                        condition::NOT_ALLOWED,
-                        format!("transfer on unused channel {ch}"),
-                    ));
-                };
-                if !s.count_incoming() {
-                    return Err(conn_error(
-                        condition::WINDOW_VIOLATION,
-                        "transfer beyond the session window",
-                    ));
-                }
-                let handle = t.handle;
-                let Some((p, links)) = s.publisher(handle) else {
-                    return Err(conn_error(
-                        condition::UNATTACHED_HANDLE,
-                        format!("transfer on unattached handle {handle}"),
-                    ));
-                };
-                let mut pc = PublishContext {
-                    ctx,
-                    vhost,
-                    user,
-                    perms: &perms.1,
-                    wakes,
-                    conn_id: *id,
-                };
-                match p.on_transfer(&mut pc, &links, t, payload) {
-                    Ok(()) => {
-                        if p.credit < LINK_CREDIT / 2 && !self.alarms.borrow().any() {
-                            p.credit = LINK_CREDIT;
-                            let link = (p.handle, p.delivery_count, p.credit);
-                            s.shared.write(&s.flow(Some(link), false));
-                        }
-                    }
-                    Err(e) => {
-                        tracing::info!("detaching publisher: {:?}", e.description);
-                        s.publishers.remove(&handle);
-                        s.shared.write(&Performative::Detach(Detach {
-                            handle,
-                            closed: true,
-                            error: Some(e),
-                        }));
-                    }
-                }
-            }
+            Performative::Transfer(t, payload) => self.transfer(ch, t, payload)?,
             Performative::Disposition(d) => self.disposition(ch, d)?,
             Performative::Detach(d) => {
                 let Some(s) = self.sessions.get_mut(&ch) else {

@@ -55,8 +55,9 @@ pub struct Received {
     pub to: Option<String>,
     /// The properties' `subject`: the routing key for `/exchanges/X`.
     pub subject: Option<String>,
-    /// Properties and headers as the core keeps them.
-    pub properties: BasicProperties,
+    /// Properties and headers as the core keeps them (boxed as the core's
+    /// message holds them, so that the parsed message moves cheaply).
+    pub properties: Box<BasicProperties>,
     /// The body: a data section's bytes, or the encoded body sections.
     pub body: Bytes,
     /// `properties` already encoded for the store, when the message set
@@ -291,10 +292,10 @@ impl Received {
         let mode = if durable { 2 } else { 1 };
         Some(Received {
             durable,
-            properties: BasicProperties {
+            properties: Box::new(BasicProperties {
                 delivery_mode: Some(mode),
                 ..BasicProperties::default()
-            },
+            }),
             body: payload.slice(start..),
             raw_properties: Some(Bytes::from_static(crate::wire::properties::delivery_mode_only(mode))),
             ..Received::default()

@@ -294,7 +294,7 @@ impl Publisher {
             timestamp: Message::coarse_now_ms(),
             exchange: exchange_name,
             routing_key: key,
-            properties: Box::new(properties),
+            properties,
             raw_properties,
             body: received.body,
         };

@@ -255,7 +255,7 @@ fn to_message(
         timestamp: Message::coarse_now_ms(),
         exchange: ShortStr::from(""),
         routing_key: ShortStr::from(stream),
-        properties: Box::new(properties),
+        properties,
         raw_properties: None,
         body: received.body,
     })
