@@ -44,6 +44,9 @@ pub struct CompactionPlan {
     pub label: String,
     /// Segments covered.
     pub segments: Vec<PlannedSegment>,
+    /// Bytes the pass's key map may take ([`KEY_MAP_BUDGET`] unless a
+    /// test sets less).
+    pub key_budget: usize,
 }
 
 /// A rewritten segment waiting to replace the original. Dropped without
@@ -75,43 +78,64 @@ impl Drop for Compacted {
 /// What a pass keeps and drops: the newest offset of each key.
 type Newest = HashMap<Box<[u8]>, u64>;
 
+/// Bytes a pass's key map may take (keys and their entries, see
+/// [`ENTRY_BYTES`]); [`CompactionPlan`] carries its own limit, this by
+/// default. Kafka bounds its map the same way (128 MiB for all its cleaner
+/// threads by default); one pass runs per stream at a time.
+pub const KEY_MAP_BUDGET: usize = 32 << 20;
+
+/// What an entry of the key map costs beside its key's bytes: the boxed
+/// key's pointer and length, the offset, the table's control byte and spare
+/// capacity, and the allocation's own overhead.
+const ENTRY_BYTES: usize = 48;
+
 impl CompactionPlan {
     /// Reads the planned segments, and rewrites those holding a message that a
     /// newer one with its key supersedes. `key_of` gives a message's key
     /// (`None`: it has none and stays). A segment that cannot be read or
     /// rewritten is logged and left as it is.
+    ///
+    /// Segments are read newest first, so that a key's first sighting is its
+    /// newest message. Once the key map is full, keys met for the first time
+    /// (older ones) are left out: their messages stay until a later pass,
+    /// when the newest segments may have fewer distinct keys. Nothing newer
+    /// is ever lost to the limit.
     pub fn run(&self, key_of: impl Fn(&RecordView<'_>) -> Option<Box<[u8]>>) -> Vec<Compacted> {
         let mut newest = Newest::new();
+        let mut map_bytes = 0usize;
+        let mut keys_left_out = 0u64;
         // Per planned segment: its scan, and whether a newer message of one
-        // of its keys was seen (it then changes).
-        let mut scans: Vec<Option<(SealedScan, bool)>> = Vec::with_capacity(self.segments.len());
-        for s in &self.segments {
+        // of its keys exists (it then changes).
+        let mut scans: Vec<Option<(SealedScan, bool)>> = self.segments.iter().map(|_| None).collect();
+        for (i, s) in self.segments.iter().enumerate().rev() {
+            let end = s.first_offset + u64::from(s.msgs);
             let mut offset = s.first_offset;
-            let mut changes_here = false;
+            let mut changes = false;
             let scan = segment::visit_sealed(&self.dir, s.id, |rec| {
                 if let Some(n) = record::gap_offsets(rec) {
                     offset += n;
                     return;
                 }
-                if let Some(key) = record::parse(rec).ok().as_ref().and_then(&key_of)
-                    && let Some(older) = newest.insert(key, offset)
-                {
-                    // The segment holding the older message (this one or an
-                    // earlier one) loses it.
-                    let at = self
-                        .segments
-                        .partition_point(|p| p.first_offset <= older)
-                        .saturating_sub(1);
-                    if let Some(Some((_, changes))) = scans.get_mut(at) {
-                        *changes = true;
-                    } else if at == scans.len() {
-                        changes_here = true;
+                if let Some(key) = record::parse(rec).ok().as_ref().and_then(&key_of) {
+                    match newest.get_mut(&*key) {
+                        // A newer segment has the key: this message goes.
+                        Some(&mut n) if n >= end => changes = true,
+                        // So has a later message of this segment: the earlier one goes.
+                        Some(n) => {
+                            *n = offset;
+                            changes = true;
+                        }
+                        None if map_bytes + key.len() + ENTRY_BYTES <= self.key_budget => {
+                            map_bytes += key.len() + ENTRY_BYTES;
+                            newest.insert(key, offset);
+                        }
+                        None => keys_left_out += 1,
                     }
                 }
                 offset += 1;
             });
-            scans.push(match scan {
-                Ok(scan) if scan.msgs == s.msgs => Some((scan, changes_here)),
+            scans[i] = match scan {
+                Ok(scan) if scan.msgs == s.msgs => Some((scan, changes)),
                 Ok(scan) => {
                     tracing::warn!(
                         queue = %self.label, segment = s.id,
@@ -123,7 +147,15 @@ impl CompactionPlan {
                     tracing::warn!(queue = %self.label, segment = s.id, "cannot read segment to compact: {e}");
                     None
                 }
-            });
+            };
+        }
+        if keys_left_out > 0 {
+            tracing::info!(
+                queue = %self.label,
+                "compaction key map full ({} keys in {} bytes): {keys_left_out} older messages wait for a later pass",
+                newest.len(),
+                self.key_budget
+            );
         }
         let mut out = Vec::new();
         for (s, scan) in self.segments.iter().zip(scans) {

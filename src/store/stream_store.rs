@@ -509,6 +509,7 @@ impl StreamStore {
             dir: self.dir.clone(),
             label: self.label.clone(),
             segments,
+            key_budget: stream_compaction::KEY_MAP_BUDGET,
         })
     }
 
@@ -816,6 +817,54 @@ mod tests {
         assert_eq!(s.next_offset(), 400);
         let mut c = s.cursor_first();
         assert_eq!(read_all(&mut s, &mut c), expect(0));
+    }
+
+    #[test]
+    fn a_full_key_map_leaves_older_keys_for_later_and_loses_nothing_newer() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = StreamStore::open(dir.path(), "s", 4096).unwrap();
+        let key = |i: u64| format!("k{}", i % 10);
+        for i in 0..400 {
+            push_keyed(&mut s, &key(i), &format!("m{i}"));
+        }
+        let active_from = s.first_offsets[&s.write_seg];
+        let mut plan = s.compaction_plan().unwrap();
+        // Room for three two-byte keys.
+        plan.key_budget = 3 * (2 + 48);
+        let done = plan.run(|v| Some(v.routing_key.as_bytes().into()));
+        s.install_compacted(done);
+        let mut c = s.cursor_first();
+        let kept = read_all(&mut s, &mut c);
+        let sealed_kept = |k: &str| {
+            kept.iter()
+                .filter(|(o, _)| *o < active_from && key(*o) == k)
+                .map(|(o, _)| *o)
+                .collect::<Vec<_>>()
+        };
+        let mut compacted = 0;
+        for k in (0..10).map(key) {
+            let all: Vec<u64> = (0..active_from).filter(|&i| key(i) == k).collect();
+            let got = sealed_kept(&k);
+            // The newest sealed message of every key stays.
+            assert_eq!(got.last(), all.last(), "{k}");
+            if got.len() == 1 {
+                compacted += 1;
+            } else {
+                assert_eq!(got, all, "{k}: a key left out keeps every message");
+            }
+        }
+        assert_eq!(compacted, 3);
+        // The segment being written is untouched.
+        assert_eq!(
+            kept.iter().filter(|(o, _)| *o >= active_from).count() as u64,
+            400 - active_from
+        );
+        // A pass with room for every key finishes the job.
+        s.dirty_bytes = s.clean_bytes.max(1);
+        compact_by_routing_key(&mut s);
+        let mut c = s.cursor_first();
+        let kept = read_all(&mut s, &mut c);
+        assert_eq!(kept.iter().filter(|(o, _)| *o < active_from).count(), 10);
     }
 
     #[test]
