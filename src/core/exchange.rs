@@ -9,7 +9,7 @@ use parking_lot::RwLock;
 use serde_json::{Map, Value};
 
 use super::binding_table::BindingTable;
-use super::consistent_hash::{self, ConsistentHasher, HashAlgorithm};
+use super::consistent_hash::{self, ConsistentHasher, HashAlgorithm, HashSource};
 use super::dedup::{DedupCache, DedupSettings};
 use super::delayed::{self, DelayedMessages};
 use super::headers::headers_match;
@@ -160,6 +160,8 @@ pub struct Exchange {
     pub internal: bool,
     /// Declaration arguments.
     pub arguments: FieldTable,
+    /// What places a message, for a consistent-hash exchange.
+    hash_source: Option<HashSource>,
     bindings: RwLock<Bindings>,
     /// Changes whenever what a message routes to through this exchange alone
     /// may change (a binding, the policy's alternate exchange), so that
@@ -225,6 +227,7 @@ impl Exchange {
             durable,
             auto_delete,
             internal,
+            hash_source: (kind == ExchangeKind::ConsistentHash).then(|| HashSource::from_arguments(&arguments)),
             arguments,
             bindings: RwLock::new(bindings),
             route_generation: std::sync::atomic::AtomicU64::new(super::route_cache::next_generation()),
@@ -252,8 +255,9 @@ impl Exchange {
     /// consistent-hash exchange hashing on a header, a header that is not a string
     /// (as LavinMQ refuses it).
     pub fn check_message(&self, routing_key: &str, headers: Option<&FieldTable>) -> Result<()> {
-        if self.kind == ExchangeKind::ConsistentHash {
-            consistent_hash::hash_key(routing_key, &self.arguments, headers)
+        if let Some(source) = &self.hash_source {
+            source
+                .lavinmq_key(routing_key, headers)
                 .map_err(|e| super::Error::PreconditionFailed(e.to_string()))?;
         }
         Ok(())
@@ -527,7 +531,8 @@ impl Exchange {
             ExchangeKind::ConsistentHash => {
                 // A non-string `x-hash-on` header makes the message unroutable.
                 let mut scratch = [0u8; 20];
-                if let Ok(input) = consistent_hash::hash_input(routing_key, &self.arguments, properties, &mut scratch)
+                if let Some(source) = &self.hash_source
+                    && let Ok(input) = source.input(routing_key, properties, &mut scratch)
                     && let Some(d) = b.hash.as_ref().and_then(|h| h.select(input))
                 {
                     f(d);

@@ -40,7 +40,7 @@ use std::collections::BTreeMap;
 pub mod erlang;
 pub mod rabbitmq;
 
-use super::{BasicProperties, FieldTable, FieldValue};
+use super::{BasicProperties, FieldTable, FieldValue, ShortStr};
 use rabbitmq::{BucketMap, Term};
 
 /// Exchange argument naming the message header to hash instead of the routing
@@ -244,64 +244,94 @@ fn trailing_whitespace_len(s: &str) -> usize {
     s.len() - s.trim_end_matches(is_crystal_whitespace).len()
 }
 
-/// Picks the bytes a message is placed by, as LavinMQ does: the routing key,
-/// or, when the exchange's `arguments` name a header with `x-hash-on`, that
-/// header's string value (empty when the message has no headers or the header
-/// is missing or void). `Err` carries the `PRECONDITION_FAILED` text for a
-/// header that holds a non-string value.
-pub fn hash_key<'a>(
-    routing_key: &'a str,
-    arguments: &FieldTable,
-    headers: Option<&'a FieldTable>,
-) -> Result<&'a [u8], &'static str> {
-    let header = match arguments.get(HASH_ON_ARGUMENT) {
-        Some(FieldValue::LongStr(name)) => name,
-        _ => return Ok(routing_key.as_bytes()),
-    };
-    // Header names are UTF-8 short strings, so a non-UTF-8 name matches none.
-    let value = match (headers, std::str::from_utf8(header)) {
-        (Some(headers), Ok(name)) => headers.get(name),
-        _ => None,
-    };
-    match value {
-        Some(FieldValue::LongStr(s)) => Ok(s),
-        None | Some(FieldValue::Void) => Ok(b""),
-        Some(_) => Err(NON_STRING_HASH_HEADER),
-    }
+/// Where a consistent-hash exchange finds what places a message, read once
+/// from its declaration arguments (which never change) rather than looked up
+/// in them for every message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HashSource {
+    /// The routing key: both brokers' default.
+    RoutingKey,
+    /// LavinMQ's `x-hash-on`: a header whose value must be a string (`None`:
+    /// a name that is not UTF-8, which no header has).
+    LavinMqHeader(Option<String>),
+    /// RabbitMQ's `hash-header`: any header value, as RabbitMQ reads it.
+    Header(String),
+    /// RabbitMQ's `hash-property` `message_id`.
+    MessageId,
+    /// RabbitMQ's `hash-property` `correlation_id`.
+    CorrelationId,
+    /// RabbitMQ's `hash-property` `timestamp`, in seconds as decimal text.
+    Timestamp,
 }
 
-/// What a message is placed by, for [`ConsistentHasher::select`]: with
-/// RabbitMQ's `hash-header`, the header's value as RabbitMQ reads it; with
-/// `hash-property`, the `message_id` or `correlation_id` string or the
-/// `timestamp` in seconds as decimal text (written into `scratch`); missing
-/// ones are RabbitMQ's `undefined`. Otherwise LavinMQ's [`hash_key`]
-/// (`x-hash-on` or the routing key). `Err` carries the `PRECONDITION_FAILED`
-/// text for an `x-hash-on` header that is not a string.
-pub fn hash_input<'a>(
-    routing_key: &'a str,
-    arguments: &FieldTable,
-    properties: &'a BasicProperties,
-    scratch: &'a mut [u8; 20],
-) -> Result<Term<'a>, &'static str> {
-    if let Some(header) = arguments.get(HASH_HEADER_ARGUMENT).and_then(FieldValue::as_str) {
-        let value = properties.headers.as_ref().and_then(|h| h.get(header));
-        return Ok(header_term(value));
+impl HashSource {
+    /// The source `arguments` name: RabbitMQ's `hash-header`, else its
+    /// `hash-property`, else LavinMQ's `x-hash-on`, else the routing key.
+    pub fn from_arguments(arguments: &FieldTable) -> HashSource {
+        if let Some(header) = arguments.get(HASH_HEADER_ARGUMENT).and_then(FieldValue::as_str) {
+            return HashSource::Header(header.to_owned());
+        }
+        match arguments.get(HASH_PROPERTY_ARGUMENT).and_then(FieldValue::as_str) {
+            Some("message_id") => return HashSource::MessageId,
+            Some("correlation_id") => return HashSource::CorrelationId,
+            Some("timestamp") => return HashSource::Timestamp,
+            _ => {}
+        }
+        match arguments.get(HASH_ON_ARGUMENT) {
+            Some(FieldValue::LongStr(name)) => {
+                HashSource::LavinMqHeader(std::str::from_utf8(name).ok().map(str::to_owned))
+            }
+            _ => HashSource::RoutingKey,
+        }
     }
-    let property = arguments.get(HASH_PROPERTY_ARGUMENT).and_then(FieldValue::as_str);
-    match property {
-        Some("message_id") => Ok(properties
-            .message_id
-            .as_deref()
-            .map_or(Term::Undefined, |s| Term::Binary(s.as_bytes()))),
-        Some("correlation_id") => Ok(properties
-            .correlation_id
-            .as_deref()
-            .map_or(Term::Undefined, |s| Term::Binary(s.as_bytes()))),
-        Some("timestamp") => Ok(match properties.timestamp {
-            Some(seconds) => Term::Binary(decimal(seconds, scratch)),
-            None => Term::Undefined,
-        }),
-        _ => hash_key(routing_key, arguments, properties.headers.as_ref()).map(Term::Binary),
+
+    /// The bytes LavinMQ places a message by: the routing key, or with
+    /// `x-hash-on` that header's string value (empty when the message has no
+    /// headers or the header is missing or void). `Err` carries the
+    /// `PRECONDITION_FAILED` text for a header that holds a non-string
+    /// value, which LavinMQ refuses at publish.
+    pub fn lavinmq_key<'a>(
+        &self,
+        routing_key: &'a str,
+        headers: Option<&'a FieldTable>,
+    ) -> Result<&'a [u8], &'static str> {
+        let HashSource::LavinMqHeader(name) = self else {
+            return Ok(routing_key.as_bytes());
+        };
+        let value = match (headers, name) {
+            (Some(headers), Some(name)) => headers.get(name),
+            _ => None,
+        };
+        match value {
+            Some(FieldValue::LongStr(s)) => Ok(s),
+            None | Some(FieldValue::Void) => Ok(b""),
+            Some(_) => Err(NON_STRING_HASH_HEADER),
+        }
+    }
+
+    /// What a message is placed by, for [`ConsistentHasher::select`]: a
+    /// RabbitMQ header as RabbitMQ reads it; a property as its string, the
+    /// timestamp written into `scratch`; missing ones are RabbitMQ's
+    /// `undefined`. Otherwise [`HashSource::lavinmq_key`].
+    pub fn input<'a>(
+        &self,
+        routing_key: &'a str,
+        properties: &'a BasicProperties,
+        scratch: &'a mut [u8; 20],
+    ) -> Result<Term<'a>, &'static str> {
+        let text = |v: &'a Option<ShortStr>| v.as_deref().map_or(Term::Undefined, |s| Term::Binary(s.as_bytes()));
+        Ok(match self {
+            HashSource::Header(header) => header_term(properties.headers.as_ref().and_then(|h| h.get(header))),
+            HashSource::MessageId => text(&properties.message_id),
+            HashSource::CorrelationId => text(&properties.correlation_id),
+            HashSource::Timestamp => match properties.timestamp {
+                Some(seconds) => Term::Binary(decimal(seconds, scratch)),
+                None => Term::Undefined,
+            },
+            HashSource::RoutingKey | HashSource::LavinMqHeader(_) => {
+                Term::Binary(self.lavinmq_key(routing_key, properties.headers.as_ref())?)
+            }
+        })
     }
 }
 
@@ -409,7 +439,7 @@ impl<T: Clone + PartialEq> ConsistentHasher<T> {
         }
     }
 
-    /// The destination for `hash_key` (usually from [`hash_key`]), or `None`
+    /// The destination for `hash_key` (usually from [`HashSource::lavinmq_key`]), or `None`
     /// when nothing with a non-zero weight is bound.
     pub fn get(&self, hash_key: &str) -> Option<&T> {
         self.get_bytes(hash_key.as_bytes())
@@ -751,7 +781,9 @@ mod tests {
             ..Default::default()
         };
         let input = |args: &FieldTable, scratch: &mut [u8; 20]| {
-            hash_input("rk", args, &props, scratch).map(|t| format!("{t:?}"))
+            HashSource::from_arguments(args)
+                .input("rk", &props, scratch)
+                .map(|t| format!("{t:?}"))
         };
         let of = |k: &str, v: &str| table(&[(k, v.into())]);
         assert_eq!(
@@ -863,9 +895,15 @@ mod tests {
     #[test]
     fn hash_key_uses_routing_key_without_hash_on() {
         let headers = table(&[("cluster", "a".into())]);
-        assert_eq!(hash_key("rk", &FieldTable::new(), Some(&headers)), Ok(&b"rk"[..]));
+        assert_eq!(
+            HashSource::from_arguments(&FieldTable::new()).lavinmq_key("rk", Some(&headers)),
+            Ok(&b"rk"[..])
+        );
         let not_string = table(&[(HASH_ON_ARGUMENT, FieldValue::I32(1))]);
-        assert_eq!(hash_key("rk", &not_string, Some(&headers)), Ok(&b"rk"[..]));
+        assert_eq!(
+            HashSource::from_arguments(&not_string).lavinmq_key("rk", Some(&headers)),
+            Ok(&b"rk"[..])
+        );
     }
 
     #[test]
@@ -876,14 +914,32 @@ mod tests {
         let void = table(&[("cluster", FieldValue::Void)]);
         let number = table(&[("cluster", FieldValue::I32(123))]);
         let raw = table(&[("cluster", FieldValue::LongStr(Bytes::from_static(b"\xff\x00")))]);
-        assert_eq!(hash_key("abc", &args, Some(&set)), Ok(&b"r1"[..]));
-        assert_eq!(hash_key("abc", &args, None), Ok(&b""[..]));
-        assert_eq!(hash_key("abc", &args, Some(&other)), Ok(&b""[..]));
-        assert_eq!(hash_key("abc", &args, Some(&void)), Ok(&b""[..]));
-        assert_eq!(hash_key("abc", &args, Some(&number)), Err(NON_STRING_HASH_HEADER));
-        assert_eq!(hash_key("abc", &args, Some(&raw)), Ok(&b"\xff\x00"[..]));
+        assert_eq!(
+            HashSource::from_arguments(&args).lavinmq_key("abc", Some(&set)),
+            Ok(&b"r1"[..])
+        );
+        assert_eq!(HashSource::from_arguments(&args).lavinmq_key("abc", None), Ok(&b""[..]));
+        assert_eq!(
+            HashSource::from_arguments(&args).lavinmq_key("abc", Some(&other)),
+            Ok(&b""[..])
+        );
+        assert_eq!(
+            HashSource::from_arguments(&args).lavinmq_key("abc", Some(&void)),
+            Ok(&b""[..])
+        );
+        assert_eq!(
+            HashSource::from_arguments(&args).lavinmq_key("abc", Some(&number)),
+            Err(NON_STRING_HASH_HEADER)
+        );
+        assert_eq!(
+            HashSource::from_arguments(&args).lavinmq_key("abc", Some(&raw)),
+            Ok(&b"\xff\x00"[..])
+        );
         let non_utf8_name = table(&[(HASH_ON_ARGUMENT, FieldValue::LongStr(Bytes::from_static(b"\xff")))]);
-        assert_eq!(hash_key("abc", &non_utf8_name, Some(&set)), Ok(&b""[..]));
+        assert_eq!(
+            HashSource::from_arguments(&non_utf8_name).lavinmq_key("abc", Some(&set)),
+            Ok(&b""[..])
+        );
     }
 
     #[test]
