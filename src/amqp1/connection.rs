@@ -19,7 +19,7 @@ use super::codec::{Frame, FrameKind, transfer};
 use super::consumer::LinkConsumer;
 use super::error::{condition, from_core};
 use super::handshake::{HandshakeError, MAX_FRAME_SIZE, Opened, handshake, send_performative};
-use super::publisher::{FixedTarget, LINK_CREDIT, PublishContext, Publisher, Target, resolve};
+use super::publisher::{FixedTarget, PublishContext, Publisher, Target, resolve};
 use super::session::{OutDelivery, Session};
 use crate::amqp::AmqpContext;
 use crate::auth::Identity;
@@ -233,10 +233,7 @@ impl Connection {
         for s in self.sessions.values_mut() {
             let mut flows = Vec::new();
             for p in s.publishers.values_mut() {
-                if p.credit < LINK_CREDIT / 2 {
-                    p.credit = LINK_CREDIT;
-                    flows.push((p.handle, p.delivery_count, p.credit));
-                }
+                flows.extend(p.top_up_credit());
             }
             for link in flows {
                 s.shared.write(&s.flow(Some(link), false));
@@ -300,9 +297,9 @@ impl Connection {
         };
         match p.on_transfer(&mut pc, &links, t, payload) {
             Ok(()) => {
-                if p.credit < LINK_CREDIT / 2 && !self.alarms.borrow().any() {
-                    p.credit = LINK_CREDIT;
-                    let link = (p.handle, p.delivery_count, p.credit);
+                if !self.alarms.borrow().any()
+                    && let Some(link) = p.top_up_credit()
+                {
                     s.shared.write(&s.flow(Some(link), false));
                 }
             }
@@ -520,10 +517,8 @@ impl Connection {
             properties: a.properties.clone(),
         };
         s.shared.write(&Performative::Attach(Box::new(reply)));
-        if !alarm {
-            p.credit = LINK_CREDIT;
-            s.shared
-                .write(&s.flow(Some((p.handle, p.delivery_count, p.credit)), false));
+        if !alarm && let Some(link) = p.top_up_credit() {
+            s.shared.write(&s.flow(Some(link), false));
         }
         s.publishers.insert(a.handle, p);
         Ok(())

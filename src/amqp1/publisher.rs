@@ -22,11 +22,21 @@ use crate::core::route_cache::RouteCache;
 use crate::core::vhost::VHost;
 use crate::wire::ShortStr;
 
-/// Credit a publisher gets at a time, topped up when half is used. RabbitMQ
-/// grants 128; more lets a fast sender fill whole socket reads (each top-up
-/// is a flow frame it waits for), and credit is still withheld while an
-/// alarm holds.
-pub const LINK_CREDIT: u32 = 2048;
+/// Most credit a publisher gets at a time (RabbitMQ grants 128): with small
+/// messages, more lets a fast sender fill whole socket reads, as each top-up
+/// is a flow frame it waits for.
+const MAX_LINK_CREDIT: u32 = 2048;
+
+/// Least credit a publisher gets at a time, however large its messages.
+const MIN_LINK_CREDIT: u32 = 8;
+
+/// Bytes of messages a publisher's credit covers, counted at the size of its
+/// last message: what it may still send once an alarm withholds credit.
+const CREDIT_BYTES: u64 = 8 << 20;
+
+/// The message size assumed before a link's first message: its first credit
+/// is RabbitMQ's 128.
+const FIRST_MESSAGE_SIZE: u64 = CREDIT_BYTES / 128;
 
 /// Where a publishing link sends messages.
 pub enum Target {
@@ -93,6 +103,8 @@ pub struct Publisher {
     pub credit: u32,
     /// The largest message accepted.
     pub max_message_size: u64,
+    /// The size of the last whole message, which the credit is counted in.
+    last_message_size: u64,
     partial: Option<Partial>,
     queues: Vec<Arc<Queue>>,
     scratch: BytesMut,
@@ -149,11 +161,30 @@ impl Publisher {
             delivery_count: 0,
             credit: 0,
             max_message_size,
+            last_message_size: FIRST_MESSAGE_SIZE,
             partial: None,
             queues: Vec::new(),
             scratch: BytesMut::new(),
             route: RouteCache::default(),
         }
+    }
+
+    /// The credit the link is topped up to: as many messages of its last
+    /// message's size as [`CREDIT_BYTES`] holds, within bounds.
+    pub fn credit_window(&self) -> u32 {
+        (CREDIT_BYTES / self.last_message_size.max(1)).clamp(u64::from(MIN_LINK_CREDIT), u64::from(MAX_LINK_CREDIT))
+            as u32
+    }
+
+    /// Tops the credit up when half of it is used; returns the link's flow
+    /// state (handle, delivery count, credit) to send when it did.
+    pub fn top_up_credit(&mut self) -> Option<(u32, u32, u32)> {
+        let window = self.credit_window();
+        if self.credit >= window / 2 {
+            return None;
+        }
+        self.credit = window;
+        Some((self.handle, self.delivery_count, self.credit))
     }
 
     /// A transfer on this link. Returns the outcome to settle it with (None
@@ -220,6 +251,7 @@ impl Publisher {
                 format!("message larger than {} bytes", self.max_message_size),
             ));
         }
+        self.last_message_size = payload.len() as u64;
         let outcome = self.publish(pc, session, &payload, settled, delivery_id);
         match outcome {
             Ok(Some(DeliveryState::Accepted)) if !settled => session.shared.accept_incoming(delivery_id),
@@ -373,4 +405,31 @@ fn management_request(
         link.push(answer);
     }
     Ok(Some(DeliveryState::Accepted))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credit_covers_a_few_mebibytes_of_the_last_message_size() {
+        let mut p = Publisher::new(0, Target::PerMessage, u64::MAX);
+        // RabbitMQ's 128 before the first message.
+        assert_eq!(p.top_up_credit(), Some((0, 0, 128)));
+        assert_eq!(p.top_up_credit(), None);
+        for (size, window) in [
+            (16, MAX_LINK_CREDIT),
+            (8 << 10, 1024),
+            (1 << 20, MIN_LINK_CREDIT),
+            (0, 2048),
+        ] {
+            p.last_message_size = size;
+            assert_eq!(p.credit_window(), window, "{size} B");
+        }
+        p.last_message_size = 16;
+        p.credit = 1024;
+        assert_eq!(p.top_up_credit(), None);
+        p.credit = 1023;
+        assert_eq!(p.top_up_credit(), Some((0, 0, 2048)));
+    }
 }

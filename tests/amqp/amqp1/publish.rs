@@ -140,3 +140,34 @@ async fn a_settled_sender_link_stores_every_message() {
     assert_eq!(drain(&ch, &q).await, expected);
     c.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_memory_alarm_withholds_credit_until_it_clears() {
+    // One byte: the alarm is on from the start.
+    let b = crate::common::start_with(|c| {
+        c.main.vm_memory_high_watermark = lavinmq::core::memory::Watermark::Bytes(1);
+    })
+    .await;
+    let api = Api::new(&b);
+    let (observer, ch) = b.channel().await;
+    let q = uniq("a1-alarm");
+    declare_queue(&ch, &q).await;
+    let mut c = Client::new(&b).await;
+    let mut s = c.sender(&queue_address(&q)).await;
+    // Without credit the client cannot send: the transfer waits.
+    let sending = tokio::spawn(async move {
+        let outcome = s.send(data_message(b"held")).await;
+        (s, outcome)
+    });
+    tokio::time::sleep(QUIET).await;
+    assert!(!sending.is_finished(), "a publisher got credit during an alarm");
+    assert_eq!(crate::common::message_count(&observer, &q).await, 0);
+    // The alarm clears: credit arrives and the message is accepted.
+    let mut config = b.config.clone();
+    config.main.vm_memory_high_watermark = lavinmq::core::memory::Watermark::default();
+    b.server().reload(&config).expect("reload");
+    let (_s, outcome) = within("the held transfer", sending).await.expect("send task");
+    assert!(matches!(outcome, Ok(Outcome::Accepted(_))), "{outcome:?}");
+    wait_counts(&api, &q, 1, 0).await;
+    c.close().await;
+}
