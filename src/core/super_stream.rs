@@ -162,3 +162,27 @@ pub fn route(vhost: &VHost, name: &str, routing_key: &str) -> Option<Vec<String>
     out.dedup();
     Some(out)
 }
+
+/// The stream queue arguments a stream or super stream creation asks for
+/// (over the stream protocol or RabbitMQ's management API): RabbitMQ's stream
+/// arguments by their short names, with or without their `x-` prefix, as
+/// text.
+pub fn stream_arguments(arguments: &[(String, String)]) -> Result<FieldTable, String> {
+    let mut t = FieldTable::default();
+    t.insert("x-queue-type", FieldValue::from("stream"));
+    for (k, v) in arguments {
+        let name = k.strip_prefix("x-").unwrap_or(k);
+        match name {
+            "max-length-bytes" | "stream-max-segment-size-bytes" | "max-length" => {
+                let n: i64 = v.parse().map_err(|_| format!("{k} must be a number, not '{v}'"))?;
+                t.insert(format!("x-{name}").as_str(), FieldValue::I64(n));
+            }
+            "max-age" => t.insert("x-max-age", FieldValue::from(v.as_str())),
+            "stream-compaction" => t.insert("x-stream-compaction", FieldValue::from(v.as_str())),
+            // Replication and placement are the cluster's, not the stream's.
+            "initial-cluster-size" | "queue-leader-locator" => {}
+            other => tracing::debug!("stream argument '{other}' ignored"),
+        }
+    }
+    Ok(t)
+}

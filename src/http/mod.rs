@@ -33,6 +33,7 @@ pub mod sso;
 pub mod stats_json;
 pub mod stream_clients;
 pub mod stream_read;
+pub mod super_streams;
 pub mod topic_permissions;
 pub mod ui;
 pub mod user_limits;
@@ -175,6 +176,7 @@ fn routes(state: Arc<HttpState>) -> Router {
             "/api/stream/publishers/{vhost}/{stream}",
             get(stream_clients::publishers_stream),
         )
+        .route("/api/stream/super-streams/{vhost}/{name}", put(super_streams::create))
         .route("/api/stream/consumers", get(stream_clients::consumers))
         .route("/api/stream/consumers/{vhost}", get(stream_clients::consumers_vhost))
         .route(

@@ -581,7 +581,7 @@ impl Connection {
         if !allowed {
             return refuse(self, code::ACCESS_REFUSED);
         }
-        let args = match stream_arguments(arguments) {
+        let args = match crate::core::super_stream::stream_arguments(arguments) {
             Ok(a) => a,
             Err(e) => {
                 tracing::info!("super stream '{name}' refused: {e}");
@@ -809,7 +809,7 @@ impl Connection {
         if self.vhost.queue(stream).is_some() {
             return refuse(self, code::STREAM_ALREADY_EXISTS);
         }
-        let args = match stream_arguments(arguments) {
+        let args = match crate::core::super_stream::stream_arguments(arguments) {
             Ok(a) => a,
             Err(e) => {
                 tracing::info!("stream '{stream}' refused: {e}");
@@ -874,28 +874,6 @@ impl Connection {
             }
         }
     }
-}
-
-/// The stream queue arguments a create asks for: RabbitMQ's stream
-/// arguments, with or without their `x-` prefix.
-fn stream_arguments(arguments: &[(String, String)]) -> Result<FieldTable, String> {
-    let mut t = FieldTable::default();
-    t.insert("x-queue-type", FieldValue::from("stream"));
-    for (k, v) in arguments {
-        let name = k.strip_prefix("x-").unwrap_or(k);
-        match name {
-            "max-length-bytes" | "stream-max-segment-size-bytes" | "max-length" => {
-                let n: i64 = v.parse().map_err(|_| format!("{k} must be a number, not '{v}'"))?;
-                t.insert(format!("x-{name}").as_str(), FieldValue::I64(n));
-            }
-            "max-age" => t.insert("x-max-age", FieldValue::from(v.as_str())),
-            "stream-compaction" => t.insert("x-stream-compaction", FieldValue::from(v.as_str())),
-            // Replication and placement are the cluster's, not the stream's.
-            "initial-cluster-size" | "queue-leader-locator" => {}
-            other => tracing::debug!("stream argument '{other}' ignored"),
-        }
-    }
-    Ok(t)
 }
 
 /// Where an offset specification starts reading.

@@ -584,6 +584,53 @@ async fn exchanges_are_created_listed_and_deleted() {
 }
 
 #[tokio::test]
+async fn super_streams_are_added_and_deleted() {
+    let b = start().await;
+    let api = Api::new(&b);
+    let name = uniq("ctl-super");
+    ctl(&b, &["add_super_stream", &name, "--max-age", "1h"]).await.ok();
+    let vhost = b.server().broker.vhost("/").unwrap();
+    for i in 0..3 {
+        let q = vhost.queue(&format!("{name}-{i}")).expect("partition");
+        assert!(q.is_stream());
+        assert_eq!(
+            q.arguments()
+                .get("x-max-age")
+                .and_then(|v| v.as_str().map(str::to_owned)),
+            Some("1h".to_owned())
+        );
+    }
+    let bindings = api
+        .get_ok(&format!("/api/exchanges/%2F/{}/bindings/source", enc(&name)))
+        .await;
+    let keys: Vec<&str> = bindings
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|b| b["routing_key"].as_str())
+        .collect();
+    assert_eq!(keys, ["0", "1", "2"]);
+    // It exists: refused with the broker's reason.
+    ctl(&b, &["add_super_stream", &name]).await.fails_with(1);
+
+    let keyed = uniq("ctl-regions");
+    ctl(&b, &["add_super_stream", &keyed, "--routing-keys", "eu,us"])
+        .await
+        .ok();
+    assert!(vhost.queue(&format!("{keyed}-eu")).is_some_and(|q| q.is_stream()));
+    assert!(vhost.queue(&format!("{keyed}-us")).is_some());
+
+    ctl(&b, &["delete_super_stream", &name]).await.ok();
+    assert!(vhost.exchange(&name).is_none());
+    assert!((0..3).all(|i| vhost.queue(&format!("{name}-{i}")).is_none()));
+    // Only a super stream is deleted so.
+    ctl(&b, &["delete_super_stream", "amq.direct"]).await.fails_with(1);
+    assert!(vhost.exchange("amq.direct").is_some());
+    ctl(&b, &["delete_super_stream", &keyed]).await.ok();
+    assert!(vhost.queue(&format!("{keyed}-eu")).is_none());
+}
+
+#[tokio::test]
 async fn policies_are_set_listed_and_cleared() {
     let b = start().await;
     let api = Api::new(&b);

@@ -243,6 +243,13 @@ pub enum Command {
         /// Exchange name
         name: String,
     },
+    /// Creates a super stream in the vhost (-p): an exchange and its partition streams
+    AddSuperStream(AddSuperStream),
+    /// Deletes a super stream: its partition streams and its exchange
+    DeleteSuperStream {
+        /// Super stream name
+        name: String,
+    },
     /// Lists policies of the vhost (-p)
     ListPolicies(Columns),
     /// Sets or updates a policy in the vhost (-p)
@@ -369,6 +376,29 @@ pub struct DeleteQueue {
     /// Only delete the queue if it holds no messages
     #[arg(long)]
     pub if_empty: bool,
+}
+
+/// `add_super_stream <name>` and its flags, as RabbitMQ's
+/// `rabbitmq-streams add_super_stream` takes them.
+#[derive(Debug, Args)]
+pub struct AddSuperStream {
+    /// Super stream name
+    pub name: String,
+    /// Number of partitions (3 unless --routing-keys names them)
+    #[arg(long, value_name = "N", conflicts_with = "routing_keys")]
+    pub partitions: Option<u32>,
+    /// Comma-separated binding keys, one partition each (NAME-KEY)
+    #[arg(long, value_name = "KEYS")]
+    pub routing_keys: Option<String>,
+    /// Most bytes each partition keeps (max-length-bytes)
+    #[arg(long, value_name = "BYTES")]
+    pub max_length_bytes: Option<i64>,
+    /// How long each partition keeps messages, e.g. 7D or 12h (max-age)
+    #[arg(long, value_name = "AGE")]
+    pub max_age: Option<String>,
+    /// Segment size of each partition (stream-max-segment-size-bytes)
+    #[arg(long, value_name = "BYTES")]
+    pub stream_max_segment_size_bytes: Option<i64>,
 }
 
 /// `create_exchange <type> <name>` and its flags.

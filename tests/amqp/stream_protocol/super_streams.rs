@@ -171,3 +171,58 @@ async fn key_routing_and_the_super_stream_consumer_cover_every_partition() {
     assert_eq!(by_key.values().copied().collect::<Vec<_>>(), [10, 10, 10]);
     consumer.handle().close().await.unwrap();
 }
+
+#[tokio::test]
+async fn the_management_api_creates_super_streams_as_rabbitmq_does() {
+    let b = start().await;
+    let api = crate::common::api::Api::new(&b);
+    let name = uniq("http-orders");
+    let path = format!("/api/stream/super-streams/%2F/{name}");
+    let body = serde_json::json!({
+        "partitions": 3,
+        "arguments": {"max-length-bytes": 1_000_000, "max-age": "1h"},
+    });
+    assert_eq!(api.put(&path, body.clone()).await, 201);
+    let client = client_at(b.stream_addr().port()).await;
+    let partitions = client.partitions(name.clone()).await.unwrap();
+    assert_eq!(
+        partitions.streams,
+        [format!("{name}-0"), format!("{name}-1"), format!("{name}-2")]
+    );
+    let routed = client.route("1".into(), name.clone()).await.unwrap();
+    assert_eq!(routed.streams, [format!("{name}-1")]);
+    let vhost = b.server().broker.vhost("/").unwrap();
+    let q = vhost.queue(&format!("{name}-0")).expect("partition");
+    assert!(q.is_stream());
+    assert_eq!(
+        q.arguments().get("x-max-length-bytes").and_then(|v| v.as_i64()),
+        Some(1_000_000)
+    );
+    // It exists now: RabbitMQ answers 400.
+    assert_eq!(api.put(&path, body).await, 400);
+
+    // Binding keys name the partitions.
+    let keyed = uniq("http-regions");
+    let keyed_path = format!("/api/stream/super-streams/%2F/{keyed}");
+    let status = api
+        .put(&keyed_path, serde_json::json!({"binding-keys": "eu, us"}))
+        .await;
+    assert_eq!(status, 201);
+    let routed = client.route("us".into(), keyed.clone()).await.unwrap();
+    assert_eq!(routed.streams, [format!("{keyed}-us")]);
+
+    // Refused as RabbitMQ refuses them.
+    for bad in [
+        serde_json::json!({}),
+        serde_json::json!({"partitions": 2, "binding-keys": "a,b"}),
+        serde_json::json!({"partitions": 0}),
+        serde_json::json!({"partitions": "not a number"}),
+        serde_json::json!({"partitions": 1001}),
+        serde_json::json!({"partitions": 2, "arguments": {"max-length-bytes": "lots"}}),
+    ] {
+        let other = format!("/api/stream/super-streams/%2F/{}", uniq("refused"));
+        assert_eq!(api.put(&other, bad.clone()).await, 400, "{bad}");
+    }
+    assert!(vhost.exchanges().iter().all(|x| !x.name.starts_with("refused")));
+    client.close().await.unwrap();
+}

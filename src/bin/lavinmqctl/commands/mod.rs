@@ -9,6 +9,7 @@ mod policies;
 mod queues;
 mod server;
 mod shovels;
+mod super_streams;
 mod users;
 mod vhosts;
 
@@ -93,6 +94,8 @@ pub async fn run(ctx: &Ctx, command: Command) -> CtlResult<()> {
         Command::ListExchanges(cols) => exchanges::list(ctx, cols).await,
         Command::CreateExchange(args) => exchanges::create(ctx, &args).await,
         Command::DeleteExchange { name } => exchanges::delete(ctx, &name).await,
+        Command::AddSuperStream(args) => super_streams::add(ctx, &args).await,
+        Command::DeleteSuperStream { name } => super_streams::delete(ctx, &name).await,
         Command::ListPolicies(cols) => policies::list(ctx, cols).await,
         Command::SetPolicy(args) => policies::set(ctx, &args).await,
         Command::ClearPolicy { name } => policies::clear(ctx, &name).await,
