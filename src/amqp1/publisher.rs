@@ -280,9 +280,9 @@ impl Publisher {
         }
         let received = Received::parse(payload).map_err(|e| AmqpError::new(condition::DECODE, e.to_string()))?;
         let per_message;
-        let (exchange, exchange_name, key, cache) = match &self.target {
+        let (target, cache) = match &self.target {
             Target::Management(_) => return Ok(None),
-            Target::Exchange(t) => (&t.exchange, t.name.clone(), t.key.clone(), Some(&mut self.route)),
+            Target::Exchange(t) => (t, Some(&mut self.route)),
             Target::PerMessage => {
                 let Some(to) = received.to.as_deref() else {
                     return Err(AmqpError::new(
@@ -293,12 +293,14 @@ impl Publisher {
                 let address =
                     Address::parse(to).map_err(|e| AmqpError::new(condition::INVALID_FIELD, e.to_string()))?;
                 let (x, key) = resolve(pc, &address)?;
-                per_message = x;
-                let name = ShortStr::from(per_message.name.as_str());
-                (&per_message, name, key.map(ShortStr::from), None)
+                per_message = FixedTarget::new(x, key);
+                (&per_message, None)
             }
         };
-        let key = key.or_else(|| received.subject.map(ShortStr::from)).unwrap_or_default();
+        let exchange = &target.exchange;
+        let key = (target.key.clone())
+            .or_else(|| received.subject.map(ShortStr::from))
+            .unwrap_or_default();
         if key.len() > 255 {
             return Err(AmqpError::new(
                 condition::INVALID_FIELD,
@@ -324,7 +326,7 @@ impl Publisher {
             .map_err(|e| from_core(&e))?;
         let msg = Message {
             timestamp: Message::coarse_now_ms(),
-            exchange: exchange_name,
+            exchange: target.name.clone(),
             routing_key: key,
             properties,
             raw_properties,

@@ -45,6 +45,15 @@ fn is_true(v: &FieldValue) -> bool {
     matches!(v, FieldValue::Bool(true)) || v.as_str() == Some("true")
 }
 
+/// Whether a super stream's name and its partitions' names may be created:
+/// none empty, longer than a short string or in the reserved `amq.` space.
+/// Checked by each adapter before permissions, as RabbitMQ orders them.
+pub fn names_allowed(name: &str, partitions: &[String]) -> bool {
+    std::iter::once(name)
+        .chain(partitions.iter().map(String::as_str))
+        .all(|n| !n.is_empty() && n.len() <= 255 && !n.starts_with("amq."))
+}
+
 /// Creates super stream `name` with a partition stream per name in
 /// `partitions`, each bound with the key at the same place in
 /// `binding_keys`; `arguments` are each partition's stream arguments.

@@ -97,10 +97,7 @@ pub async fn create(
 ) -> ApiResult<StatusCode> {
     let v = s.vhost_for(&user, &v)?;
     let (streams, keys) = partitions_of(&name, &body)?;
-    if std::iter::once(&name)
-        .chain(&streams)
-        .any(|n| n.is_empty() || n.len() > 255 || n.starts_with("amq."))
-    {
+    if !super_stream::names_allowed(&name, &streams) {
         return Err(ApiError::bad_request(format!("invalid super stream name '{name}'")));
     }
     user.check(&s, &v.name, Access::Configure, "exchange", &name)?;

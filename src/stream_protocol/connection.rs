@@ -563,11 +563,7 @@ impl Connection {
     ) {
         use crate::core::super_stream::{self, SuperStreamError};
         let refuse = |me: &Self, c: u16| me.respond(key::CREATE_SUPER_STREAM, correlation_id, c);
-        let names = std::iter::once(name).chain(partitions.iter().map(String::as_str));
-        if names
-            .clone()
-            .any(|n| n.is_empty() || n.len() > 255 || n.starts_with("amq."))
-        {
+        if !super_stream::names_allowed(name, partitions) {
             return refuse(self, code::PRECONDITION_FAILED);
         }
         let (vhost, user) = (self.vhost.name.clone(), self.user.clone());
