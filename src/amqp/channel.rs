@@ -750,11 +750,13 @@ impl Channel {
             if redelivered {
                 shared.counters.redeliver.incr();
             }
+            let stripped = crate::wire::properties::without_private_headers(m.properties);
+            let properties = stripped.as_deref().unwrap_or(m.properties);
             let mut unacked = shared.unacked.lock();
             let tag = unacked.next_tag();
             shared.outbox.write(|out| {
                 let _ = write_basic_get_ok(out, n, tag, redelivered, m.exchange, m.routing_key, remaining);
-                let _ = write_header_raw(out, n, m.body.len() as u64, m.properties);
+                let _ = write_header_raw(out, n, m.body.len() as u64, properties);
                 write_body(out, n, m.body, frame_max);
             });
             if !no_ack {

@@ -18,6 +18,7 @@ use crate::core::consumer::Consumer;
 use crate::core::queue::Queue;
 use crate::store::SegPos;
 use crate::store::record::RecordView;
+use crate::wire::properties::without_private_headers;
 
 /// How basic.consume asked for a consumer.
 #[derive(Debug, Clone, Copy)]
@@ -166,11 +167,14 @@ impl Consumer for AmqpConsumer {
 
     fn deliver(&self, m: &RecordView<'_>, pos: SegPos, redelivered: bool) -> bool {
         let ch = self.channel.number;
+        // An AMQP 1.0 message's original sections are not for 0-9-1.
+        let stripped = without_private_headers(m.properties);
+        let properties = stripped.as_deref().unwrap_or(m.properties);
         let mut unacked = self.channel.unacked.lock();
         let tag = unacked.next_tag();
         self.channel.outbox.write(|out| {
             let _ = write_basic_deliver(out, ch, &self.tag, tag, redelivered, m.exchange, m.routing_key);
-            let _ = write_header_raw(out, ch, m.body.len() as u64, m.properties);
+            let _ = write_header_raw(out, ch, m.body.len() as u64, properties);
             write_body(out, ch, m.body, self.channel.frame_max);
         });
         let counters = &self.channel.counters;

@@ -11,11 +11,23 @@
 use bytes::{BufMut, Bytes, BytesMut};
 
 use super::codec::types::{DecodeError, Descriptor, Value, encode_described_list};
+use crate::wire::properties::PRIVATE_HEADER_PREFIX as ORIGINALS_PREFIX;
 use crate::wire::{BasicProperties, FieldTable, FieldValue, ShortStr};
 
 /// The content type under which a body that is not one data section is
 /// stored (RabbitMQ's).
 pub const AMQP_BODY_TYPE: &str = "message/vnd.rabbitmq.amqp";
+
+/// The header that keeps a received message's properties section as it was
+/// encoded (RabbitMQ 3.13's name for it): the shared properties cannot hold
+/// `to`, `subject`, group ids, expiry times or non-string ids, so an AMQP 1.0
+/// consumer gets the section back byte for byte from here.
+pub const ORIGINAL_PROPERTIES: &str = "x-amqp-1.0-properties";
+
+/// The header that keeps a received message's application-properties
+/// section as it was encoded: their types (uint, symbol, char, ...) and keys
+/// longer than a 0-9-1 header's survive for AMQP 1.0 consumers.
+pub const ORIGINAL_APPLICATION_PROPERTIES: &str = "x-amqp-1.0-app-properties";
 
 /// Section descriptor codes.
 mod section {
@@ -178,6 +190,7 @@ impl Received {
         let mut body_end = payload.len();
         let mut data_sections = 0;
         let mut data: Option<Bytes> = None;
+        let mut originals: [Option<(&str, Bytes)>; 2] = [None, None];
         while !rest.is_empty() {
             let at = payload.len() - rest.len();
             let v = Value::decode(&mut rest)?;
@@ -200,8 +213,10 @@ impl Received {
                     for (k, v) in map_pairs(inner) {
                         let Some(k) = k.as_str() else { continue };
                         // RabbitMQ's own annotations describe the broker's
-                        // routing, which this publish sets afresh.
-                        if k == "x-exchange" || k == "x-routing-key" || k.len() > 255 {
+                        // routing, which this publish sets afresh; the
+                        // original sections are the broker's to keep.
+                        if k == "x-exchange" || k == "x-routing-key" || k.starts_with(ORIGINALS_PREFIX) || k.len() > 255
+                        {
                             continue;
                         }
                         if let Some(f) = to_field(v) {
@@ -209,8 +224,14 @@ impl Received {
                         }
                     }
                 }
-                section::PROPERTIES => m.read_properties(list_items(inner)),
+                section::PROPERTIES => {
+                    m.read_properties(list_items(inner));
+                    let end = payload.len() - rest.len();
+                    originals[0] = Some((ORIGINAL_PROPERTIES, payload.slice(at..end)));
+                }
                 section::APPLICATION_PROPERTIES => {
+                    let end = payload.len() - rest.len();
+                    originals[1] = Some((ORIGINAL_APPLICATION_PROPERTIES, payload.slice(at..end)));
                     for (k, v) in map_pairs(inner) {
                         if let (Some(k), Some(f)) = (k.as_str().filter(|k| k.len() <= 255), to_field(v)) {
                             headers.insert(k, f);
@@ -247,6 +268,13 @@ impl Received {
         if let Some(ttl) = m.ttl {
             m.properties.expiration = Some(ShortStr::from(ttl.to_string()));
         }
+        // First in the table, where other protocols' deliveries find them
+        // without a scan (see `wire::properties::has_private_headers`).
+        let originals = originals
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| (ShortStr::from(k), FieldValue::LongStr(v)));
+        headers.0.splice(0..0, originals);
         if !headers.is_empty() {
             m.properties.headers = Some(headers);
         }
@@ -321,6 +349,8 @@ impl Received {
         if let Value::Timestamp(ms) = at(9) {
             p.timestamp = Some((*ms / 1000).max(0) as u64);
         }
+        // RabbitMQ 4's mapping: group-id is 0-9-1's app-id.
+        p.app_id = at(10).as_str().and_then(short);
     }
 }
 
@@ -352,28 +382,36 @@ pub fn write_stored(
         !redelivered,
         (delivery_count > 0).then_some(delivery_count),
     );
-    let mut app = Vec::new();
-    let annotated = props.headers.as_ref().is_some_and(|h| {
-        h.iter()
-            .any(|(k, _)| k.starts_with("x-") && k.as_str() != "x-delivery-count")
-    });
+    let headers = props.headers.as_ref();
+    let original = |key: &str, code: u64| {
+        headers
+            .and_then(|h| h.get(key))
+            .and_then(|v| match v {
+                FieldValue::LongStr(b) => Some(b),
+                _ => None,
+            })
+            .filter(|b| is_section(b, code))
+    };
+    let original_properties = original(ORIGINAL_PROPERTIES, section::PROPERTIES);
+    let original_application = original(ORIGINAL_APPLICATION_PROPERTIES, section::APPLICATION_PROPERTIES);
+    let annotated = headers.is_some_and(|h| h.iter().any(|(k, _)| is_annotation(k)));
     if !annotated {
         // The usual case: the exchange and routing key are the only
         // annotations, written without building values.
         put_routing_annotations(out, exchange, routing_key);
     }
+    let mut app = Vec::new();
     let mut annotations = Vec::new();
-    if let Some(h) = &props.headers {
-        for (k, v) in h.iter() {
-            if k.as_str() == "x-delivery-count" {
-                continue;
-            }
-            let Some(v) = from_field(v) else { continue };
-            if k.starts_with("x-") {
-                annotations.push((Value::Symbol(k.to_string()), v));
-            } else {
-                app.push((Value::String(k.to_string()), v));
-            }
+    for (k, v) in headers.into_iter().flat_map(FieldTable::iter) {
+        let annotation = is_annotation(k);
+        if !annotation && (original_application.is_some() || k.starts_with("x-")) {
+            continue;
+        }
+        let Some(v) = from_field(v) else { continue };
+        if annotation {
+            annotations.push((Value::Symbol(k.to_string()), v));
+        } else {
+            app.push((Value::String(k.to_string()), v));
         }
     }
     if annotated {
@@ -389,10 +427,14 @@ pub fn write_stored(
         Value::Map(annotations).encode(out);
     }
     let amqp_body = props.content_type.as_deref() == Some(AMQP_BODY_TYPE);
-    if has_properties_section(props, amqp_body) {
+    if let Some(raw) = original_properties {
+        out.put_slice(raw);
+    } else if has_properties_section(props, amqp_body) {
         put_properties_section(out, props, amqp_body);
     }
-    if !app.is_empty() {
+    if let Some(raw) = original_application {
+        out.put_slice(raw);
+    } else if !app.is_empty() {
         out.put_slice(&[0x00, 0x53, section::APPLICATION_PROPERTIES as u8]);
         Value::Map(app).encode(out);
     }
@@ -401,6 +443,27 @@ pub fn write_stored(
     } else {
         write_data_section(out, body);
     }
+}
+
+/// Whether a header goes out as a message annotation: the `x-` headers but
+/// the delivery count (the header section's) and the original sections.
+fn is_annotation(key: &str) -> bool {
+    key.starts_with("x-") && key != "x-delivery-count" && !key.starts_with(ORIGINALS_PREFIX)
+}
+
+/// Whether `raw` is one well-formed section with descriptor `code`: what an
+/// original section kept in a header must be before it is sent as is (a
+/// 0-9-1 publisher may set the same header to anything).
+fn is_section(raw: &[u8], code: u64) -> bool {
+    let descriptor_ok = match raw {
+        [0x00, 0x53, c, ..] => u64::from(*c) == code,
+        [0x00, 0x80, rest @ ..] => rest
+            .get(..8)
+            .and_then(|b| <[u8; 8]>::try_from(b).ok())
+            .is_some_and(|b| u64::from_be_bytes(b) == code),
+        _ => false,
+    };
+    descriptor_ok && super::codec::types::skip(raw) == Ok(raw.len())
 }
 
 /// Whether a stored message has any of the fields the properties section
@@ -413,6 +476,7 @@ fn has_properties_section(props: &BasicProperties, amqp_body: bool) -> bool {
         || (props.content_type.is_some() && !amqp_body)
         || props.content_encoding.is_some()
         || props.timestamp.is_some()
+        || props.app_id.is_some()
 }
 
 /// Appends the properties section of a stored message.
@@ -439,6 +503,7 @@ fn put_properties_section(out: &mut BytesMut, props: &BasicProperties, amqp_body
         props
             .timestamp
             .map_or(Value::Null, |t| Value::Timestamp((t as i64).saturating_mul(1000))),
+        s(&props.app_id),
     ];
     encode_described_list(section::PROPERTIES, &properties, out);
 }
@@ -683,6 +748,96 @@ mod tests {
         let mut again = BytesMut::new();
         write_stored(&mut again, "", "q", &m.properties, &m.body, false);
         assert!(again.ends_with(&value));
+    }
+
+    /// What the shared properties cannot hold (`to`, `subject`, a group id,
+    /// an expiry time, a ulong message id, typed application properties, a
+    /// key longer than 255 bytes) reaches an AMQP 1.0 consumer as sent.
+    #[test]
+    fn the_bare_message_goes_back_byte_for_byte() {
+        let mut properties = BytesMut::new();
+        encode_described_list(
+            section::PROPERTIES,
+            &[
+                Value::Ulong(7),
+                Value::Null,
+                Value::String("/queues/q".into()),
+                Value::String("subj".into()),
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Timestamp(1_700_000_000_123),
+                Value::Null,
+                Value::String("group".into()),
+                Value::Uint(3),
+            ],
+            &mut properties,
+        );
+        let mut application = BytesMut::from(&[0x00, 0x53, 0x74][..]);
+        Value::Map(vec![
+            (Value::String("u".into()), Value::Uint(5)),
+            (Value::String("s".into()), Value::Symbol("sym".into())),
+            (Value::String("k".repeat(300)), Value::Char('é')),
+        ])
+        .encode(&mut application);
+        let mut payload = BytesMut::new();
+        encode_described_list(section::HEADER, &[Value::Bool(true)], &mut payload);
+        payload.put_slice(&properties);
+        payload.put_slice(&application);
+        write_data_section(&mut payload, b"body");
+        let m = Received::parse(&payload.freeze()).unwrap();
+        assert_eq!(m.properties.app_id.as_deref(), Some("group"), "group-id maps to app-id");
+        let h = m.properties.headers.as_ref().unwrap();
+        assert_eq!(h.0[0].0.as_str(), ORIGINAL_PROPERTIES, "first in the table");
+        let mut encoded = BytesMut::new();
+        m.properties.encode(&mut encoded).unwrap();
+        assert!(crate::wire::properties::has_private_headers(&encoded));
+        let mut out = BytesMut::new();
+        write_stored(&mut out, "", "q", &m.properties, &m.body, false);
+        let mut want = properties.to_vec();
+        want.extend_from_slice(&application);
+        let at = out
+            .windows(want.len())
+            .position(|w| w == want.as_slice())
+            .expect("the original sections, in order");
+        let mut rest = &out[..at];
+        while !rest.is_empty() {
+            let section = Value::decode(&mut rest).unwrap();
+            let code = described(&section).map(|(c, _)| c);
+            let code = code.unwrap_or_else(|| panic!("not a section: {section:?}"));
+            assert!(
+                code == section::HEADER || code == section::MESSAGE_ANNOTATIONS,
+                "{code:#x}"
+            );
+        }
+        let mut tail = BytesMut::new();
+        write_data_section(&mut tail, b"body");
+        assert_eq!(&out[at + want.len()..], &tail[..]);
+    }
+
+    /// The same headers set by a 0-9-1 publisher to something else are not
+    /// sent as sections.
+    #[test]
+    fn forged_original_sections_are_not_sent() {
+        let mut headers = FieldTable::default();
+        headers.insert(
+            ORIGINAL_PROPERTIES,
+            FieldValue::LongStr(Bytes::from_static(b"\x00\x53\x73\xc0")),
+        );
+        headers.insert(
+            ORIGINAL_APPLICATION_PROPERTIES,
+            FieldValue::LongStr(Bytes::from_static(b"\x00\x53\x75\xa0\x01x")),
+        );
+        let props = BasicProperties {
+            headers: Some(headers),
+            ..BasicProperties::default()
+        };
+        let mut out = BytesMut::new();
+        write_stored(&mut out, "", "q", &props, b"b", false);
+        let back = Received::parse(&out.freeze()).unwrap();
+        assert_eq!(&back.body[..], b"b");
+        assert!(back.properties.headers.is_none(), "{:?}", back.properties.headers);
     }
 
     #[test]

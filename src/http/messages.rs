@@ -123,7 +123,16 @@ pub fn properties_to_json(p: &BasicProperties) -> Value {
     short("app_id", &p.app_id);
     short("cluster_id", &p.cluster_id);
     if let Some(h) = &p.headers {
-        m.insert("headers".into(), table_to_json(h));
+        // An AMQP 1.0 message's original sections are the broker's own.
+        let private = |k: &ShortStr| k.starts_with(crate::wire::properties::PRIVATE_HEADER_PREFIX);
+        if h.iter().any(|(k, _)| private(k)) {
+            let rest = crate::wire::FieldTable(h.0.iter().filter(|(k, _)| !private(k)).cloned().collect());
+            if !rest.is_empty() {
+                m.insert("headers".into(), table_to_json(&rest));
+            }
+        } else {
+            m.insert("headers".into(), table_to_json(h));
+        }
     }
     if let Some(v) = p.delivery_mode {
         m.insert("delivery_mode".into(), json!(v));

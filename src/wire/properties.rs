@@ -266,6 +266,44 @@ pub fn raw_headers(raw: &[u8]) -> Option<&[u8]> {
     raw.get(at + 4..at + 4 + n)
 }
 
+/// Headers whose keys start with this are a protocol adapter's own: AMQP
+/// 1.0's original sections of a message, kept for its AMQP 1.0 consumers
+/// (see `amqp1::message`). The adapter writes them first in the table, so
+/// [`has_private_headers`] finds them without a scan, and other protocols
+/// leave them out of what they deliver.
+pub const PRIVATE_HEADER_PREFIX: &str = "x-amqp-1.0-";
+
+/// Whether encoded properties start their headers with a private header:
+/// checked on every delivery to a 0-9-1 or MQTT consumer, so it reads a few
+/// bytes and allocates nothing.
+pub fn has_private_headers(raw: &[u8]) -> bool {
+    let Some(table) = raw_headers(raw) else {
+        return false;
+    };
+    let prefix = PRIVATE_HEADER_PREFIX.as_bytes();
+    let key_len = usize::from(table.first().copied().unwrap_or(0));
+    key_len >= prefix.len() && table.get(1..1 + prefix.len()) == Some(prefix)
+}
+
+/// Encoded properties without their private headers (the headers property
+/// left out when nothing else remains in it); `None` when there are none to
+/// remove or the bytes do not decode.
+pub fn without_private_headers(raw: &[u8]) -> Option<Bytes> {
+    if !has_private_headers(raw) {
+        return None;
+    }
+    let mut props = BasicProperties::decode(&mut Bytes::copy_from_slice(raw)).ok()?;
+    if let Some(h) = props.headers.as_mut() {
+        h.0.retain(|(k, _)| !k.starts_with(PRIVATE_HEADER_PREFIX));
+        if h.is_empty() {
+            props.headers = None;
+        }
+    }
+    let mut out = BytesMut::new();
+    props.encode(&mut out).ok()?;
+    Some(out.freeze())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -361,5 +399,37 @@ mod tests {
             let mut b = all.slice(..n);
             assert!(BasicProperties::decode(&mut b).is_err(), "prefix {n}");
         }
+    }
+
+    #[test]
+    fn private_headers_are_found_first_and_removed() {
+        let mut headers = FieldTable::new();
+        headers.insert("x-amqp-1.0-properties", FieldValue::from("raw"));
+        headers.insert("k", FieldValue::from("v"));
+        let props = BasicProperties {
+            message_id: Some("m".into()),
+            headers: Some(headers),
+            ..BasicProperties::default()
+        };
+        let mut raw = BytesMut::new();
+        props.encode(&mut raw).unwrap();
+        assert!(has_private_headers(&raw));
+        let back = BasicProperties::decode(&mut without_private_headers(&raw).unwrap()).unwrap();
+        assert_eq!(back.message_id.as_deref(), Some("m"));
+        assert_eq!(back.headers.as_ref().map(|h| h.0.len()), Some(1));
+        assert!(without_private_headers(&without_private_headers(&raw).unwrap()).is_none());
+        // Only private headers: the headers property goes.
+        let mut only = FieldTable::new();
+        only.insert("x-amqp-1.0-app-properties", FieldValue::from("raw"));
+        let mut raw = BytesMut::new();
+        BasicProperties {
+            headers: Some(only),
+            ..BasicProperties::default()
+        }
+        .encode(&mut raw)
+        .unwrap();
+        let back = BasicProperties::decode(&mut without_private_headers(&raw).unwrap()).unwrap();
+        assert_eq!(back.headers, None);
+        assert!(!has_private_headers(delivery_mode_only(2)));
     }
 }

@@ -4,7 +4,7 @@
 //! Data section with the same properties and application properties.
 
 use fe2o3_amqp::types::messaging::{ApplicationProperties, Data, Header, MessageId, Properties};
-use fe2o3_amqp::types::primitives::{SimpleValue, Symbol};
+use fe2o3_amqp::types::primitives::{SimpleValue, Symbol, Timestamp};
 use lapin::BasicProperties;
 use lapin::types::AMQPValue;
 
@@ -160,6 +160,70 @@ async fn amqp1_message_read_with_amqp1() {
     assert_eq!(header.priority.0, 7, "priority");
     let props = m.properties.as_ref().expect("a properties section");
     assert_eq!(props.reply_to.as_deref(), Some("reply-here"), "reply-to");
+    within_accept(&r, &d).await;
+    c.close().await;
+}
+
+/// What 0-9-1 properties cannot hold (`to`, `subject`, group fields, an
+/// expiry time, a numeric message id, typed application properties, a key
+/// longer than 255 bytes) comes back to an AMQP 1.0 consumer as sent, while
+/// a 0-9-1 consumer of the same message sees RabbitMQ 4's mapping and none
+/// of the broker's copies of the sections.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn amqp1_properties_come_back_as_sent() {
+    let b = start().await;
+    let (_conn, ch) = b.channel().await;
+    let q = uniq("a1-map-bare");
+    declare_queue(&ch, &q).await;
+    let properties = Properties::builder()
+        .message_id(7u64)
+        .to("/queues/elsewhere")
+        .subject("subj")
+        .group_id(Some(String::from("g")))
+        .group_sequence(3)
+        .absolute_expiry_time(Timestamp::from_milliseconds(4_102_444_800_000))
+        .creation_time(Timestamp::from_milliseconds(1_700_000_000_123))
+        .build();
+    let long_key = "k".repeat(300);
+    let application = ApplicationProperties::builder()
+        .insert("u", 5u32)
+        .insert("s", Symbol::from("sym"))
+        .insert(long_key.as_str(), 'é')
+        .build();
+    let message = || {
+        Message::builder()
+            .properties(properties.clone())
+            .application_properties(application.clone())
+            .data(BODY.to_vec())
+            .build()
+    };
+    let mut c = Client::new(&b).await;
+    let mut s = c.sender(&queue_address(&q)).await;
+    for _ in 0..2 {
+        let outcome = send_outcome(&mut s, message()).await;
+        assert!(matches!(outcome, Outcome::Accepted(_)), "{outcome:?}");
+    }
+
+    // Read with 0-9-1 first: the receiver's credit would take both.
+    let m = get(&ch, &q, true).await.expect("the first message, read with 0-9-1");
+    let p = &m.delivery.properties;
+    assert_eq!(p.app_id().as_ref().map(|s| s.as_str()), Some("g"), "group-id as app-id");
+    let headers = p.headers().as_ref().expect("application properties as headers");
+    assert!(
+        headers.inner().keys().all(|k| !k.as_str().starts_with("x-amqp-1.0-")),
+        "the broker's own headers reached 0-9-1: {headers:?}"
+    );
+    let u = headers
+        .inner()
+        .get("u")
+        .unwrap_or_else(|| panic!("no u in {headers:?}"));
+    assert_eq!(amqp091_int(u), Some(5), "u: {u:?}");
+
+    let mut r = c.receiver(&queue_address(&q)).await;
+    let d = recv(&mut r).await;
+    assert_eq!(d.message().properties.as_ref(), Some(&properties));
+    assert_eq!(d.message().application_properties.as_ref(), Some(&application));
+    assert_eq!(body_bytes(&d), BODY);
     within_accept(&r, &d).await;
     c.close().await;
 }
