@@ -383,17 +383,9 @@ pub fn write_stored(
         (delivery_count > 0).then_some(delivery_count),
     );
     let headers = props.headers.as_ref();
-    let original = |key: &str, code: u64| {
-        headers
-            .and_then(|h| h.get(key))
-            .and_then(|v| match v {
-                FieldValue::LongStr(b) => Some(b),
-                _ => None,
-            })
-            .filter(|b| is_section(b, code))
-    };
-    let original_properties = original(ORIGINAL_PROPERTIES, section::PROPERTIES);
-    let original_application = original(ORIGINAL_APPLICATION_PROPERTIES, section::APPLICATION_PROPERTIES);
+    let original_properties = original_section(props, ORIGINAL_PROPERTIES, section::PROPERTIES);
+    let original_application =
+        original_section(props, ORIGINAL_APPLICATION_PROPERTIES, section::APPLICATION_PROPERTIES);
     let annotated = headers.is_some_and(|h| h.iter().any(|(k, _)| is_annotation(k)));
     if !annotated {
         // The usual case: the exchange and routing key are the only
@@ -445,6 +437,15 @@ pub fn write_stored(
     }
 }
 
+/// The original section a stored message keeps in header `key`, when it is
+/// one well-formed section with descriptor `code`.
+fn original_section<'a>(props: &'a BasicProperties, key: &str, code: u64) -> Option<&'a Bytes> {
+    match props.headers.as_ref()?.get(key)? {
+        FieldValue::LongStr(b) if is_section(b, code) => Some(b),
+        _ => None,
+    }
+}
+
 /// Whether a header goes out as a message annotation: the `x-` headers but
 /// the delivery count (the header section's) and the original sections.
 fn is_annotation(key: &str) -> bool {
@@ -481,9 +482,15 @@ fn has_properties_section(props: &BasicProperties, amqp_body: bool) -> bool {
 
 /// Appends the properties section of a stored message.
 fn put_properties_section(out: &mut BytesMut, props: &BasicProperties, amqp_body: bool) {
+    encode_described_list(section::PROPERTIES, &mapped_properties(props, amqp_body), out);
+}
+
+/// The fields of the properties section the shared properties give (up to
+/// group-id; the rest have no place there).
+fn mapped_properties(props: &BasicProperties, amqp_body: bool) -> [Value; 11] {
     let s = |v: &Option<ShortStr>| v.as_ref().map_or(Value::Null, |s| Value::String(s.to_string()));
     let sym = |v: &Option<ShortStr>| v.as_ref().map_or(Value::Null, |s| Value::Symbol(s.to_string()));
-    let properties = [
+    [
         s(&props.message_id),
         props
             .user_id
@@ -504,8 +511,22 @@ fn put_properties_section(out: &mut BytesMut, props: &BasicProperties, amqp_body
             .timestamp
             .map_or(Value::Null, |t| Value::Timestamp((t as i64).saturating_mul(1000))),
         s(&props.app_id),
-    ];
-    encode_described_list(section::PROPERTIES, &properties, out);
+    ]
+}
+
+/// The fields of a stored message's properties section as an AMQP 1.0
+/// consumer would get them: the original section's when the message came
+/// over AMQP 1.0, else those mapped from the shared properties.
+pub fn properties_fields(props: &BasicProperties) -> Vec<Value> {
+    let original =
+        original_section(props, ORIGINAL_PROPERTIES, section::PROPERTIES).and_then(|b| Value::decode(&mut &b[..]).ok());
+    match original.as_ref().and_then(described) {
+        Some((_, inner)) => list_items(inner).to_vec(),
+        None => {
+            let amqp_body = props.content_type.as_deref() == Some(AMQP_BODY_TYPE);
+            mapped_properties(props, amqp_body).to_vec()
+        }
+    }
 }
 
 /// Appends the header section: a list of scalars, written directly.

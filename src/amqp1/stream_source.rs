@@ -1,14 +1,16 @@
 //! Reading a stream queue over AMQP 1.0 as RabbitMQ 4 offers it: the source's
 //! filter map says where to start (`rabbitmq:stream-offset-spec`: first,
 //! last, next, an offset or a timestamp) and which messages to keep
-//! (`rabbitmq:stream-filter`, with `rabbitmq:stream-match-unfiltered`),
-//! mapped onto the consumer arguments 0-9-1 consumers give a stream.
+//! (`rabbitmq:stream-filter`, with `rabbitmq:stream-match-unfiltered`, and
+//! the AMQP filter expressions `amqp:properties-filter` and
+//! `amqp:application-properties-filter`), mapped onto the consumer arguments
+//! 0-9-1 consumers give a stream.
 
 use bytes::Bytes;
 
 use super::codec::types::{Descriptor, Value};
 use crate::core::stream::ConsumerOptions;
-use crate::core::stream_filter::{Filter, TextMatch};
+use crate::core::stream_filter::{Filter, PropertiesTest, TextMatch};
 use crate::wire::{FieldTable, FieldValue};
 
 /// The filter entries of a source, each by its key or its descriptor.
@@ -23,7 +25,10 @@ fn entries(filter: &Value) -> impl Iterator<Item = (&str, &Value)> {
         let inner = match v {
             Value::Described(d, inner) => match &**d {
                 Descriptor::Name(name) => return Some((name.as_str(), &**inner)),
-                Descriptor::Code(_) => &**inner,
+                Descriptor::Code(code) => match code_name(*code) {
+                    Some(name) => return Some((name, &**inner)),
+                    None => &**inner,
+                },
             },
             other => other,
         };
@@ -31,16 +36,89 @@ fn entries(filter: &Value) -> impl Iterator<Item = (&str, &Value)> {
     })
 }
 
+/// The names of the filters whose descriptor codes the AMQP filter
+/// expressions specification gives.
+fn code_name(code: u64) -> Option<&'static str> {
+    match code {
+        0x173 => Some("amqp:properties-filter"),
+        0x174 => Some("amqp:application-properties-filter"),
+        _ => None,
+    }
+}
+
+/// The fields of the properties section, in order, by their names in a
+/// properties filter.
+const PROPERTY_FIELDS: [&str; 13] = [
+    "message-id",
+    "user-id",
+    "to",
+    "subject",
+    "reply-to",
+    "correlation-id",
+    "content-type",
+    "content-encoding",
+    "absolute-expiry-time",
+    "creation-time",
+    "group-id",
+    "group-sequence",
+    "reply-to-group-id",
+];
+
+/// What a properties filter entry asks of one field.
+enum Wanted {
+    /// Text (a string or symbol field), compared as RabbitMQ does.
+    Text(TextMatch),
+    /// This value, of this type.
+    Exactly(Value),
+}
+
+impl Wanted {
+    fn matches(&self, have: &Value) -> bool {
+        match (self, have) {
+            (Wanted::Text(want), Value::String(s) | Value::Symbol(s)) => want.matches(s),
+            (Wanted::Text(_), _) => false,
+            (Wanted::Exactly(want), have) => want == have,
+        }
+    }
+}
+
+/// The condition of an `amqp:properties-filter`: every named field of the
+/// message's properties section matches its value.
+fn properties_test(filter: &Value) -> Result<PropertiesTest, String> {
+    let Value::Map(pairs) = filter else {
+        return Err("amqp:properties-filter must be a map".into());
+    };
+    let mut wanted = Vec::with_capacity(pairs.len());
+    for (k, v) in pairs {
+        let field = k
+            .as_str()
+            .and_then(|k| PROPERTY_FIELDS.iter().position(|f| *f == k))
+            .ok_or_else(|| format!("unknown property {k:?} in amqp:properties-filter"))?;
+        let want = match v {
+            Value::String(s) | Value::Symbol(s) => Wanted::Text(TextMatch::parse(s)),
+            v => Wanted::Exactly(v.clone()),
+        };
+        wanted.push((field, want));
+    }
+    Ok(PropertiesTest::new(move |props| {
+        let fields = super::message::properties_fields(props);
+        wanted
+            .iter()
+            .all(|(i, want)| want.matches(fields.get(*i).unwrap_or(&Value::Null)))
+    }))
+}
+
 fn text(s: &str) -> FieldValue {
     FieldValue::LongStr(Bytes::copy_from_slice(s.as_bytes()))
 }
 
 /// The filters we apply, by name.
-const APPLIED: [&str; 4] = [
+const APPLIED: [&str; 5] = [
     "rabbitmq:stream-offset-spec",
     "rabbitmq:stream-filter",
     "rabbitmq:stream-match-unfiltered",
     "amqp:application-properties-filter",
+    "amqp:properties-filter",
 ];
 
 /// The consumer options a source's filter map asks for. Filters we do not
@@ -50,6 +128,7 @@ pub fn consumer_options(filter: Option<&Value>) -> Result<ConsumerOptions, Strin
     let mut args = FieldTable::default();
     let mut values = 0;
     let mut properties: Vec<(String, TextMatch)> = Vec::new();
+    let mut tests = Vec::new();
     for (name, v) in filter.map(entries).into_iter().flatten() {
         match name {
             "rabbitmq:stream-offset-spec" => {
@@ -95,6 +174,7 @@ pub fn consumer_options(filter: Option<&Value>) -> Result<ConsumerOptions, Strin
                     properties.push((k.to_string(), want));
                 }
             }
+            "amqp:properties-filter" => tests.push(properties_test(v)?),
             _ => {}
         }
     }
@@ -106,6 +186,9 @@ pub fn consumer_options(filter: Option<&Value>) -> Result<ConsumerOptions, Strin
     // Every application property must match as well.
     for (key, want) in properties {
         options.filter = Some(Filter::and_header(options.filter.take(), &key, want));
+    }
+    for test in tests {
+        options.filter = Some(Filter::and_properties(options.filter.take(), test));
     }
     Ok(options)
 }
@@ -133,7 +216,7 @@ pub fn applied_only(source: &Value, stream: bool) -> Value {
                 let name = match v {
                     Value::Described(d, _) => match &**d {
                         Descriptor::Name(n) => Some(n.as_str()),
-                        Descriptor::Code(_) => k.as_str(),
+                        Descriptor::Code(c) => code_name(*c).or(k.as_str()),
                     },
                     _ => k.as_str(),
                 };
@@ -196,8 +279,8 @@ mod tests {
                 described("rabbitmq:stream-filter", Value::String("a".into())),
             ),
             (
-                Value::Symbol("amqp:properties-filter".into()),
-                described("amqp:properties-filter", Value::Map(vec![])),
+                Value::Symbol("sql-filter".into()),
+                described("amqp:sql-filter", Value::String("subject = 'a'".into())),
             ),
         ]);
         let source = Value::Described(
@@ -238,5 +321,53 @@ mod tests {
         h.insert("region", text("us"));
         assert!(!filter.accepts(Some(&h)));
         assert!(!filter.accepts(None));
+    }
+
+    #[test]
+    fn properties_filters_match_the_sections_fields() {
+        use crate::wire::BasicProperties;
+        let f = Value::Map(vec![(
+            Value::Symbol("props".into()),
+            Value::Described(
+                Box::new(Descriptor::Code(0x173)),
+                Box::new(Value::Map(vec![
+                    (Value::Symbol("subject".into()), Value::String("&p:order.".into())),
+                    (Value::Symbol("group-id".into()), Value::String("g1".into())),
+                ])),
+            ),
+        )]);
+        let filter = consumer_options(Some(&f)).unwrap().filter.unwrap();
+        // group-id is mapped from app-id; subject only the original has.
+        let mapped = BasicProperties {
+            app_id: Some("g1".into()),
+            ..BasicProperties::default()
+        };
+        assert!(!filter.accepts_message(&mapped), "no subject");
+        let mut payload = bytes::BytesMut::new();
+        let fields = [
+            Value::Null,
+            Value::Null,
+            Value::Null,
+            Value::String("order.created".into()),
+            Value::Null,
+            Value::Null,
+            Value::Null,
+            Value::Null,
+            Value::Null,
+            Value::Null,
+            Value::String("g1".into()),
+        ];
+        crate::amqp1::codec::types::encode_described_list(0x73, &fields, &mut payload);
+        crate::amqp1::message::write_data_section(&mut payload, b"x");
+        let m = crate::amqp1::message::Received::parse(&payload.freeze()).unwrap();
+        assert!(filter.accepts_message(&m.properties));
+        let mut other = m.properties.clone();
+        other.app_id = Some("g2".into());
+        assert!(filter.accepts_message(&other), "the original section decides");
+        let bad = Value::Map(vec![(
+            Value::Symbol("amqp:properties-filter".into()),
+            Value::Map(vec![(Value::Symbol("colour".into()), Value::Null)]),
+        )]);
+        assert!(consumer_options(Some(&bad)).is_err());
     }
 }

@@ -318,12 +318,15 @@ impl StreamState {
                 continue;
             }
             if let Some(f) = &reader.filter {
-                let headers = self.store.view_copied(&reader.window, at).and_then(|v| {
-                    BasicProperties::decode(&mut Bytes::copy_from_slice(v.properties))
-                        .ok()?
-                        .headers
-                });
-                if !f.accepts(headers.as_ref()) {
+                let props = self
+                    .store
+                    .view_copied(&reader.window, at)
+                    .and_then(|v| BasicProperties::decode(&mut Bytes::copy_from_slice(v.properties)).ok());
+                let pass = match &props {
+                    Some(p) => f.accepts_message(p),
+                    None => f.accepts(None),
+                };
+                if !pass {
                     continue;
                 }
             }

@@ -9,8 +9,9 @@
 
 use std::cmp::Ordering;
 use std::fmt::Write as _;
+use std::sync::Arc;
 
-use super::{FieldTable, FieldValue};
+use super::{BasicProperties, FieldTable, FieldValue};
 
 /// The header whose comma-separated values the string conditions match.
 const FILTER_VALUE_HEADER: &str = "x-stream-filter-value";
@@ -43,6 +44,33 @@ enum Condition {
     /// The message has this header, whose text matches (an AMQP 1.0
     /// application-properties filter entry).
     HeaderText { key: String, want: TextMatch },
+    /// A protocol adapter's test of the message's properties.
+    Properties(PropertiesTest),
+}
+
+/// A condition on a message's properties that the core cannot state in its
+/// own terms: an AMQP 1.0 properties filter reads fields (`to`, `subject`,
+/// typed ids) that only that protocol's adapter knows how to find.
+#[derive(Clone)]
+pub struct PropertiesTest(Arc<dyn Fn(&BasicProperties) -> bool + Send + Sync>);
+
+impl PropertiesTest {
+    /// A condition met by the messages whose properties pass `test`.
+    pub fn new(test: impl Fn(&BasicProperties) -> bool + Send + Sync + 'static) -> Self {
+        PropertiesTest(Arc::new(test))
+    }
+}
+
+impl std::fmt::Debug for PropertiesTest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PropertiesTest(..)")
+    }
+}
+
+impl PartialEq for PropertiesTest {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 /// How an AMQP 1.0 filter compares a property's text, as RabbitMQ reads a
@@ -73,7 +101,8 @@ impl TextMatch {
         }
     }
 
-    fn matches(&self, have: &str) -> bool {
+    /// Whether `have` matches.
+    pub fn matches(&self, have: &str) -> bool {
         match self {
             TextMatch::Exact(want) => have == want,
             TextMatch::Prefix(p) => have.starts_with(p.as_str()),
@@ -145,6 +174,16 @@ impl Filter {
             key: key.to_string(),
             want,
         };
+        Self::and(filter, condition)
+    }
+
+    /// `filter` with one more condition, which every message must also meet:
+    /// its properties pass `test`.
+    pub fn and_properties(filter: Option<Filter>, test: PropertiesTest) -> Filter {
+        Self::and(filter, Condition::Properties(test))
+    }
+
+    fn and(filter: Option<Filter>, condition: Condition) -> Filter {
         match filter {
             None => Filter {
                 conditions: vec![condition],
@@ -163,18 +202,28 @@ impl Filter {
         }
     }
 
-    /// True when a message with these headers passes the filter.
+    /// True when a message with these headers passes the filter (one whose
+    /// properties could not be read, for conditions on properties).
     pub fn accepts(&self, headers: Option<&FieldTable>) -> bool {
+        self.check(headers, None)
+    }
+
+    /// True when a message with these properties passes the filter.
+    pub fn accepts_message(&self, props: &BasicProperties) -> bool {
+        self.check(props.headers.as_ref(), Some(props))
+    }
+
+    fn check(&self, headers: Option<&FieldTable>, props: Option<&BasicProperties>) -> bool {
         if self.match_unfiltered && headers.is_none_or(|h| h.get(FILTER_VALUE_HEADER).is_none()) {
             return true;
         }
-        let Some(headers) = headers else {
+        if headers.is_none() && props.is_none() {
             return false;
-        };
+        }
         if self.match_all {
-            self.conditions.iter().all(|c| c.matches(headers))
+            self.conditions.iter().all(|c| c.matches(headers, props))
         } else {
-            self.conditions.iter().any(|c| c.matches(headers))
+            self.conditions.iter().any(|c| c.matches(headers, props))
         }
     }
 }
@@ -303,8 +352,17 @@ fn polygon_area(t: &FieldTable) -> Result<Area, String> {
 }
 
 impl Condition {
-    fn matches(&self, headers: &FieldTable) -> bool {
+    fn matches(&self, headers: Option<&FieldTable>, props: Option<&BasicProperties>) -> bool {
         match self {
+            Condition::Properties(test) => return props.is_some_and(|p| (test.0)(p)),
+            Condition::AnyOf(any) => return any.iter().any(|c| c.matches(headers, props)),
+            _ => {}
+        }
+        let Some(headers) = headers else {
+            return false;
+        };
+        match self {
+            Condition::Properties(_) | Condition::AnyOf(_) => false,
             Condition::Value(want) => {
                 let Some(value) = headers.get(FILTER_VALUE_HEADER) else {
                     return false;
@@ -319,7 +377,6 @@ impl Condition {
                 text_of(have, &mut TextBuf::new()) == Some(want.as_str())
             }
             Condition::Geo(area) => Point::from_headers(headers).is_some_and(|p| area.contains(p)),
-            Condition::AnyOf(any) => any.iter().any(|c| c.matches(headers)),
             Condition::HeaderText { key, want } => headers
                 .get(key)
                 .is_some_and(|have| text_of(have, &mut TextBuf::new()).is_some_and(|t| want.matches(t))),

@@ -66,6 +66,7 @@ from rabbitmq_amqp_python_client import (
     ExchangeToQueueBindingSpecification,
     ExchangeType,
     Message,
+    MessageProperties,
     QueueType,
     OffsetSpecification,
     QuorumQueueSpecification,
@@ -590,6 +591,30 @@ def test_rmq_client_stream_application_properties_prefix_and_suffix(rmq, mgmt, c
     assert read({"file": "&s:.png"}, 3) == [b"f0", b"f2", b"f3"]
     assert read({"file": "&&p:literal"}, 1) == [b"f4"]
     assert read({"file": "&s:.png", "n": 3}, 1) == [b"f3"]
+
+
+def test_rmq_client_stream_properties_filter(rmq, mgmt, cleanup):
+    # RabbitMQ 4.1's amqp:properties-filter on fields only AMQP 1.0 has
+    # (subject, group-id), with the "&p:" form for a prefix.
+    name = uniq("rmq-s")
+    mgmt.declare_queue(StreamSpecification(name=name))
+    cleanup(lambda ch: ch.queue_delete(name))
+    subjects = ["order.created", "order.paid", "invoice.sent", "order.created"]
+    publisher = rmq.publisher(AddressHelper.queue_address(name))
+    try:
+        for i, subject in enumerate(subjects):
+            m = Message(body=b"p%d" % i, subject=subject, group_id="g%d" % (i % 2))
+            assert publisher.publish(m).remote_state == Disposition.ACCEPTED
+    finally:
+        publisher.close()
+
+    def read(props, n):
+        options = StreamConsumerOptions(OffsetSpecification.first, StreamFilterOptions(message_properties=props))
+        return [g.body for g in consume(rmq, name, n, options=options)]
+
+    assert read(MessageProperties(subject="order.created"), 2) == [b"p0", b"p3"]
+    assert read(MessageProperties(subject="&p:order."), 3) == [b"p0", b"p1", b"p3"]
+    assert read(MessageProperties(subject="&p:order.", group_id="g1"), 2) == [b"p1", b"p3"]
 
 
 def test_rmq_client_queue_info_counts_amqp1_consumers(mgmt, cleanup):
