@@ -820,8 +820,16 @@ impl Channel {
             let held = tx.clear();
             self.shared.unacked.lock().restore(held);
         }
+        // A stream's readers leave first: what they leave unacknowledged
+        // holds their tracked offset back, where a returned stream message
+        // would count as read (a single active consumer's successor starts
+        // there).
+        let (streams, others): (Vec<_>, Vec<_>) = consumers.into_iter().partition(|c| c.queue.is_stream());
+        for c in &streams {
+            detach(c);
+        }
         self.recover();
-        for c in &consumers {
+        for c in &others {
             detach(c);
         }
         self.publish = None;

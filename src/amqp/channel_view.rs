@@ -36,6 +36,7 @@ impl ChannelView for ChannelShared {
                 exclusive: c.exclusive,
                 prefetch_count: c.prefetch.load(Ordering::Relaxed),
                 priority: c.priority,
+                active: c.queue.is_consumer_active(c.id),
             })
             .collect();
         all.sort_by(|a, b| a.tag.cmp(&b.tag));

@@ -88,6 +88,8 @@ pub struct ConsumerDetails {
     pub prefetch_count: u32,
     /// Consumer priority.
     pub priority: i32,
+    /// Receiving now: false for a single active consumer that waits its turn.
+    pub active: bool,
 }
 
 /// A delivery not yet settled, as the API lists it per queue.

@@ -731,10 +731,22 @@ impl Queue {
     ) -> Result<()> {
         let (id, tag) = (consumer.id(), consumer.tag().to_string());
         self.add_consumer(consumer, false)?;
-        if let Some(s) = self.state.lock().stream.as_mut() {
-            s.add_reader(id, &tag, explicit_tag, opts);
+        let mut st = self.state.lock();
+        let single_active = st.settings.single_active_consumer;
+        if let Some(s) = st.stream.as_mut() {
+            s.add_reader(id, &tag, explicit_tag, opts, single_active);
         }
         Ok(())
+    }
+
+    /// Whether consumer `id` receives now: false for a single active
+    /// consumer waiting for its turn.
+    pub fn is_consumer_active(&self, id: u64) -> bool {
+        let st = self.state.lock();
+        if let Some(s) = &st.stream {
+            return s.is_active(id);
+        }
+        !st.settings.single_active_consumer || st.active_consumer().is_some_and(|i| st.consumers[i].id() == id)
     }
 
     /// The offset a stream client stored under `reference`; `None` when it
@@ -1248,7 +1260,9 @@ impl Queue {
     pub fn remove_consumer(&self, id: u64) -> bool {
         let mut st = self.state.lock();
         let before = st.consumers.len();
+        // (A stream's groups are its readers', see `StreamState::add_reader`.)
         if st.settings.single_active_consumer
+            && st.stream.is_none()
             && st.unacked > 0
             && st.active_consumer().is_some_and(|i| st.consumers[i].id() == id)
         {
@@ -1669,7 +1683,7 @@ impl QueueState {
         if self.paused {
             return false;
         }
-        if self.settings.single_active_consumer {
+        if self.settings.single_active_consumer && self.stream.is_none() {
             return !self.sac_draining && self.active_consumer().is_some_and(|i| self.consumers[i].has_capacity());
         }
         self.consumers.iter().any(|c| c.has_capacity())
@@ -1694,7 +1708,7 @@ impl QueueState {
             return None;
         }
         let n = self.consumers.len();
-        if self.settings.single_active_consumer {
+        if self.settings.single_active_consumer && self.stream.is_none() {
             if self.sac_draining {
                 return None;
             }

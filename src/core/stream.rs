@@ -26,15 +26,16 @@ const PUBLISHERS_FILE: &str = "publisher_sequences.json";
 /// How long a changed offset or publisher sequence may wait to be written.
 const SAVE_AFTER_MS: i64 = 500;
 
-/// Queue arguments a stream does not accept (RabbitMQ and LavinMQ refuse them).
-pub const FORBIDDEN_ARGUMENTS: [&str; 8] = [
+/// Queue arguments a stream does not accept (RabbitMQ and LavinMQ refuse
+/// them). `x-single-active-consumer`, which RabbitMQ refuses on streams too,
+/// is accepted: see [`StreamState::add_reader`].
+pub const FORBIDDEN_ARGUMENTS: [&str; 7] = [
     "x-message-ttl",
     "x-dead-letter-exchange",
     "x-dead-letter-routing-key",
     "x-expires",
     "x-delivery-limit",
     "x-overflow",
-    "x-single-active-consumer",
     "x-max-priority",
 ];
 
@@ -183,6 +184,11 @@ struct Reader {
     /// Messages below this offset are skipped (a start offset past the end
     /// waits for that offset, as in RabbitMQ).
     from: u64,
+    /// Where it asked to start, for when it becomes active.
+    start: StartAt,
+    /// A single active consumer's group member that waits for the active
+    /// one to leave; it reads nothing meanwhile.
+    waiting: bool,
 }
 
 /// The state of a stream queue.
@@ -242,32 +248,52 @@ impl StreamState {
         Ok(())
     }
 
-    /// Adds a reader for consumer `id` with tag `tag`.
-    pub fn add_reader(&mut self, id: u64, tag: &str, explicit_tag: bool, opts: &ConsumerOptions) {
+    /// Adds a reader for consumer `id` with tag `tag`. On a stream declared
+    /// with `x-single-active-consumer` (`single_active`), the readers that
+    /// share an explicit tag form a group in which one at a time reads, as
+    /// the stream protocol's single active consumer: the others wait, and
+    /// the oldest of them takes over where the last active one's
+    /// acknowledgements end.
+    pub fn add_reader(&mut self, id: u64, tag: &str, explicit_tag: bool, opts: &ConsumerOptions, single_active: bool) {
+        let waiting = single_active && explicit_tag && self.readers.values().any(|r| r.tracked && r.tag == tag);
+        let mut reader = Reader {
+            cursor: self.store.cursor_next(),
+            window: ReadWindow::default(),
+            tag: tag.to_string(),
+            tracked: explicit_tag,
+            filter: opts.filter.clone(),
+            inflight: Inflight::default(),
+            last: None,
+            from: 0,
+            start: StartAt::Next,
+            waiting,
+        };
         let tracked_offset = explicit_tag.then(|| self.offsets.get(tag).copied()).flatten();
-        let start = match (&opts.start, tracked_offset) {
+        reader.start = match (&opts.start, tracked_offset) {
             (None, Some(t)) => StartAt::Offset(t + 1),
             (Some(_), Some(t)) if opts.automatic_tracking => StartAt::Offset(t + 1),
             (Some(s), _) => s.clone(),
             (None, None) => StartAt::Next,
         };
-        let cursor = self.cursor_for(&start);
-        self.readers.insert(
-            id,
-            Reader {
-                cursor,
-                window: ReadWindow::default(),
-                tag: tag.to_string(),
-                tracked: explicit_tag,
-                filter: opts.filter.clone(),
-                inflight: Inflight::default(),
-                last: None,
-                from: match start {
-                    StartAt::Offset(o) => o,
-                    _ => 0,
-                },
-            },
-        );
+        if !waiting {
+            self.place(&mut reader, None);
+        }
+        self.readers.insert(id, reader);
+    }
+
+    /// Puts a reader at its start, or just past `resume` (the group's
+    /// tracked offset when a waiting reader takes over).
+    fn place(&mut self, r: &mut Reader, resume: Option<u64>) {
+        let start = match resume {
+            Some(t) => StartAt::Offset(t + 1),
+            None => r.start.clone(),
+        };
+        r.cursor = self.cursor_for(&start);
+        r.window = ReadWindow::default();
+        r.from = match start {
+            StartAt::Offset(o) => o,
+            _ => 0,
+        };
     }
 
     /// A cursor at `start`, placed as for a consumer starting there. Reading
@@ -294,11 +320,31 @@ impl StreamState {
 
     /// Removes consumer `id`'s reader, saving its tracked offset.
     pub fn remove_reader(&mut self, id: u64) {
-        if let Some(r) = self.readers.remove(&id) {
-            if r.tracked {
-                self.track(&r);
-            }
-            self.save_offsets();
+        let Some(r) = self.readers.remove(&id) else {
+            return;
+        };
+        if r.tracked && !r.waiting {
+            self.track(&r);
+            self.activate_next(&r.tag);
+        }
+        self.save_offsets();
+    }
+
+    /// The oldest waiting reader of group `tag` becomes its active one,
+    /// resuming after the group's tracked offset.
+    fn activate_next(&mut self, tag: &str) {
+        let next = self
+            .readers
+            .iter()
+            .filter(|(_, r)| r.waiting && r.tag == tag)
+            .map(|(id, _)| *id)
+            .min();
+        let Some(id) = next else { return };
+        let resume = self.offsets.get(tag).copied();
+        if let Some(mut r) = self.readers.remove(&id) {
+            r.waiting = false;
+            self.place(&mut r, resume);
+            self.readers.insert(id, r);
         }
     }
 
@@ -306,12 +352,17 @@ impl StreamState {
     pub fn has_next(&self, id: u64) -> bool {
         self.readers
             .get(&id)
-            .is_some_and(|r| r.cursor.offset < self.store.next_offset())
+            .is_some_and(|r| !r.waiting && r.cursor.offset < self.store.next_offset())
+    }
+
+    /// False for a single active consumer's group member that waits.
+    pub fn is_active(&self, id: u64) -> bool {
+        self.readers.get(&id).is_some_and(|r| !r.waiting)
     }
 
     /// The next message for consumer `id` that passes its filter.
     pub fn next_for(&mut self, id: u64) -> Option<Next> {
-        let reader = self.readers.get_mut(&id)?;
+        let reader = self.readers.get_mut(&id).filter(|r| !r.waiting)?;
         loop {
             let (offset, _ts, at) = self.store.read_copied(&mut reader.cursor, &mut reader.window)?;
             if offset < reader.from {
@@ -522,7 +573,7 @@ mod tests {
                 .collect(),
         )
         .unwrap();
-        s.add_reader(1, "tag", true, &opts);
+        s.add_reader(1, "tag", true, &opts, false);
         let got: Vec<u64> = std::iter::from_fn(|| s.next_for(1).map(|n| n.offset)).collect();
         assert_eq!(got, [0, 1, 2, 3, 4]);
         s.settle(1, [0, 1, 3], true, 0);
@@ -539,7 +590,36 @@ mod tests {
             "tag",
             true,
             &ConsumerOptions::from_arguments(&FieldTable::new()).unwrap(),
+            false,
         );
         assert_eq!(s.next_for(2).map(|n| n.offset), Some(2));
+    }
+
+    #[test]
+    fn single_active_readers_of_a_tag_take_turns() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = StreamState::open(dir.path(), "s", 4096).unwrap();
+        for i in 0..4 {
+            s.store.push(i, "", "s", &[0, 0], b"m").unwrap();
+        }
+        let first = ConsumerOptions::from_arguments(
+            &[("x-stream-offset".into(), FieldValue::from("first"))]
+                .into_iter()
+                .collect(),
+        )
+        .unwrap();
+        s.add_reader(1, "g", true, &first, true);
+        s.add_reader(2, "g", true, &first, true);
+        s.add_reader(3, "h", true, &first, true);
+        // Another tag reads on its own; an anonymous tag never waits.
+        s.add_reader(4, "g", false, &first, true);
+        assert!(s.is_active(1) && !s.is_active(2) && s.is_active(3) && s.is_active(4));
+        assert!(!s.has_next(2) && s.next_for(2).is_none());
+        let got: Vec<u64> = std::iter::from_fn(|| s.next_for(1).map(|n| n.offset)).collect();
+        assert_eq!(got, [0, 1, 2, 3]);
+        s.settle(1, [0, 1], true, 0);
+        s.remove_reader(1);
+        assert!(s.is_active(2));
+        assert_eq!(s.next_for(2).map(|n| n.offset), Some(2), "after the acknowledged ones");
     }
 }

@@ -161,7 +161,8 @@ fn consumers_of(s: &HttpState, c: &ConnectionEntry, ch: &dyn ChannelView) -> Vec
             json!({"consumer_tag": d.tag, "queue": {"name": d.queue, "vhost": c.info.vhost},
                    "channel_details": channel_details(c, number), "ack_required": d.ack_required,
                    "exclusive": d.exclusive, "prefetch_count": d.prefetch_count, "arguments": arguments,
-                   "consumer_timeout": timeout, "active": true, "activity_status": "up"})
+                   "consumer_timeout": timeout, "active": d.active,
+                   "activity_status": if d.active { "up" } else { "waiting" }})
         })
         .collect()
 }

@@ -242,6 +242,62 @@ async fn tracked_offset_resumes_after_the_last_contiguous_ack() {
     assert_eq!(offsets(&mut consumer, 3).await, [3, 4, 5]);
 }
 
+/// On a stream declared with `x-single-active-consumer`, consumers sharing
+/// a tag take turns: one reads, the others wait (shown as waiting by the
+/// API), and when it leaves the oldest waiting one resumes after the
+/// offsets it acknowledged. Other tags read on their own.
+#[tokio::test]
+async fn single_active_consumers_of_one_tag_take_turns() {
+    let b = start().await;
+    let (_conn, ch) = b.channel().await;
+    let q = uniq("stream-sac");
+    declare_stream(&ch, &q, &[("x-single-active-consumer", AMQPValue::Boolean(true))]).await;
+    fill(&ch, &q, (0..6).map(|i| format!("m{i}"))).await;
+    let first = || table(&[("x-stream-offset", long_str("first"))]);
+    let (conn_a, ch_a) = b.channel().await;
+    let mut a = consume(&ch_a, &q, "worker", first()).await;
+    let got = deliveries(&mut a, 6).await;
+    assert_eq!(got.iter().map(offset_of).collect::<Vec<_>>(), [0, 1, 2, 3, 4, 5]);
+    let (_conn_b, ch_b) = b.channel().await;
+    let mut waiting = consume(&ch_b, &q, "worker", first()).await;
+    let (_conn_c, ch_c) = b.channel().await;
+    let mut other = consume(&ch_c, &q, "other", first()).await;
+    assert_eq!(
+        offsets(&mut other, 6).await,
+        [0, 1, 2, 3, 4, 5],
+        "another tag reads on its own"
+    );
+    assert_no_delivery(&mut waiting).await;
+
+    let api = Api::new(&b);
+    let consumers = api.get_ok("/api/consumers").await;
+    let status = |tag: &str| -> Vec<(bool, String)> {
+        let mut v: Vec<_> = consumers
+            .as_array()
+            .expect("consumer list")
+            .iter()
+            .filter(|c| c["queue"]["name"] == q.as_str() && c["consumer_tag"] == tag)
+            .map(|c| (c["active"].as_bool().unwrap_or(false), c["activity_status"].to_string()))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(
+        status("worker"),
+        [(false, "\"waiting\"".to_string()), (true, "\"up\"".to_string())],
+        "{consumers}"
+    );
+
+    // Offsets 0-3 acknowledged, 4 and 5 not: the next member starts at 4.
+    for d in got.iter().filter(|d| offset_of(d) < 4) {
+        d.acker.ack(BasicAckOptions::default()).await.unwrap();
+    }
+    conn_a.close(200, "bye".into()).await.ok();
+    assert_eq!(offsets(&mut waiting, 2).await, [4, 5]);
+    fill(&ch, &q, ["m6".to_string()]).await;
+    assert_eq!(offsets(&mut waiting, 1).await, [6]);
+}
+
 #[tokio::test]
 async fn filters_select_messages_by_their_filter_value() {
     let b = start().await;
