@@ -1,4 +1,5 @@
-// Queues: a paged table of /api/queues (or one vhost's) and a declare form.
+// Queues: a paged table of /api/queues (or one vhost's), a declare form and
+// a form for super streams (RabbitMQ's /api/stream/super-streams endpoint).
 
 import { apiPath, put, scoped, selectedVhost } from "../api.js";
 import { $, link } from "../dom.js";
@@ -42,6 +43,7 @@ const table = new PagedTable({
 });
 
 fillVhostSelect($("declare-queue-vhost")).catch(showError);
+fillVhostSelect($("add-super-stream-vhost")).catch(showError);
 
 onSubmit(
   $("declare-queue-form"),
@@ -55,3 +57,19 @@ onSubmit(
   { success: (name) => `Queue ${name} added` },
 );
 
+onSubmit(
+  $("add-super-stream-form"),
+  async (v) => {
+    // Binding keys, when given, name the partitions; else their number does.
+    const keys = (v.keys || "").trim();
+    const body = keys ? { "binding-keys": keys } : { partitions: v.partitions };
+    const args = {};
+    if (v.max_length_bytes) args["max-length-bytes"] = v.max_length_bytes;
+    if (v.max_age && v.max_age.trim()) args["max-age"] = v.max_age.trim();
+    body.arguments = args;
+    await put(apiPath("stream", "super-streams", v.vhost, v.name), body);
+    await table.reload();
+    return v.name;
+  },
+  { success: (name) => `Super stream ${name} added` },
+);

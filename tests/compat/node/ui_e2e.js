@@ -597,6 +597,45 @@ describe('management UI', () => {
     }
   });
 
+  uiTest('super streams from the queues page: by partition count and by binding keys', async () => {
+    const name = `ui-e2e-super-${suffix()}`;
+    const keyed = `${name}-k`;
+    const { page, errors } = await open();
+    try {
+      await page.goto('/queues');
+      await tableLoaded(page, 'queues-table');
+      await openPanel(page, 'add-super-stream-panel');
+      await selectWhenFilled(page, 'add-super-stream-vhost', '/');
+      await byTestId(page, 'add-super-stream-name').fill(name);
+      await byTestId(page, 'add-super-stream-partitions').fill('2');
+      await byTestId(page, 'add-super-stream-max-age').fill('1D');
+      await byTestId(page, 'add-super-stream-submit').click();
+      await expectToast(page, `Super stream ${name} added`);
+      await findRow(page, 'queues-table', `${name}-1`);
+      const p0 = await apiOk('GET', `/api/queues/%2F/${enc(name)}-0`);
+      assert.equal(p0.type, 'stream');
+      assert.equal(p0.arguments['x-max-age'], '1D');
+      const bound = await apiOk('GET', `/api/exchanges/%2F/${enc(name)}/bindings/source`);
+      assert.deepEqual(bound.map((b) => [b.destination, b.routing_key]).sort(), [[`${name}-0`, '0'], [`${name}-1`, '1']]);
+
+      await selectWhenFilled(page, 'add-super-stream-vhost', '/');
+      await byTestId(page, 'add-super-stream-name').fill(keyed);
+      await byTestId(page, 'add-super-stream-keys').fill('amer, emea');
+      await byTestId(page, 'add-super-stream-submit').click();
+      await expectToast(page, `Super stream ${keyed} added`);
+      await findRow(page, 'queues-table', `${keyed}-emea`);
+      const keys = await apiOk('GET', `/api/exchanges/%2F/${enc(keyed)}/bindings/source`);
+      assert.deepEqual(keys.map((b) => b.routing_key).sort(), ['amer', 'emea']);
+      await expectNoErrorBanner(page);
+      assert.deepEqual(uncaught(errors), []);
+    } finally {
+      for (const q of [`${name}-0`, `${name}-1`, `${keyed}-amer`, `${keyed}-emea`]) {
+        await apiDelete(`/api/queues/%2F/${enc(q)}`);
+      }
+      for (const x of [name, keyed]) await apiDelete(`/api/exchanges/%2F/${enc(x)}`);
+    }
+  });
+
   uiTest('API errors are shown in the error banner', async () => {
     const queue = `ui-e2e-errors-${suffix()}`;
     const missing = `ui-e2e-missing-${suffix()}`;
