@@ -15,6 +15,7 @@ use super::codec::frame::{parse_frame, write_frame, write_heartbeat};
 use super::codec::performative::{
     AmqpError, Attach, Begin, DeliveryState, Detach, Disposition, Flow, Performative, Role, Terminus, Transfer,
 };
+use super::codec::types::{Descriptor, Value};
 use super::codec::{Frame, FrameKind, transfer};
 use super::consumer::LinkConsumer;
 use super::error::{condition, from_core};
@@ -475,6 +476,11 @@ impl Connection {
 
     /// The client attaches as sender: it publishes to the target.
     fn attach_publisher(&mut self, ch: u16, a: &Attach, perms: &Compiled) -> ConnResult {
+        if a.target.as_ref().is_some_and(is_coordinator) {
+            // A transaction controller: RabbitMQ 4 has no AMQP 1.0
+            // transactions either.
+            return Err(conn_error(condition::NOT_IMPLEMENTED, "transactions are not supported"));
+        }
         let target = a
             .target
             .as_ref()
@@ -764,4 +770,16 @@ fn end_session(mut s: Session) {
         detach_link(&mut s, h);
     }
     s.publishers.clear();
+}
+
+/// Whether a target is a transaction coordinator (the standard's
+/// `coordinator`, by code or by name).
+fn is_coordinator(target: &Value) -> bool {
+    match target {
+        Value::Described(d, _) => match &**d {
+            Descriptor::Code(code) => *code == 0x30,
+            Descriptor::Name(name) => name == "amqp:coordinator:list",
+        },
+        _ => false,
+    }
 }

@@ -103,3 +103,33 @@ async fn two_receivers_on_one_queue_share_its_messages() {
     wait_counts(&api, &q, 0, 0).await;
     c.close().await;
 }
+
+/// A transaction controller is refused with `amqp:not-implemented` (RabbitMQ
+/// 4 has no AMQP 1.0 transactions either); the session goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_controller_is_refused_as_not_implemented() {
+    let b = start().await;
+    let (_conn, ch) = b.channel().await;
+    let q = uniq("a1-txn");
+    declare_queue(&ch, &q).await;
+    let mut c = Client::new(&b).await;
+    let refused = within(
+        "controller attach",
+        fe2o3_amqp::transaction::Controller::attach(&mut c.session, "controller"),
+    )
+    .await;
+    match refused {
+        Ok(_) => panic!("a transaction controller was attached"),
+        Err(e) => match sender_attach_error(&e) {
+            Some(err) => assert_eq!(
+                err.condition,
+                ErrorCondition::AmqpError(AmqpError::NotImplemented),
+                "{err:?}"
+            ),
+            None => panic!("expected a detach with amqp:not-implemented, got {e:?}"),
+        },
+    }
+    let mut s = c.sender(&queue_address(&q)).await;
+    send_accepted(&mut s, b"after").await;
+    c.close().await;
+}
