@@ -601,7 +601,7 @@ fn load_definitions(broker: &Broker, path: &Path) -> Result<(), StartError> {
         reason,
     };
     let body = std::fs::read(path).map_err(|e| failed(e.to_string()))?;
-    crate::http::definitions::import_document(broker, &body).map_err(failed)?;
+    crate::core::definitions_import::import_document(broker, &body).map_err(|e| failed(e.to_string()))?;
     tracing::info!("definitions loaded from {}", path.display());
     Ok(())
 }

@@ -3,6 +3,7 @@
 //! later `mqtt`, `http`) translate their protocol into these operations.
 
 pub mod alarms;
+pub mod binding_list;
 pub mod binding_table;
 pub mod broker;
 pub mod connections;
@@ -10,12 +11,17 @@ pub mod consistent_hash;
 pub mod consumer;
 pub mod dead_letter;
 pub mod dedup;
+pub mod definition_json;
 pub mod definitions;
+pub mod definitions_export;
+pub mod definitions_import;
 pub mod definitions_log;
+pub mod definitions_offline;
 pub mod delayed;
 pub mod disk;
 pub mod error;
 pub mod exchange;
+pub mod exchange_declaration;
 pub mod headers;
 pub mod limits;
 pub mod login_throttle;

@@ -117,6 +117,37 @@ impl TopicRules {
     }
 }
 
+/// Stores user `name`'s topic permission on `exchange` in `vhost`, after
+/// checking the vhost, the user and the patterns; true when the user had
+/// none in that vhost before (RabbitMQ's resource is the user's topic
+/// permissions in a vhost, so adding a second exchange is an update). The
+/// error is the reason, for the API's 400 or the import's problem list.
+pub fn set_for_user(
+    broker: &super::broker::Broker,
+    name: &str,
+    vhost: &str,
+    exchange: String,
+    p: TopicPermission,
+) -> Result<bool, String> {
+    if broker.vhost(vhost).is_none() {
+        return Err(format!("vhost '{vhost}' does not exist"));
+    }
+    p.validate()?;
+    let mut created = false;
+    let found = broker
+        .users
+        .update(name, |u| {
+            let by_exchange = u.topic_permissions.entry(vhost.to_string()).or_default();
+            created = by_exchange.is_empty();
+            by_exchange.insert(exchange, p);
+        })
+        .map_err(|e| e.text().to_string())?;
+    if !found {
+        return Err(format!("user '{name}' does not exist"));
+    }
+    Ok(created)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -29,9 +29,9 @@ use super::auth::Authed;
 use super::error::{ApiError, ApiResult};
 use super::listing::Listing;
 use super::path::encode_segment;
-use crate::core::exchange::Destination;
+pub use crate::core::binding_list::{BindingView, of_vhost, sort_explicit};
 use crate::core::permissions::Access;
-use crate::core::table_json::{json_to_table, table_to_json};
+use crate::core::table_json::json_to_table;
 use crate::core::topic_permissions::TopicAccess;
 use crate::core::vhost::VHost;
 
@@ -39,40 +39,20 @@ use crate::core::vhost::VHost;
 /// queues of clients stay locked to the API, as they are in RabbitMQ.
 const API_CONNECTION: u64 = 0;
 
-/// One binding as the API lists it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct BindingView {
-    /// Vhost of both ends.
-    pub vhost: String,
-    /// Source exchange (`""` for the default exchange).
-    pub source: String,
-    /// Destination queue or exchange.
-    pub destination: String,
-    /// True when the destination is a queue.
-    pub to_queue: bool,
-    /// Binding key.
-    pub routing_key: String,
-    /// Binding arguments as JSON.
-    pub arguments: Value,
-    /// True when both ends survive a restart (an exclusive queue does not).
-    pub durable: bool,
-    /// True for the implicit binding of a queue to the default exchange.
-    pub implicit: bool,
+/// A binding's API shape (see the module documentation).
+pub trait BindingJson {
+    /// The key that identifies this binding among those between its two ends.
+    fn properties_key(&self) -> String;
+    /// The binding as RabbitMQ's API shows it.
+    fn to_json(&self) -> Value;
 }
 
-impl BindingView {
-    /// `"queue"` or `"exchange"`.
-    pub fn destination_type(&self) -> &'static str {
-        if self.to_queue { "queue" } else { "exchange" }
-    }
-
-    /// The key that identifies this binding among those between its two ends.
-    pub fn properties_key(&self) -> String {
+impl BindingJson for BindingView {
+    fn properties_key(&self) -> String {
         properties_key(&self.routing_key, &self.arguments)
     }
 
-    /// The binding as RabbitMQ's API shows it.
-    pub fn to_json(&self) -> Value {
+    fn to_json(&self) -> Value {
         json!({"source": self.source, "vhost": self.vhost, "destination": self.destination,
                "destination_type": self.destination_type(), "routing_key": self.routing_key,
                "arguments": self.arguments, "properties_key": self.properties_key()})
@@ -154,63 +134,6 @@ fn unquote_plus(s: &str) -> String {
 /// The exchange a path names: `amq.default` is the default exchange.
 fn exchange_name(path_name: &str) -> &str {
     if path_name == "amq.default" { "" } else { path_name }
-}
-
-/// Every binding of a vhost: the implicit default-exchange binding of each queue
-/// first, then the explicit ones, each group sorted.
-pub fn of_vhost(v: &VHost) -> Vec<BindingView> {
-    let mut queues = v.queues();
-    queues.sort_by(|a, b| a.name.cmp(&b.name));
-    let mut out: Vec<BindingView> = queues
-        .iter()
-        .map(|q| BindingView {
-            vhost: v.name.clone(),
-            source: String::new(),
-            destination: q.name.clone(),
-            to_queue: true,
-            routing_key: q.name.clone(),
-            arguments: json!({}),
-            durable: q.durable && q.exclusive_owner.is_none(),
-            implicit: true,
-        })
-        .collect();
-    let mut explicit = Vec::new();
-    for e in v.exchanges() {
-        for b in e.bindings() {
-            let (to_queue, dest_durable) = match &b.destination {
-                Destination::Queue(q) => (true, q.durable && q.exclusive_owner.is_none()),
-                Destination::Exchange(d) => (false, d.durable),
-            };
-            explicit.push(BindingView {
-                vhost: v.name.clone(),
-                source: e.name.clone(),
-                destination: b.destination.name().to_string(),
-                to_queue,
-                routing_key: b.routing_key.clone(),
-                arguments: table_to_json(&b.arguments),
-                durable: e.durable && dest_durable,
-                implicit: false,
-            });
-        }
-    }
-    sort_explicit(&mut explicit);
-    out.extend(explicit);
-    out
-}
-
-/// Puts explicit bindings in the order the API lists them: by source,
-/// destination, kind of destination, routing key and arguments.
-pub fn sort_explicit(bindings: &mut [BindingView]) {
-    bindings.sort_by_cached_key(|b| {
-        let args = b.arguments.to_string();
-        (
-            b.source.clone(),
-            b.destination.clone(),
-            b.to_queue,
-            b.routing_key.clone(),
-            args,
-        )
-    });
 }
 
 fn to_json(bindings: impl IntoIterator<Item = BindingView>) -> Listing {

@@ -14,9 +14,10 @@ use super::body::JsonBody;
 use super::error::{ApiError, ApiResult};
 use super::listing::Listing;
 use crate::core::exchange::Exchange;
+use crate::core::exchange_declaration::ExchangeDeclaration;
 use crate::core::permissions::Access;
-use crate::core::table_json::{json_to_table, table_to_json};
-use crate::core::vhost::{ExchangeOptions, VHost};
+use crate::core::table_json::table_to_json;
+use crate::core::vhost::VHost;
 
 /// An exchange as RabbitMQ's API shows it.
 /// With a policy in force, its name and definition are shown too (LavinMQ's
@@ -31,19 +32,6 @@ pub fn exchange_json(vhost: &str, e: &Exchange) -> Value {
            "auto_delete": e.auto_delete, "internal": e.internal, "arguments": table_to_json(&e.arguments),
            "policy": policy, "effective_policy_definition": definition, "delayed": e.is_delayed(),
            "message_stats": super::stats_json::message_stats(&e.counters.named(), &e.rates)})
-}
-
-/// An exchange as a definitions export shows it: without what the broker
-/// derives at run time (the policy in force, whether it delays), which an
-/// export read from the files without a broker could not know.
-pub fn exchange_definition_json(vhost: &str, e: &Exchange) -> Value {
-    let mut v = exchange_json(vhost, e);
-    if let Some(o) = v.as_object_mut() {
-        for derived in ["policy", "effective_policy_definition", "delayed"] {
-            o.remove(derived);
-        }
-    }
-    v
 }
 
 fn of_vhost(v: &VHost) -> Vec<Value> {
@@ -75,57 +63,12 @@ pub async fn show(
     Ok(Json(exchange_json(&v.name, &e)))
 }
 
-/// Body of `PUT /api/exchanges/{vhost}/{name}`.
-#[derive(Deserialize)]
-pub struct DeclareBody {
-    #[serde(rename = "type")]
-    kind: String,
-    #[serde(default = "yes")]
-    durable: bool,
-    #[serde(default)]
-    auto_delete: bool,
-    #[serde(default)]
-    internal: bool,
-    #[serde(default)]
-    arguments: Value,
-}
-
-impl DeclareBody {
-    /// Keeps LavinMQ's placement for a consistent-hash exchange from LavinMQ's
-    /// exported definitions (see [`crate::core::consistent_hash::pin_lavinmq_algorithm`]).
-    pub(super) fn pin_lavinmq_algorithm(&mut self) {
-        crate::core::consistent_hash::pin_lavinmq_algorithm(&self.kind, &mut self.arguments);
-    }
-}
-
-fn yes() -> bool {
-    true
-}
-
-impl DeclareBody {
-    /// Checks the type and arguments without declaring anything.
-    pub(super) fn check(&self) -> Result<(), crate::core::Error> {
-        crate::core::vhost::check_exchange_declaration(&self.kind, &json_to_table(&self.arguments))
-    }
-
-    /// Declares exchange `name` in `vhost` as the body describes.
-    pub(super) fn declare_in(&self, vhost: &VHost, name: &str) -> Result<(), crate::core::Error> {
-        let opts = ExchangeOptions {
-            durable: self.durable,
-            auto_delete: self.auto_delete,
-            internal: self.internal,
-            passive: false,
-        };
-        vhost.declare_exchange(name, &self.kind, &opts, json_to_table(&self.arguments))
-    }
-}
-
 /// Declares an exchange (201 new, 204 already there).
 pub async fn declare(
     State(s): State<Arc<HttpState>>,
     user: Authed,
     Path((v, name)): Path<(String, String)>,
-    JsonBody(body): JsonBody<DeclareBody>,
+    JsonBody(body): JsonBody<ExchangeDeclaration>,
 ) -> ApiResult<StatusCode> {
     let v = s.vhost_for(&user, &v)?;
     user.check(&s, &v.name, Access::Configure, "exchange", &name)?;

@@ -9,7 +9,6 @@ pub mod channels;
 pub mod connections;
 pub mod control_socket;
 pub mod definitions;
-pub mod definitions_offline;
 pub mod docs;
 pub mod error;
 pub mod exchanges;

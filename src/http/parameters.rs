@@ -12,22 +12,13 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::HttpState;
 use super::auth::Authed;
 use super::error::{ApiError, ApiResult};
+use crate::core::definition_json::{global_parameter_json, parameter_json};
 use crate::core::vhost::{Parameter, VHost};
-
-/// A vhost parameter as RabbitMQ's API shows it.
-pub fn parameter_json(vhost: &str, p: &Parameter) -> Value {
-    json!({"name": p.name, "vhost": vhost, "component": p.component, "value": p.value})
-}
-
-/// A global parameter as RabbitMQ's API shows it.
-pub fn global_parameter_json(name: &str, value: &Value) -> Value {
-    json!({"name": name, "value": value})
-}
 
 /// The parameters of the given vhosts, of `component` when one is given.
 fn of_vhosts(vhosts: &[Arc<VHost>], component: Option<&str>) -> Value {

@@ -8,33 +8,14 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::HttpState;
 use super::auth::Authed;
 use super::body::JsonBody;
 use super::error::{ApiError, ApiResult};
-use crate::core::topic_permissions::{TopicPermission, TopicPermissions};
-use crate::core::user::User;
-
-/// One topic permission as the API and definitions show it.
-pub(super) fn topic_permission_json(user: &str, vhost: &str, exchange: &str, p: &TopicPermission) -> Value {
-    json!({"user": user, "vhost": vhost, "exchange": exchange, "write": p.write, "read": p.read})
-}
-
-/// Every topic permission of `u`, vhost by vhost (sorted), then by exchange.
-pub(super) fn user_topic_permissions_json(u: &User, vhost: Option<&str>) -> Vec<Value> {
-    let mut vhosts: Vec<(&String, &TopicPermissions)> = u
-        .topic_permissions
-        .iter()
-        .filter(|(v, _)| vhost.is_none_or(|only| only == v.as_str()))
-        .collect();
-    vhosts.sort_by(|a, b| a.0.cmp(b.0));
-    vhosts
-        .into_iter()
-        .flat_map(|(v, by_exchange)| by_exchange.iter().map(|(e, p)| topic_permission_json(&u.name, v, e, p)))
-        .collect()
-}
+use crate::core::definition_json::user_topic_permissions_json;
+use crate::core::topic_permissions::TopicPermission;
 
 /// Every topic permission of every user.
 pub async fn list(State(s): State<Arc<HttpState>>, user: Authed) -> ApiResult<Json<Value>> {
@@ -121,31 +102,16 @@ pub async fn set(
     Ok(super::created_or_updated(!created))
 }
 
-/// Stores a topic permission after checking the vhost, the user and the
-/// patterns; true when the user had none in that vhost before (RabbitMQ's
-/// resource is the user's topic permissions in a vhost, so adding a second
-/// exchange is an update). Shared with the definitions import.
-pub(super) fn set_topic_permission(
+/// Stores a topic permission (see
+/// [`crate::core::topic_permissions::set_for_user`]); a refusal is a 400.
+fn set_topic_permission(
     broker: &crate::core::broker::Broker,
     name: &str,
     vhost: &str,
     exchange: String,
     p: TopicPermission,
 ) -> ApiResult<bool> {
-    if broker.vhost(vhost).is_none() {
-        return Err(ApiError::bad_request(format!("vhost '{vhost}' does not exist")));
-    }
-    p.validate().map_err(ApiError::bad_request)?;
-    let mut created = false;
-    let found = broker.users.update(name, |u| {
-        let by_exchange = u.topic_permissions.entry(vhost.to_string()).or_default();
-        created = by_exchange.is_empty();
-        by_exchange.insert(exchange, p);
-    })?;
-    if !found {
-        return Err(ApiError::bad_request(format!("user '{name}' does not exist")));
-    }
-    Ok(created)
+    crate::core::topic_permissions::set_for_user(broker, name, vhost, exchange, p).map_err(ApiError::bad_request)
 }
 
 /// Query of `DELETE /api/topic-permissions/{vhost}/{user}`.

@@ -14,20 +14,9 @@ use super::HttpState;
 use super::auth::Authed;
 use super::body::JsonBody;
 use super::error::{ApiError, ApiResult};
+use crate::core::definition_json::{parse_tags, permission_json, user_json};
 use crate::core::password;
 use crate::core::user::{self, Permissions, User};
-
-/// A user as the API and definitions show it. It carries the password hash,
-/// so only administrators may be shown it (as in RabbitMQ).
-pub(super) fn user_json(u: &User) -> Value {
-    json!({"name": u.name, "password_hash": u.password_hash, "hashing_algorithm": u.hashing_algorithm,
-           "tags": u.tags, "limits": u.limits})
-}
-
-/// A permission as the API and definitions show it.
-pub(super) fn permission_json(user: &str, vhost: &str, p: &Permissions) -> Value {
-    json!({"user": user, "vhost": vhost, "configure": p.configure, "write": p.write, "read": p.read})
-}
 
 /// Every user.
 pub async fn list(State(s): State<Arc<HttpState>>, user: Authed) -> ApiResult<Json<Value>> {
@@ -53,20 +42,6 @@ pub struct UserBody {
     password_hash: Option<String>,
     hashing_algorithm: Option<String>,
     tags: Option<Value>,
-}
-
-/// User tags as RabbitMQ accepts them: a comma-separated string or a list.
-pub(super) fn parse_tags(v: &Value) -> Vec<String> {
-    let tags: Vec<&str> = match v {
-        Value::String(s) => s.split(',').collect(),
-        Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
-        _ => Vec::new(),
-    };
-    tags.into_iter()
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .map(str::to_string)
-        .collect()
 }
 
 /// Creates (201) or updates (204) a user.

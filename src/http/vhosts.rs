@@ -74,7 +74,10 @@ impl VHostBody {
     fn apply_to(self, current: VHostMeta) -> VHostMeta {
         VHostMeta {
             description: self.description.unwrap_or(current.description),
-            tags: self.tags.map(|t| super::users::parse_tags(&t)).unwrap_or(current.tags),
+            tags: self
+                .tags
+                .map(|t| crate::core::definition_json::parse_tags(&t))
+                .unwrap_or(current.tags),
             default_queue_type: self
                 .default_queue_type
                 .filter(|t| !t.is_empty() && t != "undefined")

@@ -144,7 +144,8 @@ pub fn convert(src: &Path, dest: &Path, settings: StoreSettings) -> Result<Repor
         broker.create_vhost(&v.name)?;
     }
     let body = serde_json::to_vec(&doc).map_err(io::Error::other)?;
-    crate::http::definitions::import_document(&broker, &body).map_err(ConvertError::Definitions)?;
+    crate::core::definitions_import::import_document(&broker, &body)
+        .map_err(|e| ConvertError::Definitions(e.to_string()))?;
     let count = |k: &str| doc[k].as_array().map_or(0, Vec::len);
     let mut report = Report {
         users: count("users"),

@@ -75,7 +75,7 @@ pub enum CtlError {
     },
     /// The definitions of a data dir could not be read (`definitions`).
     #[error("{0}")]
-    DataDir(#[from] lavinmq::http::definitions_offline::OfflineExportError),
+    DataDir(#[from] lavinmq::core::definitions_offline::OfflineExportError),
     /// A LavinMQ data dir could not be read (`definitions`).
     #[error("{0}")]
     LavinMqDataDir(#[from] lavinmq::takeover::ConvertError),

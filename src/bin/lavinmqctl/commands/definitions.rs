@@ -63,7 +63,7 @@ pub fn from_data_dir(ctx: &Ctx, data_dir: &Path) -> CtlResult<()> {
         // A LavinMQ data dir, as LavinMQ's own command reads it.
         lavinmq::takeover::lavinmq_definitions(data_dir)?
     } else {
-        lavinmq::http::definitions_offline::export_data_dir(data_dir)?
+        lavinmq::core::definitions_offline::export_data_dir(data_dir)?
     };
     ctx.out.document(&definitions)
 }

@@ -15,14 +15,15 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::bindings::{BindingView, sort_explicit};
-use super::definitions::{VhostPart, binding_def_json, global_parameters_json, queue_def_json, render_all};
-use crate::core::definitions::compact;
-use crate::core::policy::Policy;
-use crate::core::queue_settings::QueueSettings;
-use crate::core::table_json::{json_to_table, table_to_json};
-use crate::core::user::User;
-use crate::core::vhost::{DEFAULT_EXCHANGES, Parameter, VHostLimits, dir_name, exchange_of_definition};
+use super::binding_list::{BindingView, sort_explicit};
+use super::definition_json::{binding_def_json, exchange_definition_json, queue_def_json};
+use super::definitions::compact;
+use super::definitions_export::{VhostPart, global_parameters_json, render_all};
+use super::policy::Policy;
+use super::queue_settings::QueueSettings;
+use super::table_json::{json_to_table, table_to_json};
+use super::user::User;
+use super::vhost::{DEFAULT_EXCHANGES, Parameter, VHostLimits, dir_name, exchange_of_definition};
 use crate::data_dir_lock::DataDirReadLock;
 
 /// Why the definitions of a data dir could not be read.
@@ -185,7 +186,7 @@ impl Restored {
         };
         self.exchange_names.insert(name.to_string());
         if !name.is_empty() && !name.starts_with("amq.") {
-            let json = super::exchanges::exchange_definition_json(&self.vhost, &ex);
+            let json = exchange_definition_json(&self.vhost, &ex);
             self.exchanges.insert(name.to_string(), json);
         }
     }
