@@ -180,7 +180,7 @@ impl Link<'_> {
         format!(
             "federation: {} -> {}:{}:{}",
             self.upstream_resource(),
-            crate::http::node_stats::hostname(),
+            crate::core::node::host_name(),
             self.vhost.name,
             self.resource
         )
@@ -235,7 +235,7 @@ impl Link<'_> {
         let mut x_args = FieldTable::new();
         x_args.insert(
             "x-downstream-name",
-            FieldValue::from(crate::http::node_stats::hostname().as_str()),
+            FieldValue::from(crate::core::node::host_name().as_str()),
         );
         x_args.insert("x-downstream-vhost", FieldValue::from(self.vhost.name.as_str()));
         x_args.insert("x-internal-purpose", FieldValue::from("federation"));
