@@ -112,3 +112,47 @@ async fn an_amqp_message_reaches_a_stream_client() {
         "header as application property: {colour:?}"
     );
 }
+
+/// A stream client's message comes back to stream clients with its
+/// properties and application properties as it sent them: a binary message
+/// id stays binary, a uint stays a uint, the subject and group id are kept
+/// (0-9-1 has no place for them).
+#[tokio::test]
+async fn a_stream_client_message_reads_back_as_sent() {
+    let b = start().await;
+    let env = env(&b).await;
+    let stream = uniq("as-sent");
+    env.stream_creator().create(&stream).await.unwrap();
+    let producer = env.producer().build(&stream).await.unwrap();
+    let m = Message::builder()
+        .body(b"kept".to_vec())
+        .properties()
+        .message_id(b"id-1".to_vec())
+        .subject("the-subject")
+        .group_id("g")
+        .message_builder()
+        .application_properties()
+        .insert("n", 5u32)
+        .insert("colour", "blue")
+        .message_builder()
+        .build();
+    let sent_properties = m.properties().cloned();
+    let sent_application = m.application_properties().cloned();
+    within("confirm", producer.send_with_confirm(m)).await.unwrap();
+    producer.close().await.unwrap();
+
+    let mut c = consumer(&env, &stream, OffsetSpecification::First).await;
+    let d = &take(&mut c, 1).await[0];
+    assert_eq!(body(d), "kept");
+    let m = d.message();
+    assert_eq!(m.properties().cloned(), sent_properties);
+    assert_eq!(m.application_properties().cloned(), sent_application);
+    assert!(
+        matches!(
+            m.application_properties().and_then(|a| a.get("n")),
+            Some(SimpleValue::Uint(5))
+        ),
+        "{:?}",
+        m.application_properties()
+    );
+}
