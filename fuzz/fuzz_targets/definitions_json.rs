@@ -48,7 +48,7 @@ fuzz_target!(|data: &[u8]| {
         }
         let _enter = f.runtime.enter();
         if let Some((broker, _)) = &f.broker {
-            let _ = lavinmq::http::definitions::import_document(broker, data);
+            let _ = lavinmq::core::definitions_import::import_document(broker, data);
         }
     });
 });
