@@ -757,8 +757,21 @@ impl Queue {
 
     /// Stores a stream client's offset under `reference`.
     pub fn store_stream_offset(&self, reference: &str, offset: u64) {
-        if let Some(s) = self.state.lock().stream.as_mut() {
-            s.store_offset(reference, offset, Message::now_ms());
+        let mut st = self.state.lock();
+        let Some(s) = st.stream.as_mut() else { return };
+        let was_clean = s.offsets_deadline().is_none();
+        s.store_offset(reference, offset, Message::now_ms());
+        let dirty = s.offsets_deadline().is_some();
+        drop(st);
+        self.offsets_changed(was_clean && dirty);
+    }
+
+    /// Has the housekeeping write a stream's changed offsets by their
+    /// deadline: woken once when they turn dirty, not per settlement.
+    fn offsets_changed(&self, newly_dirty: bool) {
+        if newly_dirty {
+            self.start_housekeeping();
+            self.housekeeping.notify_one();
         }
     }
 
@@ -834,10 +847,15 @@ impl Queue {
         if acked {
             st.counts.ack += n;
         }
+        let mut newly_dirty = false;
         if let Some(s) = st.stream.as_mut() {
+            let was_clean = s.offsets_deadline().is_none();
             s.settle(id, offsets, acked, Message::now_ms());
+            newly_dirty = was_clean && s.offsets_deadline().is_some();
         }
         st.notify_consumers();
+        drop(st);
+        self.offsets_changed(newly_dirty);
     }
 
     /// Delivers stream messages to consumers with capacity, each from its own
@@ -1566,11 +1584,18 @@ impl Queue {
         };
         let next_compaction =
             (st.stream.is_some() && st.settings.stream_compaction.is_some()).then_some(now + COMPACTION_CHECK_MS);
+        let next_offsets = st.stream.as_mut().and_then(|s| {
+            s.save_offsets_due(now);
+            s.offsets_deadline()
+        });
         self.unlock_and_route(st);
         if expiry.is_some_and(|at| now >= at) {
             return (None, true);
         }
-        let next = [next_message, expiry, next_compaction].into_iter().flatten().min();
+        let next = [next_message, expiry, next_compaction, next_offsets]
+            .into_iter()
+            .flatten()
+            .min();
         (next, false)
     }
 }

@@ -492,6 +492,21 @@ impl StreamState {
         self.dirty_since = None;
     }
 
+    /// When the offsets changed since they were last written are due to be
+    /// written (`None`: nothing to write). The queue's housekeeping writes
+    /// them then, so that a consumer that goes quiet after its last
+    /// acknowledgement has it on disk within [`SAVE_AFTER_MS`].
+    pub fn offsets_deadline(&self) -> Option<i64> {
+        self.dirty_since.map(|since| since.saturating_add(SAVE_AFTER_MS))
+    }
+
+    /// Writes the changed offsets if their deadline passed.
+    pub fn save_offsets_due(&mut self, now_ms: i64) {
+        if self.offsets_deadline().is_some_and(|at| now_ms >= at) {
+            self.save_offsets();
+        }
+    }
+
     /// Writes the tracked offsets if they changed.
     pub fn save_offsets(&mut self) {
         if self.dirty_since.take().is_none() {

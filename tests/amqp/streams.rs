@@ -298,6 +298,33 @@ async fn single_active_consumers_of_one_tag_take_turns() {
     assert_eq!(offsets(&mut waiting, 1).await, [6]);
 }
 
+/// A consumer that goes quiet after its acknowledgements, still attached,
+/// has its tracked offset written within a bounded time (not only when it
+/// leaves), so that a crash does not take it back further.
+#[tokio::test]
+async fn a_quiet_consumers_tracked_offset_reaches_the_disk() {
+    let b = start().await;
+    let (_conn, ch) = b.channel().await;
+    let q = uniq("stream-offsets-file");
+    declare_stream(&ch, &q, &[]).await;
+    fill(&ch, &q, (0..3).map(|i| format!("m{i}"))).await;
+    let mut c = consume(&ch, &q, "quiet", table(&[("x-stream-offset", long_str("first"))])).await;
+    for d in deliveries(&mut c, 3).await {
+        d.acker.ack(BasicAckOptions::default()).await.unwrap();
+    }
+    let file = b.queue_dir(&q).join("consumer_offsets.json");
+    eventually("the tracked offset written", || {
+        let file = file.clone();
+        async move {
+            std::fs::read_to_string(&file)
+                .ok()
+                .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+                .is_some_and(|v| v["quiet"] == 2)
+        }
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn filters_select_messages_by_their_filter_value() {
     let b = start().await;
