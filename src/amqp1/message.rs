@@ -11,7 +11,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 
 use super::codec::types::{DecodeError, Descriptor, Value, encode_described_list};
-use crate::wire::properties::PRIVATE_HEADER_PREFIX as ORIGINALS_PREFIX;
+use crate::wire::properties::is_private_header;
 use crate::wire::{BasicProperties, FieldTable, FieldValue, ShortStr};
 
 /// The content type under which a body that is not one data section is
@@ -215,8 +215,7 @@ impl Received {
                         // RabbitMQ's own annotations describe the broker's
                         // routing, which this publish sets afresh; the
                         // original sections are the broker's to keep.
-                        if k == "x-exchange" || k == "x-routing-key" || k.starts_with(ORIGINALS_PREFIX) || k.len() > 255
-                        {
+                        if k == "x-exchange" || k == "x-routing-key" || is_private_header(k) || k.len() > 255 {
                             continue;
                         }
                         if let Some(f) = to_field(v) {
@@ -449,7 +448,7 @@ fn original_section<'a>(props: &'a BasicProperties, key: &str, code: u64) -> Opt
 /// Whether a header goes out as a message annotation: the `x-` headers but
 /// the delivery count (the header section's) and the original sections.
 fn is_annotation(key: &str) -> bool {
-    key.starts_with("x-") && key != "x-delivery-count" && !key.starts_with(ORIGINALS_PREFIX)
+    key.starts_with("x-") && key != "x-delivery-count" && !is_private_header(key)
 }
 
 /// Whether `raw` is one well-formed section with descriptor `code`: what an

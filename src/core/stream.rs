@@ -191,6 +191,37 @@ struct Reader {
     waiting: bool,
 }
 
+impl Reader {
+    /// Puts the reader at its start, or just past `resume` (the group's
+    /// tracked offset when a waiting reader takes over).
+    fn place(&mut self, store: &mut StreamStore, resume: Option<u64>) {
+        let start = match resume {
+            Some(t) => StartAt::Offset(t + 1),
+            None => self.start.clone(),
+        };
+        self.cursor = cursor_in(store, &start);
+        self.window = ReadWindow::default();
+        self.from = match start {
+            StartAt::Offset(o) => o,
+            _ => 0,
+        };
+    }
+}
+
+/// A cursor of `store` at `start` (see [`StreamState::cursor_for`]).
+fn cursor_in(store: &mut StreamStore, start: &StartAt) -> StreamCursor {
+    match *start {
+        StartAt::First => store.cursor_first(),
+        StartAt::Next => store.cursor_next(),
+        StartAt::Last => {
+            let last = store.next_offset().saturating_sub(1).max(store.first_offset());
+            store.cursor_at(last)
+        }
+        StartAt::Offset(o) => store.cursor_at(o.max(store.first_offset())),
+        StartAt::Time(t) => store.cursor_at_time(t),
+    }
+}
+
 /// The state of a stream queue.
 pub struct StreamState {
     /// The messages.
@@ -256,7 +287,15 @@ impl StreamState {
     /// acknowledgements end.
     pub fn add_reader(&mut self, id: u64, tag: &str, explicit_tag: bool, opts: &ConsumerOptions, single_active: bool) {
         let waiting = single_active && explicit_tag && self.readers.values().any(|r| r.tracked && r.tag == tag);
+        let tracked_offset = explicit_tag.then(|| self.offsets.get(tag).copied()).flatten();
+        let start = match (&opts.start, tracked_offset) {
+            (None, Some(t)) => StartAt::Offset(t + 1),
+            (Some(_), Some(t)) if opts.automatic_tracking => StartAt::Offset(t + 1),
+            (Some(s), _) => s.clone(),
+            (None, None) => StartAt::Next,
+        };
         let mut reader = Reader {
+            // A waiting reader is placed when it becomes active.
             cursor: self.store.cursor_next(),
             window: ReadWindow::default(),
             tag: tag.to_string(),
@@ -265,35 +304,13 @@ impl StreamState {
             inflight: Inflight::default(),
             last: None,
             from: 0,
-            start: StartAt::Next,
+            start,
             waiting,
         };
-        let tracked_offset = explicit_tag.then(|| self.offsets.get(tag).copied()).flatten();
-        reader.start = match (&opts.start, tracked_offset) {
-            (None, Some(t)) => StartAt::Offset(t + 1),
-            (Some(_), Some(t)) if opts.automatic_tracking => StartAt::Offset(t + 1),
-            (Some(s), _) => s.clone(),
-            (None, None) => StartAt::Next,
-        };
         if !waiting {
-            self.place(&mut reader, None);
+            reader.place(&mut self.store, None);
         }
         self.readers.insert(id, reader);
-    }
-
-    /// Puts a reader at its start, or just past `resume` (the group's
-    /// tracked offset when a waiting reader takes over).
-    fn place(&mut self, r: &mut Reader, resume: Option<u64>) {
-        let start = match resume {
-            Some(t) => StartAt::Offset(t + 1),
-            None => r.start.clone(),
-        };
-        r.cursor = self.cursor_for(&start);
-        r.window = ReadWindow::default();
-        r.from = match start {
-            StartAt::Offset(o) => o,
-            _ => 0,
-        };
     }
 
     /// A cursor at `start`, placed as for a consumer starting there. Reading
@@ -302,20 +319,7 @@ impl StreamState {
     /// for an offset past the end is at the end; skip offsets below the one
     /// asked for, as [`StreamState::next_for`] does.
     pub fn cursor_for(&mut self, start: &StartAt) -> StreamCursor {
-        match *start {
-            StartAt::First => self.store.cursor_first(),
-            StartAt::Next => self.store.cursor_next(),
-            StartAt::Last => {
-                let last = self
-                    .store
-                    .next_offset()
-                    .saturating_sub(1)
-                    .max(self.store.first_offset());
-                self.store.cursor_at(last)
-            }
-            StartAt::Offset(o) => self.store.cursor_at(o.max(self.store.first_offset())),
-            StartAt::Time(t) => self.store.cursor_at_time(t),
-        }
+        cursor_in(&mut self.store, start)
     }
 
     /// Removes consumer `id`'s reader, saving its tracked offset.
@@ -341,10 +345,9 @@ impl StreamState {
             .min();
         let Some(id) = next else { return };
         let resume = self.offsets.get(tag).copied();
-        if let Some(mut r) = self.readers.remove(&id) {
+        if let Some(r) = self.readers.get_mut(&id) {
             r.waiting = false;
-            self.place(&mut r, resume);
-            self.readers.insert(id, r);
+            r.place(&mut self.store, resume);
         }
     }
 

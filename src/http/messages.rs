@@ -124,7 +124,7 @@ pub fn properties_to_json(p: &BasicProperties) -> Value {
     short("cluster_id", &p.cluster_id);
     if let Some(h) = &p.headers {
         // An AMQP 1.0 message's original sections are the broker's own.
-        let private = |k: &ShortStr| k.starts_with(crate::wire::properties::PRIVATE_HEADER_PREFIX);
+        let private = |k: &ShortStr| crate::wire::properties::is_private_header(k);
         if h.iter().any(|(k, _)| private(k)) {
             let rest = crate::wire::FieldTable(h.0.iter().filter(|(k, _)| !private(k)).cloned().collect());
             if !rest.is_empty() {

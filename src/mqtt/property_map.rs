@@ -23,9 +23,7 @@ pub const PAYLOAD_FORMAT_HEADER: &str = "x-mqtt-payload-format-indicator";
 
 /// Headers of the broker's own that are not user properties.
 fn is_internal_header(name: &str) -> bool {
-    name.starts_with("x-mqtt-")
-        || name == CORRELATION_HEADER
-        || name.starts_with(crate::wire::properties::PRIVATE_HEADER_PREFIX)
+    name.starts_with("x-mqtt-") || name == CORRELATION_HEADER || crate::wire::properties::is_private_header(name)
 }
 
 /// A short string, or `None` when it would not fit AMQP's 255 bytes.

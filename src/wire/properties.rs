@@ -273,6 +273,11 @@ pub fn raw_headers(raw: &[u8]) -> Option<&[u8]> {
 /// leave them out of what they deliver.
 pub const PRIVATE_HEADER_PREFIX: &str = "x-amqp-1.0-";
 
+/// Whether header `key` is a private header (see [`PRIVATE_HEADER_PREFIX`]).
+pub fn is_private_header(key: &str) -> bool {
+    key.starts_with(PRIVATE_HEADER_PREFIX)
+}
+
 /// Whether encoded properties start their headers with a private header:
 /// checked on every delivery to a 0-9-1 or MQTT consumer, so it reads a few
 /// bytes and allocates nothing.
@@ -294,7 +299,7 @@ pub fn without_private_headers(raw: &[u8]) -> Option<Bytes> {
     }
     let mut props = BasicProperties::decode(&mut Bytes::copy_from_slice(raw)).ok()?;
     if let Some(h) = props.headers.as_mut() {
-        h.0.retain(|(k, _)| !k.starts_with(PRIVATE_HEADER_PREFIX));
+        h.0.retain(|(k, _)| !is_private_header(k));
         if h.is_empty() {
             props.headers = None;
         }
