@@ -13,6 +13,7 @@ bench:
 	benches/stream_side_by_side.sh
 	benches/amqp1_side_by_side.sh
 	benches/cluster.sh
+	benches/metrics_scrape.sh
 
 # The soak test for SOAK_SECS seconds (an hour by default; the test command
 # runs it for one minute): mixed load against the real binary, failing when

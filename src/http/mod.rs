@@ -18,7 +18,6 @@ pub mod listing;
 pub mod livelog;
 pub mod messages;
 pub mod metrics;
-pub mod metrics_text;
 pub mod node_stats;
 pub mod nodes;
 pub mod overview;
