@@ -97,6 +97,7 @@ pub struct Server {
     mqtt_ctx: Arc<MqttContext>,
     stream_ctx: Arc<crate::stream_protocol::StreamContext>,
     stream_addr: Option<SocketAddr>,
+    stream_tls_addr: Option<SocketAddr>,
     control: Option<crate::transport::unix_socket::BoundSocket>,
     /// Stops the `log_exchange` publisher, while it runs.
     log_exchange: parking_lot::Mutex<Option<CancellationToken>>,
@@ -360,6 +361,7 @@ impl Server {
             mqtt_ctx,
             stream_ctx,
             stream_addr,
+            stream_tls_addr,
             control,
             log_exchange: parking_lot::Mutex::new(None),
             unix_sockets,
@@ -425,6 +427,12 @@ impl Server {
     /// Address of the stream protocol listener, unless disabled.
     pub fn stream_addr(&self) -> Option<SocketAddr> {
         self.stream_addr
+    }
+
+    /// The address the stream protocol's TLS listener is bound to, when TLS
+    /// is configured and its port is on.
+    pub fn stream_tls_addr(&self) -> Option<SocketAddr> {
+        self.stream_tls_addr
     }
 
     /// The address the HTTP API listener is bound to.
@@ -769,6 +777,7 @@ impl crate::cluster::leader_service::LeaderService for Server {
             mqtts_port: self.mqtts_addr().map(|a| a.port()),
             https_port: self.https_addr().map(|a| a.port()),
             stream_port: self.stream_addr().map(|a| a.port()),
+            stream_tls_port: self.stream_tls_addr().map(|a| a.port()),
         }
     }
 

@@ -41,6 +41,10 @@ pub struct LeaderInfo {
     /// leaders' handshakes).
     #[serde(default)]
     pub stream_port: Option<u16>,
+    /// Stream protocol TLS port, when TLS is on and its listener too (absent
+    /// from older leaders' handshakes).
+    #[serde(default)]
+    pub stream_tls_port: Option<u16>,
 }
 
 /// Why following stopped.

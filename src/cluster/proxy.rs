@@ -89,6 +89,7 @@ enum Port {
     Amqps,
     Mqtts,
     Https,
+    StreamTls,
 }
 
 impl Port {
@@ -107,6 +108,7 @@ impl Port {
             Port::Amqps => info.amqps_port,
             Port::Mqtts => info.mqtts_port,
             Port::Https => info.https_port,
+            Port::StreamTls => info.stream_tls_port,
         }
     }
 }
@@ -148,6 +150,8 @@ impl Proxies {
             wanted.push(("AMQPS", config.amqp.bind.as_str(), config.amqp.tls_port, Port::Amqps));
             wanted.push(("MQTTS", config.mqtt.bind.as_str(), config.mqtt.tls_port, Port::Mqtts));
             wanted.push(("HTTPS", config.mgmt.bind.as_str(), config.mgmt.tls_port, Port::Https));
+            let stream_tls = config.stream.tls_port.filter(|p| *p != 0);
+            wanted.push(("stream TLS", config.stream.bind.as_str(), stream_tls, Port::StreamTls));
         }
         let mut listeners = Vec::new();
         let add_header = !config.amqp.tcp_proxy_protocol;

@@ -67,3 +67,49 @@ fn followers_forward_every_protocol_and_the_leader_sees_the_client() {
     .expect("HTTP through the follower");
     assert_eq!(resp.status, 200, "{}", resp.body);
 }
+
+/// The stream protocol's TLS port is forwarded too: TLS ends at the leader,
+/// whose certificate the client checks through the follower's port.
+#[test]
+fn followers_forward_the_stream_tls_port() {
+    let cert = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).expect("certificate");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (cert_path, key_path) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&cert_path, cert.cert.pem()).expect("write certificate");
+    std::fs::write(&key_path, cert.signing_key.serialize_pem()).expect("write key");
+    let ini = format!(
+        "[main]\ntls_cert = {}\ntls_key = {}\n",
+        cert_path.display(),
+        key_path.display()
+    );
+    let etcd = Etcd::start();
+    let cluster = Cluster::start_with(2, &etcd, true, |_, cfg| cfg.tls_listeners(true).ini(ini.clone()));
+    let leader = cluster.wait_leader(Duration::from_secs(45));
+    let follower = cluster.node(1 - leader);
+    follower.expect_log(LOG_IN_SYNC, Duration::from_secs(45));
+    let port = follower.stream_tls_port().expect("a stream TLS port");
+
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert.cert.der().clone()).expect("trust the certificate");
+    let config =
+        rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .expect("protocol versions")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("server name");
+    let tls = rustls::ClientConnection::new(std::sync::Arc::new(config), name).expect("TLS client");
+    let tcp = TcpStream::connect(("127.0.0.1", port)).expect("connect through the follower");
+    tcp.set_read_timeout(Some(TIMEOUT)).expect("timeout");
+    let mut stream = rustls::StreamOwned::new(tls, tcp);
+    // A peer properties request, answered by the leader as on the plain port.
+    stream
+        .write_all(b"\x00\x00\x00\x0c\x00\x11\x00\x01\x00\x00\x00\x07\x00\x00\x00\x00")
+        .expect("send over TLS");
+    let mut back = [0u8; 14];
+    stream
+        .read_exact(&mut back)
+        .expect("a peer properties response over TLS");
+    assert_eq!(&back[4..12], b"\x80\x11\x00\x01\x00\x00\x00\x07", "{back:?}");
+    assert_eq!(&back[12..14], b"\x00\x01", "response code OK: {back:?}");
+}

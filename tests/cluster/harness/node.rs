@@ -34,7 +34,7 @@ pub struct NodeConfig {
     /// a system-wide `/etc/lavinmq/lavinmq.ini` out). Use this rather than a
     /// `-c` in [`NodeConfig::extra_args`].
     pub ini: String,
-    /// Bind AMQPS, MQTTS and HTTPS on ports of their own (default false: they
+    /// Bind AMQPS, MQTTS, HTTPS and the stream protocol's TLS port on ports of their own (default false: they
     /// are disabled with `-1`). They only listen when a certificate is
     /// configured too (through `ini` or `extra_args`).
     pub tls_listeners: bool,
@@ -134,6 +134,8 @@ pub struct NodePorts {
     pub mqtts: Option<u16>,
     /// `--https-port`, with [`NodeConfig::tls_listeners`]
     pub https: Option<u16>,
+    /// `--stream-tls-port`, with [`NodeConfig::tls_listeners`]
+    pub stream_tls: Option<u16>,
 }
 
 impl NodePorts {
@@ -148,6 +150,7 @@ impl NodePorts {
             amqps: tls_port(),
             mqtts: tls_port(),
             https: tls_port(),
+            stream_tls: tls_port(),
         }
     }
 }
@@ -244,6 +247,8 @@ impl Node {
             tls(p.mqtts),
             "--https-port".into(),
             tls(p.https),
+            "--stream-tls-port".into(),
+            tls(p.stream_tls),
         ]);
         if cfg.clustering {
             args.extend([
@@ -575,6 +580,11 @@ impl Node {
     /// (as follower).
     pub fn stream_port(&self) -> u16 {
         self.ports.stream
+    }
+
+    /// The stream protocol's TLS port (with [`NodeConfig::tls_listeners`]).
+    pub fn stream_tls_port(&self) -> Option<u16> {
+        self.ports.stream_tls
     }
 
     /// The HTTP (management) port.
