@@ -708,6 +708,12 @@ impl Queue {
         self.queue_type == QueueType::Stream
     }
 
+    /// A stream's next offset (the one its next message gets); `None` for
+    /// other queues.
+    pub fn stream_next_offset(&self) -> Option<u64> {
+        self.lock().stream.as_ref().map(|st| st.store.next_offset())
+    }
+
     /// The declaration arguments.
     pub fn arguments(&self) -> FieldTable {
         self.declaration.read().arguments.clone()

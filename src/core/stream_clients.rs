@@ -62,6 +62,12 @@ impl ConsumerStats {
     pub fn last_offset(&self) -> Option<u64> {
         Some(self.offset.load(Ordering::Relaxed)).filter(|o| *o != u64::MAX)
     }
+
+    /// Its lag behind a stream whose next offset is `next_offset`: the
+    /// messages stored after the last one delivered to it.
+    pub fn offset_lag(&self, next_offset: u64) -> u64 {
+        next_offset.saturating_sub(self.last_offset().map_or(0, |o| o + 1))
+    }
 }
 
 /// Every stream-protocol publisher and consumer of the broker, by
@@ -133,5 +139,27 @@ impl StreamClients {
     /// Every consumer.
     pub fn consumers(&self) -> Vec<Arc<ConsumerStats>> {
         self.consumers.lock().values().cloned().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_consumer_lags_by_the_messages_stored_after_its_last_delivery() {
+        let clients = StreamClients::default();
+        let of = ClientOf {
+            connection: "c".into(),
+            vhost: "/".into(),
+            stream: "s".into(),
+        };
+        let c = clients.add_consumer(1, of, 0, Vec::new(), true);
+        assert_eq!(c.offset_lag(10), 10, "nothing delivered yet");
+        c.offset.store(4, Ordering::Relaxed);
+        assert_eq!(c.offset_lag(10), 5);
+        c.offset.store(9, Ordering::Relaxed);
+        assert_eq!(c.offset_lag(10), 0);
+        assert_eq!(c.offset_lag(3), 0, "a truncated stream lags nothing");
     }
 }

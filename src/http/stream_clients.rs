@@ -131,15 +131,14 @@ fn consumers_json(s: &HttpState, user: &Authed, sel: &Select<'_>) -> Listing {
         .filter(|c| sel.matches(&c.of))
         .filter_map(|c| {
             let details = connection_details(s, user, &c.of)?;
-            // The lag: messages stored after the last one delivered.
             let end = s
                 .broker
                 .vhost(&c.of.vhost)
                 .and_then(|v| v.queue(&c.of.stream))
-                .and_then(|q| q.lock().stream.as_ref().map(|st| st.store.next_offset()))
+                .and_then(|q| q.stream_next_offset())
                 .unwrap_or(0);
             let offset = c.last_offset();
-            let lag = end.saturating_sub(offset.map_or(0, |o| o + 1));
+            let lag = c.offset_lag(end);
             let active = c.active.load(Ordering::Relaxed);
             let properties: serde_json::Map<String, Value> =
                 c.properties.iter().map(|(k, v)| (k.clone(), json!(v))).collect();

@@ -19,8 +19,8 @@
 //! Where LavinMQ has no metric for a figure this broker keeps, RabbitMQ's
 //! `rabbitmq_prometheus` name is used with the same prefix
 //! (`global_messages_received_total`, `global_messages_routed_total`,
-//! `queue_messages_published_total`, the `queue_delivery_metrics` family, the
-//! connection packet counts), and the extra counters get names in the same
+//! `queue_messages_published_total`, the `queue_delivery_metrics` and
+//! `stream_consumer_metrics` families, the connection packet counts), and the extra counters get names in the same
 //! style (`queues_created_total`, the exchange message counters).
 //!
 //! How the figures LavinMQ defines are measured here:
@@ -94,6 +94,7 @@ use overview::OverviewCollector;
 pub use params::{CONTENT_TYPE, DEFAULT_PREFIX, Family, MAX_PREFIX_LEN, PrefixError, ScrapeParams, validate_prefix};
 use queues::write_queue_families;
 use spec::{FamilyBuilder, describe, heap_bytes};
+use streams::write_stream_consumers;
 use text::TextWriter;
 
 mod churn;
@@ -104,6 +105,7 @@ mod overview;
 mod params;
 mod queues;
 mod spec;
+mod streams;
 mod text;
 
 /// Which document a scrape produces.
@@ -277,6 +279,7 @@ fn render(
                 Family::Connection => write_connections(&mut w, &broker, &vhosts),
                 Family::Channel => scratch += write_channels(&mut w, &broker, &vhosts),
                 Family::Exchange => scratch += write_exchanges(&mut w, &vhosts),
+                Family::StreamConsumer => write_stream_consumers(&mut w, &broker, &vhosts),
                 // Above: the churn collector, and one read of the queues.
                 Family::ConnectionChurn
                 | Family::QueueCoarse

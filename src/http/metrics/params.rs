@@ -62,6 +62,8 @@ pub enum Family {
     Exchange,
     /// Messages published and delivered and queues per vhost.
     VhostMessageStats,
+    /// The highest offset lag of each stream's stream-protocol consumers.
+    StreamConsumer,
 }
 
 impl Family {
@@ -77,6 +79,7 @@ impl Family {
             "channel_metrics" => Family::Channel,
             "exchange_metrics" => Family::Exchange,
             "vhost_message_stats" => Family::VhostMessageStats,
+            "stream_consumer_metrics" => Family::StreamConsumer,
             _ => return None,
         })
     }

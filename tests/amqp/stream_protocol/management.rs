@@ -77,6 +77,30 @@ async fn publishers_and_consumers_are_listed_with_their_counters() {
     assert_eq!(c["subscription_id"], 1);
     assert_eq!(c["active"], true);
 
+    // RabbitMQ's `stream_consumer_metrics`: the stream's highest consumer lag.
+    let url = format!(
+        "http://{}/metrics/detailed?family=stream_consumer_metrics",
+        b.server().http_addr()
+    );
+    let text = within("scrape", async {
+        reqwest::Client::new()
+            .get(&url)
+            .basic_auth("guest", Some("guest"))
+            .send()
+            .await
+            .expect("scrape")
+            .text()
+            .await
+            .expect("metrics text")
+    })
+    .await;
+    assert!(
+        text.contains("# TYPE lavinmq_detailed_stream_consumer_max_offset_lag gauge\n"),
+        "{text}"
+    );
+    let sample = format!("lavinmq_detailed_stream_consumer_max_offset_lag{{queue=\"{stream}\",vhost=\"/\"}} 0\n");
+    assert!(text.contains(&sample), "no `{sample}` in:\n{text}");
+
     producer.close().await.unwrap();
     consumer.handle().close().await.unwrap();
     let s = stream.clone();
