@@ -62,7 +62,7 @@
 //! registered in a registry made for the scrape (its prefix and vhosts are
 //! the request's), which read the broker's counters when gathered and are
 //! encoded by the crate's `TextEncoder`. The per-object families ([`queues`],
-//! [`connections`], [`exchanges`]) are written from the same kind of family
+//! [`connections`], [`exchanges`], [`streams`]) are written from the same kind of family
 //! table ([`spec::Spec`]) by a hand-written encoder ([`text`], which says why
 //! and what it saves), taking each queue's lock once, briefly.
 
