@@ -11,6 +11,7 @@ const SECTION = {
   stream: "queues",
   exchange: "exchanges",
   connection: "connections",
+  "stream-connection": "stream-connections",
   channel: "channels",
   vhost: "vhosts",
   user: "users",

@@ -19,6 +19,8 @@ const PAGE_SIZES = [20, 50, 100, 500];
  * - `sort`: default sort key; `filter`: show the name filter (default true);
  * - `prefix`: query-string key prefix when a page has several tables;
  * - `refresh`: milliseconds between reloads (0: none; default 5000);
+ * - `prepare`: async function awaited with each answer before it is drawn
+ *   (to fetch what the columns show besides the listing);
  * - `empty`: text when there are no rows.
  */
 export class PagedTable {
@@ -143,6 +145,7 @@ export class PagedTable {
     };
     try {
       const data = await get(withQuery(this.opts.url(), params));
+      if (this.opts.prepare) await this.opts.prepare(data);
       this.render(data, params);
       this.table.dataset.loaded = "true";
     } catch (e) {

@@ -11,7 +11,7 @@ use reqwest::redirect::Policy;
 use reqwest::{Client, StatusCode, header};
 
 /// Every page of the UI, as its clean URL (entity pages with an identity).
-const PAGES: [&str; 23] = [
+const PAGES: [&str; 25] = [
     "/",
     "/login",
     "/queues",
@@ -21,6 +21,8 @@ const PAGES: [&str; 23] = [
     "/exchange?vhost=%2F&name=amq.topic",
     "/connections",
     "/connection?name=x",
+    "/stream-connections",
+    "/stream-connection?vhost=%2F&name=x",
     "/channels",
     "/channel?name=x%20(1)",
     "/consumers",

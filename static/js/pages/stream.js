@@ -1,10 +1,13 @@
 // A stream queue (?vhost=&name=): reads messages from an offset with
-// POST /api/queues/{vhost}/{name}/stream, without consuming them.
+// POST /api/queues/{vhost}/{name}/stream, without consuming them, and lists
+// its stream-protocol publishers and consumers.
 
-import { apiPath, post } from "../api.js";
-import { $, dl, el, fill, pageUrl, param } from "../dom.js";
-import { bool, bytes, json } from "../format.js";
+import { apiPath, get, post } from "../api.js";
+import { poll } from "../chart.js";
+import { $, dl, el, fill, link, pageUrl, param, simpleTable } from "../dom.js";
+import { bool, bytes, json, num } from "../format.js";
 import { onClick, onSubmit } from "../forms.js";
+import { showError } from "../ui.js";
 
 const vhost = param("vhost");
 const name = param("name");
@@ -58,3 +61,36 @@ onClick($("stream-read-more"), async () => {
   f.elements.offset.value = String(nextOffset);
   await read(nextOffset, Number(f.elements.count.value) || 10, f.elements.encoding.value);
 });
+
+/** A link to the stream connection of a publisher or consumer. */
+const connectionLink = (x) => link("stream-connection", { vhost, name: x.connection_details.name }, x.connection_details.name);
+
+/** The stream's publishers and consumers over the stream protocol. */
+async function loadClients() {
+  const [publishers, consumers] = await Promise.all([
+    get(apiPath("stream", "publishers", vhost, name)),
+    get(apiPath("stream", "consumers", vhost)),
+  ]);
+  fill(
+    "stream-publishers",
+    simpleTable(
+      "stream-publishers-table",
+      ["Connection", "Publisher id", "Reference", "Published", "Confirmed", "Errored"],
+      publishers.map((p) => [connectionLink(p), String(p.publisher_id), p.reference, num(p.published), num(p.confirmed), num(p.errored)]),
+      "No publishers",
+    ),
+  );
+  fill(
+    "stream-consumers",
+    simpleTable(
+      "stream-consumers-table",
+      ["Connection", "Subscription id", "Offset", "Offset lag", "Credits", "Consumed", "Active"],
+      consumers
+        .filter((c) => c.queue.name === name)
+        .map((c) => [connectionLink(c), String(c.subscription_id), num(c.offset), num(c.offset_lag), num(c.credits), num(c.consumed), bool(c.active)]),
+      "No consumers",
+    ),
+  );
+}
+
+poll(loadClients, showError);

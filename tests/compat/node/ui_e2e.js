@@ -111,6 +111,121 @@ async function amqpUrl(vhost) {
   return `amqp://${enc(USER)}:${enc(PASS)}@${host}:${l.port}/${enc(vhost)}`;
 }
 
+// --- the stream protocol, by hand --------------------------------------------
+
+/** The broker's stream listener port, from the listeners /api/overview reports. */
+async function streamPort() {
+  const o = await apiOk('GET', '/api/overview');
+  const l = (o.listeners || []).find((x) => x.protocol === 'stream');
+  assert.ok(l, 'a stream listener in /api/overview');
+  return l.port;
+}
+
+const u8 = (n) => Buffer.from([n]);
+const u16 = (n) => { const b = Buffer.alloc(2); b.writeUInt16BE(n); return b; };
+const u32 = (n) => { const b = Buffer.alloc(4); b.writeUInt32BE(n); return b; };
+const u64 = (n) => { const b = Buffer.alloc(8); b.writeBigUInt64BE(BigInt(n)); return b; };
+const str = (s) => Buffer.concat([u16(Buffer.byteLength(s)), Buffer.from(s)]);
+const map = (o) => Buffer.concat([u32(Object.keys(o).length), ...Object.entries(o).flatMap(([k, v]) => [str(k), str(v)])]);
+const blob = (b) => Buffer.concat([u32(b.length), b]);
+/** An AMQP 1.0 message of one short data section, as stream clients publish. */
+const amqp1Body = (text) => Buffer.concat([Buffer.from([0x00, 0x53, 0x75, 0xa0, Buffer.byteLength(text)]), Buffer.from(text)]);
+
+/**
+ * A stream-protocol connection (RabbitMQ's binary protocol) written by hand,
+ * with the few commands the tests need: each request's answer is awaited by
+ * correlation id, the broker's tune is echoed, confirms are counted and
+ * deliveries ignored.
+ */
+class StreamClient {
+  constructor(socket) {
+    this.socket = socket;
+    this.buf = Buffer.alloc(0);
+    this.nextId = 0;
+    this.waiting = new Map();
+    this.confirmed = 0;
+    this.tuned = new Promise((resolve) => (this.onTune = resolve));
+    this.closed = false;
+    socket.once('close', () => (this.closed = true));
+    socket.on('data', (d) => this.read(d));
+    socket.on('error', () => undefined);
+  }
+
+  /** Logs in as the administrator on vhost "/", with `properties` as peer properties. */
+  static async connect(port, properties = {}) {
+    const socket = require('node:net').connect(port, new URL(BASE).hostname);
+    await new Promise((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+    const c = new StreamClient(socket);
+    await c.call(0x0011, map(properties));
+    await c.call(0x0012);
+    await c.call(0x0013, str('PLAIN'), blob(Buffer.from(`\0${USER}\0${PASS}`)));
+    await c.tuned;
+    await c.call(0x0015, str('/'));
+    return c;
+  }
+
+  /** Sends one frame: key, version 1, then `parts`. */
+  send(key, ...parts) {
+    const body = Buffer.concat([u16(key), u16(1), ...parts]);
+    this.socket.write(Buffer.concat([u32(body.length), body]));
+  }
+
+  /** A request with a correlation id; resolves when the broker answers OK. */
+  call(key, ...parts) {
+    const id = ++this.nextId;
+    const answered = new Promise((resolve, reject) => this.waiting.set(id, { key, resolve, reject }));
+    this.send(key, u32(id), ...parts);
+    return answered;
+  }
+
+  read(data) {
+    this.buf = Buffer.concat([this.buf, data]);
+    while (this.buf.length >= 4 && this.buf.length >= 4 + this.buf.readUInt32BE(0)) {
+      const frame = this.buf.subarray(4, 4 + this.buf.readUInt32BE(0));
+      this.buf = this.buf.subarray(4 + frame.length);
+      const key = frame.readUInt16BE(0);
+      if (key === 0x0014) {
+        // Tune: the broker's frame size, no heartbeats.
+        this.send(0x0014, frame.subarray(4, 8), u32(0));
+        this.onTune();
+      } else if (key === 0x0003) {
+        // Publish confirm: publisher id, then the confirmed publishing ids.
+        this.confirmed += frame.readUInt32BE(5);
+      } else if (key === 0x0016) {
+        // The broker closes the connection: answer OK.
+        this.send(0x8016, frame.subarray(4, 8), u16(1));
+      } else if (key & 0x8000) {
+        const w = this.waiting.get(frame.readUInt32BE(4));
+        if (!w) continue;
+        this.waiting.delete(frame.readUInt32BE(4));
+        const code = frame.readUInt16BE(8);
+        if (code === 1) w.resolve();
+        else w.reject(new Error(`stream command 0x${w.key.toString(16)}: response code ${code}`));
+      }
+    }
+  }
+
+  /** Declares publisher `id` on `stream`, with a publisher reference. */
+  declarePublisher(id, reference, stream) {
+    return this.call(0x0001, u8(id), str(reference), str(stream));
+  }
+
+  /** Publishes `texts` as publisher `id`, with publishing ids from `first`. */
+  publish(id, texts, first = 1) {
+    const messages = texts.flatMap((t, i) => [u64(first + i), blob(amqp1Body(t))]);
+    this.send(0x0002, u8(id), u32(texts.length), ...messages);
+  }
+
+  /** Subscribes `id` to `stream` from its first offset, with `credit` chunks of credit. */
+  subscribe(id, stream, credit, properties = {}) {
+    return this.call(0x0007, u8(id), str(stream), u16(1), u16(credit), map(properties));
+  }
+
+  destroy() {
+    this.socket.destroy();
+  }
+}
+
 // --- the browser ------------------------------------------------------------
 
 let browser;
@@ -255,6 +370,30 @@ async function confirm(page) {
 async function tableLoaded(page, id, text) {
   await page.locator(`#${id}[data-loaded="true"]`).waitFor();
   if (text !== undefined) await page.locator(`#${id} tbody`).getByText(text, { exact: true }).first().waitFor();
+}
+
+/** The rows of table `id`, each as an object of its cells' text by column header. */
+async function tableRows(page, id) {
+  return page.locator(`#${id}`).evaluate((t) => {
+    const heads = [...t.querySelectorAll('thead th')].map((th) => th.textContent.trim());
+    return [...t.querySelectorAll('tbody tr:not(.empty)')].map((tr) =>
+      Object.fromEntries([...tr.children].map((td, i) => [heads[i], td.textContent.trim()])),
+    );
+  });
+}
+
+/** Waits for a row of table `id` whose cells (by column header) are those of `expected`. */
+async function expectRow(page, id, expected) {
+  let rows = [];
+  const matches = (r) => Object.entries(expected).every(([k, v]) => r[k] === v);
+  try {
+    await eventually(async () => {
+      rows = await tableRows(page, id);
+      return rows.some(matches);
+    }, `a row ${JSON.stringify(expected)} in #${id}`);
+  } catch (e) {
+    assert.fail(`${e.message}; the rows: ${JSON.stringify(rows)}`);
+  }
 }
 
 /**
@@ -636,6 +775,101 @@ describe('management UI', () => {
     }
   });
 
+  uiTest('stream connections: the list, a connection with its publisher and consumer, closing it', async () => {
+    const id = suffix();
+    const stream = `ui-e2e-stream-${id}`;
+    const clientName = `ui-e2e-stream-client-${id}`;
+    const reference = `ui-e2e-ref-${id}`;
+    let client;
+    try {
+      await apiOk('PUT', `/api/queues/%2F/${enc(stream)}`, { durable: true, arguments: { 'x-queue-type': 'stream' } });
+      // One connection: publisher 7 publishes three messages, all confirmed,
+      // and subscription 3 reads them from the first offset.
+      client = await StreamClient.connect(await streamPort(), { connection_name: clientName });
+      await client.declarePublisher(7, reference, stream);
+      client.publish(7, ['one', 'two', 'three']);
+      await eventually(() => client.confirmed === 3, 'the three messages confirmed');
+      await client.subscribe(3, stream, 10);
+      const conn = await eventually(async () => {
+        const list = await apiOk('GET', '/api/stream/connections');
+        return list.find((c) => c.user_provided_name === clientName);
+      }, 'the stream connection in the API');
+      const P = `/api/stream/connections/%2F/${enc(conn.name)}`;
+      const consumer = await eventually(async () => {
+        const [c] = await apiOk('GET', `${P}/consumers`);
+        return c?.consumed === 3 && c;
+      }, 'the consumer to have the three messages');
+      const [publisher] = await apiOk('GET', `${P}/publishers`);
+      assert.equal(publisher.published, 3);
+
+      // The list: the connection, its client and its counts; its name links to its page.
+      const { page, errors } = await open();
+      await page.goto('/stream-connections');
+      assert.equal(await page.locator('#nav a[aria-current="page"]').textContent(), 'Stream connections');
+      await findRow(page, 'stream-connections-table', conn.name);
+      await expectRow(page, 'stream-connections-table', {
+        Name: conn.name,
+        'Client name': clientName,
+        'Virtual host': '/',
+        User: USER,
+        Client: `${conn.peer_host}:${conn.peer_port}`,
+        Publishers: '1',
+        Consumers: '1',
+      });
+      await page.locator('#stream-connections-table tbody').getByRole('link', { name: conn.name, exact: true }).click();
+      await page.waitForURL((u) => u.pathname === '/stream-connection' && u.searchParams.get('name') === conn.name);
+
+      // The connection's page: details, the publisher's and the consumer's figures.
+      assert.equal(await byTestId(page, 'stream-connection-name').textContent(), conn.name);
+      const details = byTestId(page, 'stream-connection-details-list');
+      await details.getByText(clientName, { exact: true }).waitFor();
+      await details.getByText(`${conn.peer_host}:${conn.peer_port}`, { exact: true }).waitFor();
+      await tableLoaded(page, 'stream-connection-publishers-table', stream);
+      await expectRow(page, 'stream-connection-publishers-table', {
+        Stream: stream,
+        'Publisher id': '7',
+        Reference: reference,
+        Published: '3',
+        Confirmed: '3',
+        Errored: '0',
+      });
+      await tableLoaded(page, 'stream-connection-consumers-table', stream);
+      await expectRow(page, 'stream-connection-consumers-table', {
+        Stream: stream,
+        'Subscription id': '3',
+        Offset: '2',
+        'Offset lag': '0',
+        Credits: String(consumer.credits),
+        Consumed: '3',
+        Active: 'yes',
+      });
+      await expectNoErrorBanner(page);
+      await page.screenshot({ path: path.join(SHOTS, 'stream-connection.png'), fullPage: true });
+
+      // The stream's page lists the same publisher and consumer, linked to the connection.
+      await page.goto(`/stream?vhost=%2F&name=${enc(stream)}`);
+      await expectRow(page, 'stream-publishers-table', { Connection: conn.name, 'Publisher id': '7', Published: '3' });
+      await expectRow(page, 'stream-consumers-table', { Connection: conn.name, 'Subscription id': '3', Consumed: '3' });
+      await page.locator('#stream-publishers-table tbody').getByRole('link', { name: conn.name, exact: true }).click();
+      await page.waitForURL((u) => u.pathname === '/stream-connection' && u.searchParams.get('name') === conn.name);
+
+      // Closing it from its page: the broker drops it, the list no longer has it.
+      await byTestId(page, 'close-stream-connection-reason').fill(`closed by ${id}`);
+      await byTestId(page, 'close-stream-connection-submit').click();
+      await confirm(page);
+      await page.waitForURL((u) => u.pathname === '/stream-connections');
+      await eventually(async () => (await api('GET', P)).status === 404, 'the connection closed');
+      await eventually(() => client.closed, 'the broker to close the socket');
+      await byTestId(page, 'stream-connections-table-filter').fill(conn.name);
+      await page.locator('#stream-connections-table tbody').getByText('No stream connections').waitFor({ timeout: LONG_WAIT_MS });
+      await expectNoErrorBanner(page);
+      assert.deepEqual(uncaught(errors), []);
+    } finally {
+      client?.destroy();
+      await apiDelete(`/api/queues/%2F/${enc(stream)}`);
+    }
+  });
+
   uiTest('API errors are shown in the error banner', async () => {
     const queue = `ui-e2e-errors-${suffix()}`;
     const missing = `ui-e2e-missing-${suffix()}`;
@@ -853,6 +1087,7 @@ describe('management UI', () => {
         ['exchange', `/exchange?vhost=${V}&name=${enc(exchange)}`, '[data-testid="exchange-details-list"]', null, '#exchange-bindings-source-table'],
         ['connections', '/connections', '#connections-table[data-loaded="true"]', null, `#connections-table tbody >> text=${c.name}`],
         ['connection', `/connection?name=${enc(c.name)}`, '[data-testid="connection-details-list"]', null, '#connection-channels-table[data-loaded="true"]'],
+        ['stream-connections', '/stream-connections', '#stream-connections-table[data-loaded="true"]'],
         ['channels', '/channels', '#channels-table[data-loaded="true"]', null, `#channels-table tbody >> text=${channel.name}`],
         ['channel', `/channel?name=${enc(channel.name)}`, '[data-testid="channel-details-list"]', null, '#channel-consumers-table'],
         ['consumers', '/consumers', '#consumers-table[data-loaded="true"]', null, `#consumers-table tbody >> text=ui-e2e-consumer-${id}`],
