@@ -187,6 +187,34 @@ mod tests {
     }
 
     #[test]
+    fn writes_what_the_crates_encoder_writes() {
+        use prometheus::Encoder;
+        struct Row(&'static str, f64);
+        const SPECS: [Spec<Row>; 2] = [
+            Spec::new("a_total", MetricType::COUNTER, "Help \\ with\nlines", |r| Some(r.1)),
+            Spec::new("b", MetricType::GAUGE, "B", |r| Some(r.1 / 8.0)),
+        ];
+        let rows = [
+            Row("plain", 0.0),
+            Row("quote\" back\\ nl\n", 3.0),
+            Row("big", 9_007_199_254_740_000.0),
+            Row("ünïcode", 12_345.0),
+        ];
+        fn labels(r: &Row) -> [(&'static str, &str); 2] {
+            [("queue", r.0), ("vhost", "/")]
+        }
+        let mut w = TextWriter::new("p", String::new());
+        write_rows(&mut w, &SPECS, &rows, labels);
+        let descs = super::super::spec::descs("p", &SPECS, &["queue", "vhost"]).expect("valid");
+        let families = super::super::spec::row_families(&SPECS, &descs, &rows, labels);
+        let mut theirs = Vec::new();
+        prometheus::TextEncoder::new()
+            .encode(&families, &mut theirs)
+            .expect("encodes");
+        assert_eq!(w.finish(), String::from_utf8(theirs).expect("utf-8"));
+    }
+
+    #[test]
     fn escapes_label_values() {
         let mut w = TextWriter::new("p", String::new());
         w.sample("m", &[("queue", "a\"b\\c\nd")], 1.0);
