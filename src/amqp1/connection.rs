@@ -13,7 +13,7 @@ use tracing::Instrument;
 use super::address::Address;
 use super::codec::frame::{parse_frame, write_frame, write_heartbeat};
 use super::codec::performative::{
-    AmqpError, Attach, Begin, DeliveryState, Detach, Disposition, Flow, Performative, Role, Terminus, Transfer,
+    AmqpError, Attach, Begin, DeliveryState, Detach, Disposition, Flow, Performative, Role, Terminus, Transfer, code,
 };
 use super::codec::types::{Descriptor, Value};
 use super::codec::{Frame, FrameKind, transfer};
@@ -777,7 +777,7 @@ fn end_session(mut s: Session) {
 fn is_coordinator(target: &Value) -> bool {
     match target {
         Value::Described(d, _) => match &**d {
-            Descriptor::Code(code) => *code == 0x30,
+            Descriptor::Code(c) => *c == code::COORDINATOR,
             Descriptor::Name(name) => name == "amqp:coordinator:list",
         },
         _ => false,

@@ -40,7 +40,7 @@ pub fn parse_tags(v: &Value) -> Vec<String> {
 }
 
 /// One topic permission as the API and definitions show it.
-pub fn topic_permission_json(user: &str, vhost: &str, exchange: &str, p: &TopicPermission) -> Value {
+fn topic_permission_json(user: &str, vhost: &str, exchange: &str, p: &TopicPermission) -> Value {
     json!({"user": user, "vhost": vhost, "exchange": exchange, "write": p.write, "read": p.read})
 }
 

@@ -73,7 +73,7 @@ const ENTITY_KEYS: [&str; 5] = ["policies", "operator_policies", "queues", "exch
 /// One vhost's part of the whole-broker export, gathered from a running
 /// vhost or read from a data dir (`lavinmqctl definitions`), so that both
 /// exports come out of one renderer.
-pub struct VhostPart {
+pub(super) struct VhostPart {
     /// The vhost's name.
     pub name: String,
     /// Its description, tags and default queue type.
@@ -112,7 +112,7 @@ pub fn export_all(broker: &Broker) -> Value {
 
 /// The whole-broker export of `users` (sorted by name), the vhosts' parts
 /// (sorted by name) and the global parameters.
-pub fn render_all(users: &[User], vhosts: Vec<VhostPart>, global_parameters: Value) -> Value {
+pub(super) fn render_all(users: &[User], vhosts: Vec<VhostPart>, global_parameters: Value) -> Value {
     let mut out = header();
     out.insert("users".into(), users.iter().map(definition_json::user_json).collect());
     out.insert(
@@ -209,7 +209,7 @@ fn parameters_json(vhost: &str, limits: &VHostLimits, parameters: Vec<Parameter>
 }
 
 /// The global parameters, as exported.
-pub fn global_parameters_json(parameters: &[(String, Value)]) -> Value {
+pub(super) fn global_parameters_json(parameters: &[(String, Value)]) -> Value {
     parameters
         .iter()
         .map(|(name, value)| definition_json::global_parameter_json(name, value))

@@ -22,7 +22,7 @@ use super::Error;
 use super::broker::Broker;
 use super::definition_json;
 use super::definitions_export::VHOST_LIMITS;
-use super::exchange_declaration::ExchangeDeclaration;
+use super::exchange_declaration::{ExchangeDeclaration, yes};
 use super::limits::NamedLimits;
 use super::policy::Policy;
 use super::table_json::json_to_table;
@@ -117,6 +117,16 @@ struct PermissionDef {
     read: String,
 }
 
+impl PermissionDef {
+    fn permissions(&self) -> Permissions {
+        Permissions {
+            configure: self.configure.clone(),
+            write: self.write.clone(),
+            read: self.read.clone(),
+        }
+    }
+}
+
 #[derive(Deserialize)]
 struct TopicPermissionDef {
     user: String,
@@ -142,10 +152,6 @@ impl TopicPermissionDef {
     }
 }
 
-fn yes() -> bool {
-    true
-}
-
 #[derive(Deserialize)]
 struct QueueDef {
     name: String,
@@ -158,6 +164,17 @@ struct QueueDef {
     arguments: Value,
     #[serde(rename = "type")]
     kind: Option<String>,
+}
+
+impl QueueDef {
+    fn options(&self) -> QueueOptions {
+        QueueOptions {
+            durable: self.durable,
+            auto_delete: self.auto_delete,
+            exclusive: false,
+            passive: false,
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -244,11 +261,7 @@ fn import_permission(broker: &Broker, p: &PermissionDef) -> Result<()> {
     if broker.vhost(&p.vhost).is_none() {
         return Err(DefinitionsError::invalid(format!("{what}: no such vhost")));
     }
-    let perms = Permissions {
-        configure: p.configure.clone(),
-        write: p.write.clone(),
-        read: p.read.clone(),
-    };
+    let perms = p.permissions();
     perms
         .validate()
         .map_err(|e| DefinitionsError::invalid(format!("{what}: {e}")))?;
@@ -300,12 +313,7 @@ fn import_queue(v: &VHost, q: &QueueDef) -> Result<()> {
         return Ok(());
     }
     let arguments = queue_arguments(q);
-    let opts = QueueOptions {
-        durable: q.durable,
-        auto_delete: q.auto_delete,
-        exclusive: false,
-        passive: false,
-    };
+    let opts = q.options();
     v.declare_queue(&q.name, &opts, arguments, 0)
         .map(|_| ())
         .map_err(failed(format!("queue '{}' in vhost '{}'", q.name, v.name)))
@@ -543,11 +551,7 @@ impl<'a> Plan<'a> {
                 if !self.user_exists(&p.user) {
                     out.push(format!("{}: no such user", what()));
                 }
-                let perms = Permissions {
-                    configure: p.configure.clone(),
-                    write: p.write.clone(),
-                    read: p.read.clone(),
-                };
+                let perms = p.permissions();
                 if let Err(e) = perms.validate() {
                     out.push(format!("{}: {e}", what()));
                 }
@@ -618,12 +622,7 @@ impl<'a> Plan<'a> {
             if self.broker.vhost(&vhost).is_some_and(|v| v.queue(&q.name).is_some()) {
                 continue;
             }
-            let opts = QueueOptions {
-                durable: q.durable,
-                auto_delete: q.auto_delete,
-                exclusive: false,
-                passive: false,
-            };
+            let opts = q.options();
             if let Err(err) = crate::core::vhost::check_new_queue(&vhost, &q.name, &opts, &queue_arguments(q)) {
                 out.push(format!("{}: {}", what(), err.text()));
             }
@@ -691,7 +690,7 @@ fn apply(broker: &Broker, defs: &Definitions, only: Option<&Arc<VHost>>) -> Resu
         }
         for p in &defs.topic_permissions {
             super::topic_permissions::set_for_user(broker, &p.user, &p.vhost, p.exchange.clone(), p.permission())
-                .map_err(|e| DefinitionsError::invalid(format!("{}: {e}", p.what())))?;
+                .map_err(|e| DefinitionsError::invalid(format!("{}: {}", p.what(), e.text())))?;
         }
     }
     let target = |vhost: Option<&str>| -> Result<Arc<VHost>> {

@@ -24,7 +24,8 @@ pub struct ExchangeDeclaration {
     arguments: Value,
 }
 
-fn yes() -> bool {
+/// Serde's default for fields that are true unless the document says otherwise.
+pub(super) fn yes() -> bool {
     true
 }
 

@@ -1284,9 +1284,7 @@ impl Queue {
     pub fn remove_consumer(&self, id: u64) -> bool {
         let mut st = self.state.lock();
         let before = st.consumers.len();
-        // (A stream's groups are its readers', see `StreamState::add_reader`.)
-        if st.settings.single_active_consumer
-            && st.stream.is_none()
+        if st.classic_single_active()
             && st.unacked > 0
             && st.active_consumer().is_some_and(|i| st.consumers[i].id() == id)
         {
@@ -1708,13 +1706,19 @@ impl QueueState {
         backlogged
     }
 
+    /// A single active consumer picked by the queue, among all its consumers.
+    /// A stream's groups are its readers' instead (see `StreamState::add_reader`).
+    fn classic_single_active(&self) -> bool {
+        self.settings.single_active_consumer && self.stream.is_none()
+    }
+
     /// True when a consumer could take a message right now (with a single
     /// active consumer: that one).
     fn can_deliver_now(&self) -> bool {
         if self.paused {
             return false;
         }
-        if self.settings.single_active_consumer && self.stream.is_none() {
+        if self.classic_single_active() {
             return !self.sac_draining && self.active_consumer().is_some_and(|i| self.consumers[i].has_capacity());
         }
         self.consumers.iter().any(|c| c.has_capacity())
@@ -1739,7 +1743,7 @@ impl QueueState {
             return None;
         }
         let n = self.consumers.len();
-        if self.settings.single_active_consumer && self.stream.is_none() {
+        if self.classic_single_active() {
             if self.sac_draining {
                 return None;
             }

@@ -78,6 +78,12 @@ pub struct QueueCounts {
 }
 
 impl QueueCounts {
+    /// Messages that left the queue for a client, whichever way: RabbitMQ's
+    /// `deliver_get`.
+    pub fn deliver_get(&self) -> u64 {
+        self.deliver + self.deliver_no_ack + self.get + self.get_no_ack
+    }
+
     /// The counters as `(name, value)`, with RabbitMQ's derived `deliver_get`.
     pub fn named(&self) -> [(&'static str, u64); 9] {
         [
@@ -87,10 +93,7 @@ impl QueueCounts {
             ("get", self.get),
             ("get_no_ack", self.get_no_ack),
             ("get_empty", self.get_empty),
-            (
-                "deliver_get",
-                self.deliver + self.deliver_no_ack + self.get + self.get_no_ack,
-            ),
+            ("deliver_get", self.deliver_get()),
             ("ack", self.ack),
             ("redeliver", self.redeliver),
         ]

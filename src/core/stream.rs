@@ -398,9 +398,11 @@ impl StreamState {
         }
     }
 
-    /// Settles deliveries of consumer `id`: acked (or rejected) ones move its
-    /// tracked offset forward, never past a delivery still unacknowledged;
-    /// returned ones stay pending, so the offset stays before them.
+    /// Settles deliveries of consumer `id`, whether acknowledged, rejected or
+    /// returned (`acked` is not consulted: a stream never redelivers): its
+    /// tracked offset moves forward, never past a delivery still outstanding.
+    /// A closing channel detaches its stream readers before it returns their
+    /// deliveries, so that those hold the offset back.
     pub fn settle(&mut self, id: u64, offsets: impl IntoIterator<Item = u64>, acked: bool, now_ms: i64) {
         let Some(reader) = self.readers.get_mut(&id) else {
             return;

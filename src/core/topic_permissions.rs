@@ -120,30 +120,29 @@ impl TopicRules {
 /// Stores user `name`'s topic permission on `exchange` in `vhost`, after
 /// checking the vhost, the user and the patterns; true when the user had
 /// none in that vhost before (RabbitMQ's resource is the user's topic
-/// permissions in a vhost, so adding a second exchange is an update). The
-/// error is the reason, for the API's 400 or the import's problem list.
+/// permissions in a vhost, so adding a second exchange is an update). A
+/// refusal is `PreconditionFailed` (the API's 400); the users file failing
+/// to save is the store's error.
 pub fn set_for_user(
     broker: &super::broker::Broker,
     name: &str,
     vhost: &str,
     exchange: String,
     p: TopicPermission,
-) -> Result<bool, String> {
+) -> super::Result<bool> {
+    let refused = super::Error::PreconditionFailed;
     if broker.vhost(vhost).is_none() {
-        return Err(format!("vhost '{vhost}' does not exist"));
+        return Err(refused(format!("vhost '{vhost}' does not exist")));
     }
-    p.validate()?;
+    p.validate().map_err(refused)?;
     let mut created = false;
-    let found = broker
-        .users
-        .update(name, |u| {
-            let by_exchange = u.topic_permissions.entry(vhost.to_string()).or_default();
-            created = by_exchange.is_empty();
-            by_exchange.insert(exchange, p);
-        })
-        .map_err(|e| e.text().to_string())?;
+    let found = broker.users.update(name, |u| {
+        let by_exchange = u.topic_permissions.entry(vhost.to_string()).or_default();
+        created = by_exchange.is_empty();
+        by_exchange.insert(exchange, p);
+    })?;
     if !found {
-        return Err(format!("user '{name}' does not exist"));
+        return Err(refused(format!("user '{name}' does not exist")));
     }
     Ok(created)
 }

@@ -29,7 +29,8 @@ use super::auth::Authed;
 use super::error::{ApiError, ApiResult};
 use super::listing::Listing;
 use super::path::encode_segment;
-pub use crate::core::binding_list::{BindingView, of_vhost, sort_explicit};
+use crate::core::binding_list::{BindingView, of_vhost};
+use crate::core::definition_json::binding_def_json;
 use crate::core::permissions::Access;
 use crate::core::table_json::json_to_table;
 use crate::core::topic_permissions::TopicAccess;
@@ -39,24 +40,12 @@ use crate::core::vhost::VHost;
 /// queues of clients stay locked to the API, as they are in RabbitMQ.
 const API_CONNECTION: u64 = 0;
 
-/// A binding's API shape (see the module documentation).
-pub trait BindingJson {
-    /// The key that identifies this binding among those between its two ends.
-    fn properties_key(&self) -> String;
-    /// The binding as RabbitMQ's API shows it.
-    fn to_json(&self) -> Value;
-}
-
-impl BindingJson for BindingView {
-    fn properties_key(&self) -> String {
-        properties_key(&self.routing_key, &self.arguments)
-    }
-
-    fn to_json(&self) -> Value {
-        json!({"source": self.source, "vhost": self.vhost, "destination": self.destination,
-               "destination_type": self.destination_type(), "routing_key": self.routing_key,
-               "arguments": self.arguments, "properties_key": self.properties_key()})
-    }
+/// A binding as RabbitMQ's API shows it: its exported shape with the
+/// `properties_key` that identifies it among those between its two ends.
+fn binding_json(b: &BindingView) -> Value {
+    let mut json = binding_def_json(b);
+    json["properties_key"] = Value::String(properties_key(&b.routing_key, &b.arguments));
+    json
 }
 
 /// RabbitMQ's `properties_key` of a binding (see the module documentation).
@@ -137,7 +126,7 @@ fn exchange_name(path_name: &str) -> &str {
 }
 
 fn to_json(bindings: impl IntoIterator<Item = BindingView>) -> Listing {
-    Listing(bindings.into_iter().map(|b| b.to_json()).collect())
+    Listing(bindings.into_iter().map(|b| binding_json(&b)).collect())
 }
 
 /// Every binding in the vhosts the user may see.
@@ -357,7 +346,7 @@ fn show(
 ) -> ApiResult<Json<Value>> {
     let (v, source, destination, props) = path;
     let ends = Ends::resolve(s, user, &v, &source, &destination, to_queue)?;
-    Ok(Json(ends.find(&props)?.to_json()))
+    Ok(Json(binding_json(&ends.find(&props)?)))
 }
 
 fn delete(

@@ -6,7 +6,7 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::HttpState;
 use super::auth::Authed;
@@ -16,7 +16,6 @@ use super::listing::Listing;
 use crate::core::exchange::Exchange;
 use crate::core::exchange_declaration::ExchangeDeclaration;
 use crate::core::permissions::Access;
-use crate::core::table_json::table_to_json;
 use crate::core::vhost::VHost;
 
 /// An exchange as RabbitMQ's API shows it.
@@ -28,10 +27,12 @@ pub fn exchange_json(vhost: &str, e: &Exchange) -> Value {
         Some((name, d)) => (Value::String(name), Value::Object(d)),
         None => (Value::Null, Value::Object(Default::default())),
     };
-    json!({"name": e.name, "vhost": vhost, "type": e.declared_type, "durable": e.durable,
-           "auto_delete": e.auto_delete, "internal": e.internal, "arguments": table_to_json(&e.arguments),
-           "policy": policy, "effective_policy_definition": definition, "delayed": e.is_delayed(),
-           "message_stats": super::stats_json::message_stats(&e.counters.named(), &e.rates)})
+    let mut json = crate::core::definition_json::exchange_definition_json(vhost, e);
+    json["policy"] = policy;
+    json["effective_policy_definition"] = definition;
+    json["delayed"] = Value::Bool(e.is_delayed());
+    json["message_stats"] = super::stats_json::message_stats(&e.counters.named(), &e.rates);
+    json
 }
 
 fn of_vhost(v: &VHost) -> Vec<Value> {

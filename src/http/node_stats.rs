@@ -33,11 +33,6 @@ pub fn uptime_ms() -> u64 {
 /// (`USER_HZ`, fixed at 100 in the kernel's user-space ABI).
 const USER_HZ: f64 = 100.0;
 
-/// The host name, which LavinMQ reports as the cluster name.
-pub fn hostname() -> String {
-    crate::core::node::host_name()
-}
-
 /// Open file descriptors of this process.
 pub fn open_fds() -> Option<u64> {
     Some(fs::read_dir("/proc/self/fd").ok()?.count() as u64)

@@ -152,7 +152,7 @@ pub async fn cluster_name(State(s): State<Arc<HttpState>>, _user: Authed) -> Jso
         .broker
         .global_parameter(CLUSTER_NAME)
         .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_else(node_stats::hostname);
+        .unwrap_or_else(crate::core::node::host_name);
     Json(json!({ "name": name }))
 }
 

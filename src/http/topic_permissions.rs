@@ -98,20 +98,8 @@ pub async fn set(
         write: field(body.write, "write")?,
         read: field(body.read, "read")?,
     };
-    let created = set_topic_permission(&s.broker, &name, &vhost, exchange, p)?;
+    let created = crate::core::topic_permissions::set_for_user(&s.broker, &name, &vhost, exchange, p)?;
     Ok(super::created_or_updated(!created))
-}
-
-/// Stores a topic permission (see
-/// [`crate::core::topic_permissions::set_for_user`]); a refusal is a 400.
-fn set_topic_permission(
-    broker: &crate::core::broker::Broker,
-    name: &str,
-    vhost: &str,
-    exchange: String,
-    p: TopicPermission,
-) -> ApiResult<bool> {
-    crate::core::topic_permissions::set_for_user(broker, name, vhost, exchange, p).map_err(ApiError::bad_request)
 }
 
 /// Query of `DELETE /api/topic-permissions/{vhost}/{user}`.

@@ -46,6 +46,8 @@ pub mod code {
     pub const SOURCE: u64 = 0x28;
     /// target terminus
     pub const TARGET: u64 = 0x29;
+    /// transaction coordinator (a target)
+    pub const COORDINATOR: u64 = 0x30;
     /// sasl-mechanisms
     pub const SASL_MECHANISMS: u64 = 0x40;
     /// sasl-init

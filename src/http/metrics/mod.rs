@@ -91,9 +91,9 @@ use cluster::ClusterCollector;
 use connections::{write_channels, write_connections};
 use exchanges::write_exchanges;
 use overview::OverviewCollector;
-pub use params::{CONTENT_TYPE, DEFAULT_PREFIX, Family, MAX_PREFIX_LEN, PrefixError, ScrapeParams, validate_prefix};
+use params::{CONTENT_TYPE, Family, ScrapeParams};
 use queues::write_queue_families;
-use spec::{FamilyBuilder, describe, heap_bytes};
+use spec::{Spec, descs, heap_bytes, single_families};
 use streams::write_stream_consumers;
 use text::TextWriter;
 
@@ -292,21 +292,35 @@ fn render(
     }
 
     // LavinMQ reports the scrape's own cost under a fixed prefix.
-    let duration = describe(
-        "telemetry_scrape_duration_seconds",
-        "Duration for metrics collection in seconds",
-        &[],
-    )?;
-    let memory = describe(
-        "telemetry_scrape_mem",
-        "Memory used for metrics collections in bytes",
-        &[],
-    )?;
-    let mut family = FamilyBuilder::new(&duration, MetricType::GAUGE, 1);
-    family.sample(&[], started.elapsed().as_secs_f64());
-    let duration = family.finish();
-    let mut family = FamilyBuilder::new(&memory, MetricType::GAUGE, 1);
-    family.sample(&[], (text.capacity() + scratch) as f64);
-    encoder.encode_utf8(&[duration, family.finish()], &mut text)?;
+    let telemetry = Telemetry {
+        took: started.elapsed(),
+        bytes: text.capacity() + scratch,
+    };
+    let descs = descs("telemetry", &TELEMETRY, &[])?;
+    encoder.encode_utf8(&single_families(&TELEMETRY, &descs, &telemetry), &mut text)?;
     Ok(text)
 }
+
+/// What a scrape cost itself.
+struct Telemetry {
+    took: std::time::Duration,
+    /// The document's and its snapshots' bytes.
+    bytes: usize,
+}
+
+/// LavinMQ's figures on the scrape itself (prefix `telemetry`, whatever the
+/// scrape's).
+const TELEMETRY: [Spec<Telemetry>; 2] = [
+    Spec::new(
+        "scrape_duration_seconds",
+        MetricType::GAUGE,
+        "Duration for metrics collection in seconds",
+        |t| Some(t.took.as_secs_f64()),
+    ),
+    Spec::new(
+        "scrape_mem",
+        MetricType::GAUGE,
+        "Memory used for metrics collections in bytes",
+        |t| Some(t.bytes as f64),
+    ),
+];

@@ -74,7 +74,7 @@ impl Totals {
                 t.unacked += st.unacked;
                 let c = st.counts;
                 t.published += c.publish;
-                t.delivered += c.deliver + c.deliver_no_ack + c.get + c.get_no_ack;
+                t.delivered += c.deliver_get();
                 t.redelivered += c.redeliver;
                 t.acked += c.ack;
             }
@@ -355,14 +355,16 @@ impl Collector for OverviewCollector {
 
     fn collect(&self) -> Vec<MetricFamily> {
         let figures = Figures::read(&self.broker, &self.vhosts);
-        let host = node::hostname();
+        let host = crate::core::node::host_name();
         let identity = [
             (self.identity_labels[0].as_str(), env!("CARGO_PKG_VERSION")),
             (self.identity_labels[1].as_str(), host.as_str()),
         ];
         let mut families = single_families(&OVERVIEW, &self.descs, &figures);
         let mut family = FamilyBuilder::new(&self.identity, IDENTITY.kind, 1);
-        family.sample(&identity, 1.0);
+        if let Some(value) = (IDENTITY.value)(&figures) {
+            family.sample(&identity, value);
+        }
         families.push(family.finish());
         families
     }

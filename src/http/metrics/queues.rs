@@ -22,11 +22,6 @@ struct QueueRow {
     stats: QueueStats,
 }
 
-/// A queue's deliveries of every kind.
-fn delivered(st: &QueueStats) -> u64 {
-    st.counts.deliver + st.counts.deliver_no_ack + st.counts.get + st.counts.get_no_ack
-}
-
 /// `queue_coarse_metrics` (LavinMQ's names).
 const QUEUE_COARSE: [Spec<QueueRow>; 4] = [
     Spec::new(
@@ -212,7 +207,7 @@ fn vhost_rows(vhosts: &[Arc<VHost>], queues: &[QueueRow]) -> Vec<VhostRow> {
             VhostRow {
                 vhost: v.clone(),
                 published: v.exchanges().iter().map(|e| e.counters.publish_in.get()).sum(),
-                delivered: mine.iter().map(|q| delivered(&q.stats)).sum(),
+                delivered: mine.iter().map(|q| q.stats.counts.deliver_get()).sum(),
                 queues: count as u64,
             }
         })
