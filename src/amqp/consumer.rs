@@ -54,6 +54,10 @@ pub struct AmqpConsumer {
     /// Deliveries not yet acked.
     pub unacked: AtomicU32,
     wake: Notify,
+    /// Set by [`AmqpConsumer::spawn`], after basic.consume-ok is queued: the
+    /// queue sees the consumer from `add_consumer` on, and a publisher's task
+    /// must not deliver to it before the client has its consumer tag.
+    started: AtomicBool,
     cancelled: AtomicBool,
     me: std::sync::Weak<AmqpConsumer>,
 }
@@ -78,13 +82,15 @@ impl AmqpConsumer {
             exclusive: settings.exclusive,
             unacked: AtomicU32::new(0),
             wake: Notify::new(),
+            started: AtomicBool::new(false),
             cancelled: AtomicBool::new(false),
             me: me.clone(),
         })
     }
 
-    /// Starts the delivery task.
+    /// Starts deliveries: call it once basic.consume-ok is in the outbox.
     pub fn spawn(self: &Arc<Self>) {
+        self.started.store(true, Ordering::Release);
         let me = self.clone();
         tokio::spawn(async move { me.run().await });
     }
@@ -121,7 +127,11 @@ impl Consumer for AmqpConsumer {
     }
 
     fn has_capacity(&self) -> bool {
-        if self.is_cancelled() || !self.channel.flow_active() || self.channel.outbox.is_full() {
+        if !self.started.load(Ordering::Acquire)
+            || self.is_cancelled()
+            || !self.channel.flow_active()
+            || self.channel.outbox.is_full()
+        {
             return false;
         }
         if self.no_ack {

@@ -813,3 +813,51 @@ async fn no_ack_deliveries_keep_their_order_from_a_backlog_to_handing_over() {
     assert_no_delivery(&mut c).await;
     assert_eq!(message_count(&conn, &q).await, 0);
 }
+
+/// basic.consume-ok reaches the client before the consumer's first delivery,
+/// even while another connection's publisher delivers from its own task (as
+/// it does to a waiting consumer, acking or not).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consume_ok_comes_before_the_first_delivery_while_publishing() {
+    use lavinmq::amqp::codec::{BasicProperties as Props, Method, ShortStr, write_body, write_header, write_method};
+    use lavinmq::client::connection::Connection as RawConnection;
+
+    let broker = start().await;
+    let (_conn, ch) = broker.channel().await;
+    declare_queue(&ch, "busy").await;
+    let uri = lavinmq::client::uri::parse(&broker.url()).expect("uri");
+    // A publisher as fast as the broker takes it: 100 publishes per write.
+    let mut publisher = RawConnection::connect(&uri, "publisher").await.expect("connect");
+    publisher.open_channel(1).await.expect("channel.open");
+    let mut batch = bytes::BytesMut::new();
+    let publish = Method::BasicPublish {
+        exchange: ShortStr::default(),
+        routing_key: ShortStr::from("busy"),
+        mandatory: false,
+        immediate: false,
+    };
+    for _ in 0..100 {
+        write_method(&mut batch, 1, &publish).expect("publish frame");
+        write_header(&mut batch, 1, 1, &Props::default()).expect("header frame");
+        write_body(&mut batch, 1, b"m", 4096);
+    }
+    let publishing = tokio::spawn(async move { while publisher.writer.send(&batch).await.is_ok() {} });
+    let mut raw = RawConnection::connect(&uri, "consumer").await.expect("connect");
+    for round in 0..200u16 {
+        let channel = round + 1;
+        raw.open_channel(channel).await.expect("channel.open");
+        // `consume` fails when anything but consume-ok answers first.
+        raw.consume(channel, "busy", round % 2 == 0, &Default::default())
+            .await
+            .unwrap_or_else(|e| panic!("round {round}: {e}"));
+        let close = Method::ChannelClose {
+            reply_code: 200,
+            reply_text: ShortStr::from_static("done"),
+            class_id: 0,
+            method_id: 0,
+        };
+        raw.send(channel, &close).await.expect("channel.close");
+        while !matches!(raw.expect(channel).await.expect("close-ok"), Method::ChannelCloseOk) {}
+    }
+    publishing.abort();
+}
