@@ -326,11 +326,6 @@ async fn answer_closes<R: AsyncRead + Unpin>(
     .await;
 }
 
-/// The longest a publisher waits after a read batch for consumers that cannot
-/// keep up (see [`crate::core::queue::Queue::deliver_or_wake`]): it is slowed
-/// to their pace, never stopped by one that stalls.
-const PACE_LIMIT: Duration = Duration::from_millis(5);
-
 /// An open connection after the handshake.
 struct Connection {
     /// The listing in the broker's connection registry (removed on drop).
@@ -527,7 +522,7 @@ impl Connection {
             let paced_by = self.info.paced_by.borrow_mut().take();
             if let Some(queue) = paced_by {
                 entry.note_paced(self.info.now_ms.get());
-                queue.wait_for_backlog(PACE_LIMIT).await;
+                queue.wait_for_backlog(crate::core::queue::PACE_LIMIT).await;
             }
             if self.alarm_blocked() {
                 tokio::select! {

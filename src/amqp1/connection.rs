@@ -110,6 +110,10 @@ struct Connection {
     perms: (u64, Compiled),
     /// Queues that got their first messages in this read batch.
     wakes: Vec<Arc<Queue>>,
+    /// A queue whose consumers cannot keep up with what this batch
+    /// published: the next read waits for them (see
+    /// [`Queue::deliver_or_wake`]).
+    paced_by: Option<Arc<Queue>>,
     alarms: tokio::sync::watch::Receiver<crate::core::alarms::Alarms>,
 }
 
@@ -136,6 +140,7 @@ impl Connection {
             sessions: FxHashMap::default(),
             perms: (u64::MAX, Compiled::none()),
             wakes: Vec::new(),
+            paced_by: None,
             alarms,
         }
     }
@@ -174,6 +179,10 @@ impl Connection {
                 }
             }
             self.end_of_batch();
+            if let Some(queue) = self.paced_by.take() {
+                entry.note_paced(crate::core::message::Message::coarse_now_ms());
+                queue.wait_for_backlog(crate::core::queue::PACE_LIMIT).await;
+            }
             buf.reserve(64 * 1024);
             let read = async {
                 match idle_limit {
@@ -218,7 +227,9 @@ impl Connection {
         }
         self.outbox.flush();
         for q in self.wakes.drain(..) {
-            q.deliver_or_wake();
+            if q.deliver_or_wake() && self.paced_by.is_none() {
+                self.paced_by = Some(q);
+            }
         }
     }
 
@@ -266,6 +277,7 @@ impl Connection {
             user,
             sessions,
             wakes,
+            paced_by,
             perms,
             ..
         } = self;
@@ -294,6 +306,7 @@ impl Connection {
             user,
             perms: &perms.1,
             wakes,
+            paced_by,
             conn_id: *id,
         };
         match p.on_transfer(&mut pc, &links, t, payload) {
@@ -498,6 +511,7 @@ impl Connection {
                     user: &self.user,
                     perms,
                     wakes: &mut Vec::new(),
+                    paced_by: &mut None,
                     conn_id: self.id,
                 };
                 let (x, key) = resolve(&pc, &address)?;

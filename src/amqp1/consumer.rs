@@ -151,8 +151,21 @@ impl Consumer for LinkConsumer {
             && self.session.window_open()
     }
 
+    /// An unsettled link waits for its client only when the socket is full:
+    /// credit it has not granted is held back by settlements, as a prefetch
+    /// limit is. A settled link's credit is what its client is ready to read
+    /// (the role a no-ack 0-9-1 consumer's socket buffer plays), so running
+    /// out of it, or of session window, is waiting for the client too.
     fn waits_for_client(&self) -> bool {
-        self.session.outbox.is_full() && self.credit.lock().credit > 0 && !self.is_cancelled()
+        if self.is_cancelled() {
+            return false;
+        }
+        let credit = self.credit.lock().credit;
+        if self.presettled {
+            credit == 0 || self.session.outbox.is_full() || !self.session.window_open()
+        } else {
+            self.session.outbox.is_full() && credit > 0
+        }
     }
 
     /// Takes one credit: deliveries of other queues on the same link cannot

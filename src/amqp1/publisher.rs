@@ -80,6 +80,9 @@ pub struct PublishContext<'a> {
     pub perms: &'a Compiled,
     /// Queues that got their first ready message: woken after the batch.
     pub wakes: &'a mut Vec<Arc<Queue>>,
+    /// A queue whose consumers cannot keep up: the connection's next read
+    /// waits for them.
+    pub paced_by: &'a mut Option<Arc<Queue>>,
     /// The connection (owner of the exclusive queues it declares).
     pub conn_id: u64,
 }
@@ -344,6 +347,9 @@ impl Publisher {
                     rejected |= p.rejected;
                     if p.woke && !pc.wakes.iter().any(|w| Arc::ptr_eq(w, q)) {
                         pc.wakes.push(q.clone());
+                    }
+                    if p.pace && pc.paced_by.is_none() {
+                        *pc.paced_by = Some(q.clone());
                     }
                 }
                 Err(e) => failed = Some(e),

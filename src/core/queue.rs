@@ -54,6 +54,10 @@ const COMPACTION_CHECK_MS: i64 = 30_000;
 const PACE_ABOVE: u64 = 4096;
 /// Ready messages at or below which paced publishers go on.
 const PACE_UNTIL: u64 = PACE_ABOVE / 2;
+/// The longest a publisher waits after a read batch for consumers that cannot
+/// keep up (see [`Queue::deliver_or_wake`]): it is slowed to their pace,
+/// never stopped by one that stalls.
+pub const PACE_LIMIT: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// How a delivery batch ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

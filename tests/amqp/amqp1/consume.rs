@@ -3,15 +3,17 @@
 //! outcome does what RabbitMQ does with it (accept removes, release and
 //! modify requeue, reject and modify with undeliverable-here dead-letter).
 //! Unsettled messages go back to the queue when the receiver detaches or the
-//! connection closes.
+//! connection closes. A settled receiver out of credit paces its queue's
+//! publishers; an unsettled one, like a prefetch limit, does not.
 
 use fe2o3_amqp::link::receiver::CreditMode;
+use fe2o3_amqp::types::definitions::SenderSettleMode;
 use fe2o3_amqp::types::messaging::Modified;
 use lapin::options::QueueDeclareOptions;
 use lapin::{Channel, ExchangeKind};
 
 use super::*;
-use crate::common::{declare_queue, drain, long_str, publish, start, table, uniq, within};
+use crate::common::{declare_queue, drain, eventually, long_str, publish, start, table, uniq, within};
 
 /// Publishes `n` messages `prefix0..` to `queue` through 0-9-1.
 async fn publish_n(ch: &Channel, queue: &str, prefix: &str, n: usize) {
@@ -359,4 +361,101 @@ async fn closed_connection_returns_unsettled_messages() {
         .await
         .expect("connection closes");
     wait_counts(&api, &q, 2, 0).await;
+}
+
+/// A receiver taking pre-settled deliveries that grants no more credit is a
+/// consumer whose client has stopped reading (a no-ack 0-9-1 consumer with a
+/// full socket): its queue's publishers are slowed (`flow`), never stopped,
+/// and every message gets in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_settled_receiver_out_of_credit_slows_its_publishers_without_stopping_them() {
+    const MESSAGES: usize = 20_000;
+    let b = start().await;
+    let api = Api::new(&b);
+    let (_conn, ch) = b.channel().await;
+    let q = uniq("a1-paced");
+    declare_queue(&ch, &q).await;
+    let mut rc = Client::new(&b).await;
+    let attach = Receiver::builder()
+        .name(uniq("settled-receiver"))
+        .source(queue_address(&q))
+        .sender_settle_mode(SenderSettleMode::Settled)
+        .credit_mode(CreditMode::Manual)
+        .attach(&mut rc.session);
+    let mut r = within("receiver attach", attach).await.expect("receiver attach");
+    within("flow", r.set_credit(10)).await.expect("set_credit");
+
+    let mut sc = Client::new(&b).await;
+    let attach = Sender::builder()
+        .name(uniq("settled-sender"))
+        .target(queue_address(&q))
+        .sender_settle_mode(SenderSettleMode::Settled)
+        .attach(&mut sc.session);
+    let mut s = within("sender attach", attach).await.expect("sender attach");
+    let publisher = tokio::spawn(async move {
+        let body = vec![b'x'; 1024];
+        for _ in 0..MESSAGES {
+            s.send(data_message(&body)).await.expect("send");
+        }
+        (s, sc)
+    });
+    let states = || async {
+        let conns = api.get_ok("/api/connections").await;
+        let all = conns.as_array().cloned().unwrap_or_default();
+        all.iter()
+            .map(|c| c["state"].as_str().unwrap_or_default().to_string())
+            .collect::<Vec<_>>()
+    };
+    eventually("the publisher in flow", || async {
+        states().await.iter().any(|s| s == "flow")
+    })
+    .await;
+    let (s, sc) = within("every send", publisher).await.expect("publisher");
+    wait_counts(&api, &q, (MESSAGES - 10) as u64, 0).await;
+    assert_eq!(recv_n(&mut r, 10).await.len(), 10);
+    eventually("the publisher running again", || async {
+        states().await.iter().all(|s| s == "running")
+    })
+    .await;
+    drop(s);
+    sc.close().await;
+    rc.close().await;
+}
+
+/// An unsettled receiver out of credit waits for its own settlements, as a
+/// prefetch limit does: it paces no one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unsettled_receiver_out_of_credit_paces_no_one() {
+    const MESSAGES: usize = 10_000;
+    let b = start().await;
+    let api = Api::new(&b);
+    let (_conn, ch) = b.channel().await;
+    let q = uniq("a1-unpaced");
+    declare_queue(&ch, &q).await;
+    let mut rc = Client::new(&b).await;
+    let mut r = receiver_with(&mut rc, &queue_address(&q), CreditMode::Manual).await;
+    within("flow", r.set_credit(10)).await.expect("set_credit");
+    let mut sc = Client::new(&b).await;
+    let attach = Sender::builder()
+        .name(uniq("settled-sender"))
+        .target(queue_address(&q))
+        .sender_settle_mode(SenderSettleMode::Settled)
+        .attach(&mut sc.session);
+    let mut s = within("sender attach", attach).await.expect("sender attach");
+    let body = vec![b'x'; 1024];
+    for _ in 0..MESSAGES {
+        within("send", s.send(data_message(&body))).await.expect("send");
+    }
+    wait_counts(&api, &q, (MESSAGES - 10) as u64, 10).await;
+    let conns = api.get_ok("/api/connections").await;
+    let states: Vec<&str> = conns
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter_map(|c| c["state"].as_str())
+        .collect();
+    assert!(states.iter().all(|s| *s == "running"), "{states:?}");
+    drop(s);
+    sc.close().await;
+    rc.close().await;
 }
