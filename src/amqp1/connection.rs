@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use rustc_hash::FxHashMap;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tracing::Instrument;
@@ -114,7 +114,19 @@ struct Connection {
     /// published: the next read waits for them (see
     /// [`Queue::deliver_or_wake`]).
     paced_by: Option<Arc<Queue>>,
+    /// What the transfers of one read batch check, read once per batch
+    /// rather than per message (a change reaches the next batch).
+    batch: BatchSettings,
     alarms: tokio::sync::watch::Receiver<crate::core::alarms::Alarms>,
+}
+
+/// Settings and state read at the start of each read batch.
+#[derive(Clone, Copy, Default)]
+struct BatchSettings {
+    /// A resource alarm holds: publishers get no new credit.
+    alarmed: bool,
+    /// Messages without a timestamp get the broker's.
+    set_timestamp: bool,
 }
 
 /// What ends a connection: the error to close it with.
@@ -141,6 +153,7 @@ impl Connection {
             perms: (u64::MAX, Compiled::none()),
             wakes: Vec::new(),
             paced_by: None,
+            batch: BatchSettings::default(),
             alarms,
         }
     }
@@ -153,6 +166,10 @@ impl Connection {
         let shutdown = self.ctx.shutdown.clone();
         let entry = self.registration.entry.clone();
         loop {
+            self.batch = BatchSettings {
+                alarmed: self.alarms.borrow().any(),
+                set_timestamp: self.ctx.settings().set_timestamp,
+            };
             loop {
                 match parse_frame(buf, MAX_FRAME_SIZE) {
                     Ok(Some(frame)) => match self.handle_frame(frame) {
@@ -279,6 +296,7 @@ impl Connection {
             wakes,
             paced_by,
             perms,
+            batch,
             ..
         } = self;
         let Some(s) = sessions.get_mut(&ch) else {
@@ -307,11 +325,12 @@ impl Connection {
             perms: &perms.1,
             wakes,
             paced_by,
+            set_timestamp: batch.set_timestamp,
             conn_id: *id,
         };
         match p.on_transfer(&mut pc, &links, t, payload) {
             Ok(()) => {
-                if !self.alarms.borrow().any()
+                if !batch.alarmed
                     && let Some(link) = p.top_up_credit()
                 {
                     s.shared.write(&s.flow(Some(link), false));
@@ -339,13 +358,15 @@ impl Connection {
             return Err(conn_error(condition::FRAMING, "SASL frame after the SASL exchange"));
         }
         let ch = frame.channel;
+        let mut body = frame.body;
         // Transfers, one per message, mostly take the direct path.
-        if let Some((t, payload)) = transfer::decode(&frame.body) {
+        if let Some((t, end)) = transfer::decode_head(&body) {
             tracing::trace!(channel = ch, "received {t:?}");
-            self.transfer(ch, t, payload)?;
+            body.advance(end);
+            self.transfer(ch, t, body)?;
             return Ok(true);
         }
-        let p = Performative::decode_generic(&frame.body).map_err(|e| conn_error(condition::DECODE, e.to_string()))?;
+        let p = Performative::decode_generic(&body).map_err(|e| conn_error(condition::DECODE, e.to_string()))?;
         tracing::trace!(channel = ch, "received {p:?}");
         match p {
             Performative::Open(_) => return Err(conn_error(condition::NOT_ALLOWED, "second open")),
@@ -512,6 +533,7 @@ impl Connection {
                     perms,
                     wakes: &mut Vec::new(),
                     paced_by: &mut None,
+                    set_timestamp: self.batch.set_timestamp,
                     conn_id: self.id,
                 };
                 let (x, key) = resolve(&pc, &address)?;

@@ -3,10 +3,9 @@
 //! room in the session's window and the connection's outbox).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use bytes::Bytes;
-use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 use super::codec::performative::{AmqpError, Detach, Performative};
@@ -19,12 +18,50 @@ use crate::store::record::RecordView;
 use crate::wire::BasicProperties;
 
 /// The link's credit, as the client grants it and deliveries use it.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Credit {
     /// Deliveries the client will still take.
     pub credit: u32,
     /// Deliveries made on the link so far (the standard's delivery-count).
     pub delivery_count: u32,
+}
+
+impl Credit {
+    fn pack(self) -> u64 {
+        (u64::from(self.delivery_count) << 32) | u64::from(self.credit)
+    }
+
+    fn unpack(word: u64) -> Credit {
+        Credit {
+            credit: word as u32,
+            delivery_count: (word >> 32) as u32,
+        }
+    }
+}
+
+/// A [`Credit`] in one atomic word: every delivery checks and takes credit,
+/// and the queue's task and the connection's (granting, draining) share it
+/// without a lock.
+#[derive(Default)]
+pub struct AtomicCredit(AtomicU64);
+
+impl AtomicCredit {
+    /// The credit as of now.
+    pub fn load(&self) -> Credit {
+        Credit::unpack(self.0.load(Ordering::Acquire))
+    }
+
+    /// Applies `f` (a pure function, retried if another thread changed the
+    /// credit meanwhile) atomically; returns the credit after it, or None
+    /// (and changes nothing) when `f` declines.
+    fn update(&self, mut f: impl FnMut(Credit) -> Option<Credit>) -> Option<Credit> {
+        self.0
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+                f(Credit::unpack(w)).map(Credit::pack)
+            })
+            .ok()
+            .and_then(|before| f(Credit::unpack(before)))
+    }
 }
 
 /// A consuming link.
@@ -43,7 +80,7 @@ pub struct LinkConsumer {
     /// The session it belongs to.
     pub session: Arc<SessionShared>,
     /// Credit and delivery count.
-    pub credit: Mutex<Credit>,
+    pub credit: AtomicCredit,
     wake: Notify,
     cancelled: AtomicBool,
     /// We detached the link (its queue was deleted).
@@ -69,7 +106,7 @@ impl LinkConsumer {
             queue,
             presettled,
             session,
-            credit: Mutex::new(Credit::default()),
+            credit: AtomicCredit::default(),
             wake: Notify::new(),
             cancelled: AtomicBool::new(false),
             detached: AtomicBool::new(false),
@@ -95,16 +132,20 @@ impl LinkConsumer {
     /// The client's flow for this link: credit counted from its view of the
     /// delivery count. Returns the credit and delivery count after it.
     pub fn grant(&self, delivery_count: Option<u32>, link_credit: u32) -> Credit {
-        let mut c = self.credit.lock();
-        let theirs = delivery_count.unwrap_or(c.delivery_count);
-        c.credit = theirs.wrapping_add(link_credit).wrapping_sub(c.delivery_count);
-        if c.credit > link_credit {
-            // Counted from a delivery count ahead of ours: not possible for
-            // a well-behaved client; trust the credit it named.
-            c.credit = link_credit;
-        }
-        let now = *c;
-        drop(c);
+        let now = self
+            .credit
+            .update(|c| {
+                let theirs = delivery_count.unwrap_or(c.delivery_count);
+                let mut credit = theirs.wrapping_add(link_credit).wrapping_sub(c.delivery_count);
+                if credit > link_credit {
+                    // Counted from a delivery count ahead of ours: not
+                    // possible for a well-behaved client; trust the credit
+                    // it named.
+                    credit = link_credit;
+                }
+                Some(Credit { credit, ..c })
+            })
+            .unwrap_or_default();
         self.wake.notify_one();
         now
     }
@@ -112,10 +153,14 @@ impl LinkConsumer {
     /// Drain: the credit left is used up without deliveries. Returns the
     /// state to report back.
     pub fn drain(&self) -> Credit {
-        let mut c = self.credit.lock();
-        c.delivery_count = c.delivery_count.wrapping_add(c.credit);
-        c.credit = 0;
-        *c
+        self.credit
+            .update(|c| {
+                Some(Credit {
+                    credit: 0,
+                    delivery_count: c.delivery_count.wrapping_add(c.credit),
+                })
+            })
+            .unwrap_or_default()
     }
 
     /// Something changed that may let deliveries go on (the session window
@@ -146,7 +191,7 @@ impl Consumer for LinkConsumer {
 
     fn has_capacity(&self) -> bool {
         !self.is_cancelled()
-            && self.credit.lock().credit > 0
+            && self.credit.load().credit > 0
             && !self.session.outbox.is_full()
             && self.session.window_open()
     }
@@ -160,7 +205,7 @@ impl Consumer for LinkConsumer {
         if self.is_cancelled() {
             return false;
         }
-        let credit = self.credit.lock().credit;
+        let credit = self.credit.load().credit;
         if self.presettled {
             credit == 0 || self.session.outbox.is_full() || !self.session.window_open()
         } else {
@@ -172,19 +217,23 @@ impl Consumer for LinkConsumer {
     /// happen (a link reads one queue), but the connection task may drain
     /// the credit meanwhile.
     fn reserve(&self) -> bool {
-        let mut c = self.credit.lock();
-        if c.credit == 0 {
-            return false;
-        }
-        c.credit -= 1;
-        c.delivery_count = c.delivery_count.wrapping_add(1);
-        true
+        self.credit
+            .update(|c| {
+                (c.credit > 0).then(|| Credit {
+                    credit: c.credit - 1,
+                    delivery_count: c.delivery_count.wrapping_add(1),
+                })
+            })
+            .is_some()
     }
 
     fn unreserve(&self) {
-        let mut c = self.credit.lock();
-        c.credit += 1;
-        c.delivery_count = c.delivery_count.wrapping_sub(1);
+        self.credit.update(|c| {
+            Some(Credit {
+                credit: c.credit.wrapping_add(1),
+                delivery_count: c.delivery_count.wrapping_sub(1),
+            })
+        });
     }
 
     fn settles_on_delivery(&self) -> bool {

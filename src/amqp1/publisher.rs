@@ -83,6 +83,9 @@ pub struct PublishContext<'a> {
     /// A queue whose consumers cannot keep up: the connection's next read
     /// waits for them.
     pub paced_by: &'a mut Option<Arc<Queue>>,
+    /// Messages without a timestamp get the broker's (`set_timestamp`),
+    /// as of the start of the read batch.
+    pub set_timestamp: bool,
     /// The connection (owner of the exclusive queues it declares).
     pub conn_id: u64,
 }
@@ -320,7 +323,7 @@ impl Publisher {
         }
         let mut properties = received.properties;
         let mut raw_properties = received.raw_properties;
-        if pc.ctx.settings().set_timestamp && properties.timestamp.is_none() {
+        if pc.set_timestamp && properties.timestamp.is_none() {
             properties.timestamp = Some((Message::now_ms() / 1000) as u64);
             raw_properties = None;
         }

@@ -4,6 +4,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::{BufMut, BytesMut};
 use parking_lot::Mutex;
@@ -70,6 +71,9 @@ pub struct SessionShared {
     /// Consecutive publisher deliveries accepted in this read batch, sent as
     /// one disposition at its end ([`SessionShared::flush_accepts`]).
     accepts: Mutex<Option<(u32, u32)>>,
+    /// `remote_incoming_window > 0`, kept beside it for the checks every
+    /// delivery makes without taking the lock.
+    window_open: AtomicBool,
 }
 
 impl SessionShared {
@@ -137,6 +141,9 @@ impl SessionShared {
         });
         out.next_outgoing_id = out.next_outgoing_id.wrapping_add(frames as u32);
         out.remote_incoming_window = out.remote_incoming_window.saturating_sub(frames as u32);
+        if out.remote_incoming_window == 0 {
+            self.window_open.store(false, Ordering::Release);
+        }
         if let Some(d) = track(id) {
             out.unsettled.insert(id, d);
         }
@@ -146,7 +153,7 @@ impl SessionShared {
 
     /// True while the client's incoming window has room for a transfer.
     pub fn window_open(&self) -> bool {
-        self.out.lock().remote_incoming_window > 0
+        self.window_open.load(Ordering::Acquire)
     }
 
     /// Accepts a publisher's delivery `id`: added to the range of this read
@@ -297,6 +304,7 @@ impl Session {
                 }),
                 confirms: Mutex::new(Confirms::default()),
                 accepts: Mutex::new(None),
+                window_open: AtomicBool::new(remote_incoming_window > 0),
             }),
             next_incoming_id: remote_next_outgoing_id,
             incoming_window: INCOMING_WINDOW,
@@ -362,6 +370,9 @@ impl Session {
             // for the window rather than a wrapped difference.
             out.remote_incoming_window = flow.incoming_window;
         }
+        self.shared
+            .window_open
+            .store(out.remote_incoming_window > 0, Ordering::Release);
     }
 
     /// The publishing link `handle`, beside what its transfers need of the

@@ -90,6 +90,13 @@ impl Fields<'_> {
 /// shape; `None` when it takes the generic decoder (a delivery state,
 /// another encoding, or something invalid, which that decoder reports).
 pub fn decode(body: &Bytes) -> Option<(Transfer, Bytes)> {
+    decode_head(body).map(|(t, end)| (t, body.slice(end..)))
+}
+
+/// [`decode`] for a body the caller owns: the transfer and where its
+/// payload starts, so that the body itself becomes the payload (advanced in
+/// place, without another reference to count per message).
+pub fn decode_head(body: &Bytes) -> Option<(Transfer, usize)> {
     let rest = body.strip_prefix(&DESCRIPTOR)?;
     let (size, count, header) = match *rest.first()? {
         0xc0 => (usize::from(*rest.get(1)?), usize::from(*rest.get(2)?), 2),
@@ -142,7 +149,7 @@ pub fn decode(body: &Bytes) -> Option<(Transfer, Bytes)> {
         return None;
     }
     t.delivery_tag = tag.map(|(from, to)| body.slice(from..to));
-    Some((t, body.slice(end..)))
+    Some((t, end))
 }
 
 /// The size of the performative [`encode`] writes for a transfer's first
