@@ -310,8 +310,9 @@ fn transfer_delivery_id(body: &[u8]) -> Option<u32> {
     Value::decode(&mut rest).ok()?.as_u32()
 }
 
-/// One receiver: counts deliveries, settles unsettled ones in ranges and
-/// tops its credit up once half of it is used.
+/// One receiver: counts deliveries, settles unsettled ones in ranges of a
+/// tenth of its credit (as the AMQP 0-9-1 mode acknowledges every
+/// `--ack` messages) and tops its credit up once half of it is used.
 async fn receiver(cfg: &Settings, shared: &Shared, mut go: watch::Receiver<bool>, ev: &Events) -> Result<(), Error> {
     let (mut rd, mut wr, mut buf) = connect(cfg).await?;
     attach(cfg, &mut rd, &mut wr, &mut buf, Role::Receiver).await?;
@@ -337,9 +338,11 @@ async fn receiver(cfg: &Settings, shared: &Shared, mut go: watch::Receiver<bool>
     wr.send(&out).await?;
     let mut done = shared.consume_done.subscribe();
     let limit = cfg.args.run.cmessages;
+    let settle_every = (credit / 10).max(1);
+    // Deliveries received and not yet settled: the first id and the last.
+    let mut first: Option<u32> = None;
+    let mut last = 0u32;
     loop {
-        let mut first: Option<u32> = None;
-        let mut last = 0u32;
         let mut received = 0u64;
         while let Some(f) = parse_frame(&mut buf, MAX_FRAME).map_err(|e| protocol(e.to_string()))? {
             if f.body.is_empty() {
@@ -361,17 +364,21 @@ async fn receiver(cfg: &Settings, shared: &Shared, mut go: watch::Receiver<bool>
             }
         }
         out.clear();
-        if let (Some(first), false) = (first, cfg.args.settled) {
+        delivered = delivered.wrapping_add(received as u32);
+        let finished = count_batch_consumed(shared, received, limit);
+        if let (Some(from), false) = (first, cfg.args.settled)
+            && (last.wrapping_sub(from) + 1 >= settle_every || finished)
+        {
             let d = Performative::Disposition(Disposition {
                 role: Role::Receiver,
-                first,
+                first: from,
                 last: Some(last),
                 settled: true,
                 state: Some(DeliveryState::Accepted),
             });
             send_performative(&mut out, &d);
+            first = None;
         }
-        delivered = delivered.wrapping_add(received as u32);
         if delivered.wrapping_sub(granted_at) >= credit / 2 {
             granted_at = delivered;
             send_performative(&mut out, &flow(delivered, transfers));
@@ -379,9 +386,7 @@ async fn receiver(cfg: &Settings, shared: &Shared, mut go: watch::Receiver<bool>
         if !out.is_empty() {
             wr.send(&out).await?;
         }
-        if count_batch_consumed(shared, received, limit)
-            || !read_more(&mut rd, &mut buf, &mut done, 64 * 1024, 512 * 1024).await?
-        {
+        if finished || !read_more(&mut rd, &mut buf, &mut done, 64 * 1024, 512 * 1024).await? {
             return Ok(());
         }
     }
