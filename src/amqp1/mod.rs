@@ -14,3 +14,4 @@ pub mod message;
 pub mod publisher;
 pub mod session;
 pub mod stream_source;
+pub mod unsettled;

@@ -17,6 +17,7 @@ use super::codec::transfer;
 use super::consumer::LinkConsumer;
 use super::management::ReplyLink;
 use super::publisher::Publisher;
+use super::unsettled::Unsettled;
 use crate::store::SegPos;
 use crate::store::SyncWaiter;
 use crate::transport::outbox::Outbox;
@@ -45,7 +46,7 @@ pub struct Outgoing {
     /// Transfers the client can take now.
     pub remote_incoming_window: u32,
     /// Deliveries the client has not settled, by delivery id.
-    pub unsettled: FxHashMap<u32, OutDelivery>,
+    pub unsettled: Unsettled<OutDelivery>,
     /// Reused to encode each message before it is cut into frames.
     scratch: BytesMut,
 }
@@ -299,7 +300,7 @@ impl Session {
                     next_outgoing_id: 0,
                     next_delivery_id: 0,
                     remote_incoming_window,
-                    unsettled: FxHashMap::default(),
+                    unsettled: Unsettled::default(),
                     scratch: BytesMut::new(),
                 }),
                 confirms: Mutex::new(Confirms::default()),
@@ -393,24 +394,7 @@ impl Session {
     /// attached (or all when `handle` is None: the session ends).
     pub fn take_unsettled(&self, range: Option<(u32, u32)>, handle: Option<u32>) -> Vec<OutDelivery> {
         let mut out = self.shared.out.lock();
-        let in_range = |id: u32| match range {
-            Some((first, last)) => id.wrapping_sub(first) <= last.wrapping_sub(first),
-            None => true,
-        };
-        let of_link = |d: &OutDelivery| handle.is_none_or(|h| d.consumer.handle == h);
-        let ids: Vec<u32> = match range {
-            Some((first, last)) if (last.wrapping_sub(first) as usize) < out.unsettled.len() => (0..=last
-                .wrapping_sub(first))
-                .map(|i| first.wrapping_add(i))
-                .filter(|id| out.unsettled.get(id).is_some_and(of_link))
-                .collect(),
-            _ => out
-                .unsettled
-                .iter()
-                .filter(|(id, d)| in_range(**id) && of_link(d))
-                .map(|(id, _)| *id)
-                .collect(),
-        };
-        ids.iter().filter_map(|id| out.unsettled.remove(id)).collect()
+        out.unsettled
+            .take(range, |d| handle.is_none_or(|h| d.consumer.handle == h))
     }
 }
