@@ -51,9 +51,10 @@ const COMPACTION_CHECK_MS: i64 = 30_000;
 
 /// Ready messages above which a queue whose every consumer waits for its
 /// client to read paces its publishers (see [`Queue::deliver_or_wake`]).
-const PACE_ABOVE: u64 = 4096;
-/// Ready messages at or below which paced publishers go on.
-const PACE_UNTIL: u64 = PACE_ABOVE / 2;
+/// Small: the consumers' sockets (or link credit) already hold what keeps
+/// them busy, and a backlog sends every later message through the store
+/// (written, read back, checked) instead of straight to a consumer.
+const PACE_ABOVE: u64 = 256;
 /// The longest a publisher waits after a read batch for consumers that cannot
 /// keep up (see [`Queue::deliver_or_wake`]): it is slowed to their pace,
 /// never stopped by one that stalls.
@@ -115,7 +116,7 @@ pub struct Queue {
     state: Mutex<QueueState>,
     /// Wakes the task that expires messages and the queue itself.
     housekeeping: Notify,
-    /// Wakes publishers paced by this queue once its backlog has halved (see
+    /// Wakes publishers paced by this queue once its backlog has drained (see
     /// [`Queue::wait_for_backlog`]).
     backlog_shrunk: Notify,
     housekeeping_started: AtomicBool,
@@ -1013,7 +1014,9 @@ impl Queue {
         let mut shrunk = false;
         if outcome == Batch::Stuck && st.stream.is_none() && st.pace_publishers() {
             outcome = Batch::Backlogged;
-        } else if st.pacing && st.store.ready_count() <= PACE_UNTIL {
+        } else if st.pacing && st.store.ready_count() == 0 {
+            // Paced publishers go on once nothing is ready, so that their
+            // next messages go straight to a consumer again.
             st.pacing = false;
             shrunk = true;
         }
@@ -1064,7 +1067,7 @@ impl Queue {
         backlogged
     }
 
-    /// Waits until this queue's backlog has halved after
+    /// Waits until this queue's backlog has drained after
     /// [`Queue::deliver_or_wake`] asked a publisher to wait, or at most
     /// `limit`, so that a publisher is slowed, never stopped, by consumers
     /// that cannot keep up.
@@ -1700,7 +1703,7 @@ impl QueueState {
     /// True when more than [`PACE_ABOVE`] messages are ready and every
     /// consumer waits for its client to read (see [`Queue::deliver_or_wake`]);
     /// then remembers to wake the publishers told to wait once the backlog
-    /// has halved.
+    /// has drained.
     fn pace_publishers(&mut self) -> bool {
         let backlogged = !self.paused
             && !self.consumers.is_empty()
