@@ -521,8 +521,7 @@ impl Connection {
             }
             let paced_by = self.info.paced_by.borrow_mut().take();
             if let Some(queue) = paced_by {
-                entry.note_paced(self.info.now_ms.get());
-                queue.wait_for_backlog(crate::core::queue::PACE_LIMIT).await;
+                queue.pace_publisher(&entry).await;
             }
             if self.alarm_blocked() {
                 tokio::select! {

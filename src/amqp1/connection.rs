@@ -197,8 +197,7 @@ impl Connection {
             }
             self.end_of_batch();
             if let Some(queue) = self.paced_by.take() {
-                entry.note_paced(crate::core::message::Message::coarse_now_ms());
-                queue.wait_for_backlog(crate::core::queue::PACE_LIMIT).await;
+                queue.pace_publisher(&entry).await;
             }
             buf.reserve(64 * 1024);
             let read = async {

@@ -51,16 +51,18 @@ impl AtomicCredit {
         Credit::unpack(self.0.load(Ordering::Acquire))
     }
 
-    /// Applies `f` (a pure function, retried if another thread changed the
-    /// credit meanwhile) atomically; returns the credit after it, or None
-    /// (and changes nothing) when `f` declines.
+    /// Applies `f` atomically (again if another thread changed the credit
+    /// meanwhile); returns the credit after it, or None (and changes
+    /// nothing) when `f` declines.
     fn update(&self, mut f: impl FnMut(Credit) -> Option<Credit>) -> Option<Credit> {
+        let mut after = None;
         self.0
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
-                f(Credit::unpack(w)).map(Credit::pack)
+                after = f(Credit::unpack(w));
+                after.map(Credit::pack)
             })
             .ok()
-            .and_then(|before| f(Credit::unpack(before)))
+            .and(after)
     }
 }
 

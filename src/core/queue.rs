@@ -17,6 +17,7 @@ use rustc_hash::FxHashMap;
 use serde_json::{Map, Value};
 use tokio::sync::Notify;
 
+use super::connections::ConnectionEntry;
 use super::consumer::Consumer;
 use super::dead_letter::{self, DeadLetter, Reason};
 use super::dedup::{DedupCache, DedupSettings};
@@ -58,7 +59,7 @@ const PACE_ABOVE: u64 = 256;
 /// The longest a publisher waits after a read batch for consumers that cannot
 /// keep up (see [`Queue::deliver_or_wake`]): it is slowed to their pace,
 /// never stopped by one that stalls.
-pub const PACE_LIMIT: std::time::Duration = std::time::Duration::from_millis(5);
+const PACE_LIMIT: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// How a delivery batch ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,7 +118,7 @@ pub struct Queue {
     /// Wakes the task that expires messages and the queue itself.
     housekeeping: Notify,
     /// Wakes publishers paced by this queue once its backlog has drained (see
-    /// [`Queue::wait_for_backlog`]).
+    /// [`Queue::pace_publisher`]).
     backlog_shrunk: Notify,
     housekeeping_started: AtomicBool,
     /// The effective consumer timeout in ms (`u64::MAX`: none), readable
@@ -256,7 +257,7 @@ pub struct Published {
     /// The queue refused it (`reject-publish` overflow): a confirm must be a nack.
     pub rejected: bool,
     /// Its consumers cannot keep up: the publisher should call
-    /// [`Queue::wait_for_backlog`] before it reads more.
+    /// [`Queue::pace_publisher`] before it reads more.
     pub pace: bool,
 }
 
@@ -1039,7 +1040,7 @@ impl Queue {
     /// message sizes cost more than the deliveries themselves.
     ///
     /// Returns true when the publisher should let the consumers catch up
-    /// before it reads more (see [`Queue::wait_for_backlog`]): more than
+    /// before it reads more (see [`Queue::pace_publisher`]): more than
     /// [`PACE_ABOVE`] messages are ready and every consumer could take more
     /// but waits for its client to read what it was sent. Publishing on would
     /// only grow the backlog, and when the clients share the broker's cores
@@ -1068,17 +1069,19 @@ impl Queue {
     }
 
     /// Waits until this queue's backlog has drained after
-    /// [`Queue::deliver_or_wake`] asked a publisher to wait, or at most
-    /// `limit`, so that a publisher is slowed, never stopped, by consumers
-    /// that cannot keep up.
-    pub async fn wait_for_backlog(&self, limit: std::time::Duration) {
+    /// [`Queue::deliver_or_wake`] asked the publisher on connection `entry`
+    /// to wait, or at most [`PACE_LIMIT`], so that a publisher is slowed,
+    /// never stopped, by consumers that cannot keep up. The connection shows
+    /// as `flow` meanwhile.
+    pub async fn pace_publisher(&self, entry: &ConnectionEntry) {
+        entry.note_paced(Message::coarse_now_ms());
         let shrunk = self.backlog_shrunk.notified();
         tokio::pin!(shrunk);
         shrunk.as_mut().enable();
         if !self.state.lock().pacing {
             return;
         }
-        let _ = tokio::time::timeout(limit, shrunk).await;
+        let _ = tokio::time::timeout(PACE_LIMIT, shrunk).await;
     }
 
     fn deliver_locked(&self, st: &mut QueueState, touched: &mut Touched, now: i64) -> bool {
