@@ -76,11 +76,17 @@ else
         echo "compat: broker binary '$BIN' not found or not executable (build it first)" >&2
         exit 2
     fi
-    PORT="$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
-    HTTP_PORT="$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
-    MQTT_PORT="$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
-    STREAM_PORT="$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
-    OIDC_PORT="$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
+    # Five distinct free ports, all bound at once so that none is handed
+    # out twice.
+    read -r PORT HTTP_PORT MQTT_PORT STREAM_PORT OIDC_PORT < <("$PY" -c '
+import socket
+socks = [socket.socket() for _ in range(5)]
+for s in socks:
+    s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in socks))
+for s in socks:
+    s.close()
+')
     DATA_DIR="$(mktemp -d)"
     BROKER_LOG="$(mktemp)"
     OIDC_LOG="$(mktemp)"
