@@ -9,7 +9,7 @@ use bytes::Bytes;
 use tokio::sync::Notify;
 
 use super::codec::performative::{AmqpError, Detach, Performative};
-use super::message::write_stored;
+use super::message::{write_plain_stored, write_stored};
 use super::session::{OutDelivery, SessionShared};
 use crate::core::consumer::Consumer;
 use crate::core::queue::Queue;
@@ -243,24 +243,29 @@ impl Consumer for LinkConsumer {
     }
 
     fn deliver(&self, m: &RecordView<'_>, pos: SegPos, redelivered: bool) -> bool {
-        let props = match m.properties {
-            // Most messages set nothing but their durability.
-            [0x10, 0x00, mode] => BasicProperties {
-                delivery_mode: Some(*mode),
-                ..BasicProperties::default()
-            },
-            raw => BasicProperties::decode(&mut Bytes::copy_from_slice(raw)).unwrap_or_default(),
-        };
         let presettled = self.presettled;
-        self.session.send_message(
-            self.handle,
-            presettled,
-            |out| write_stored(out, m.exchange, m.routing_key, &props, m.body, redelivered),
-            |_| match presettled {
-                true => None,
-                false => self.me.upgrade().map(|consumer| OutDelivery { consumer, pos }),
-            },
-        );
+        let track = |_| match presettled {
+            true => None,
+            false => self.me.upgrade().map(|consumer| OutDelivery { consumer, pos }),
+        };
+        match m.properties {
+            // Most messages set nothing but their durability.
+            [0x10, 0x00, mode] => self.session.send_message(
+                self.handle,
+                presettled,
+                |out| write_plain_stored(out, m.exchange, m.routing_key, *mode == 2, m.body, redelivered),
+                track,
+            ),
+            raw => {
+                let props = BasicProperties::decode(&mut Bytes::copy_from_slice(raw)).unwrap_or_default();
+                self.session.send_message(
+                    self.handle,
+                    presettled,
+                    |out| write_stored(out, m.exchange, m.routing_key, &props, m.body, redelivered),
+                    track,
+                )
+            }
+        };
         presettled
     }
 

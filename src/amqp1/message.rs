@@ -8,7 +8,7 @@
 //! `message/vnd.rabbitmq.amqp`, RabbitMQ's marker for it: an AMQP 1.0
 //! consumer gets those sections back byte for byte.
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use super::codec::types::{DecodeError, Descriptor, Value, encode_described_list};
 use crate::wire::properties::is_private_header;
@@ -174,6 +174,44 @@ fn list_items(v: &Value) -> &[Value] {
     }
 }
 
+/// The layout of the message most clients send: at most a header that sets
+/// only `durable`, then one data section. Gives the durable flag and where
+/// the data starts; `None` for any other layout.
+fn plain_layout(payload: &[u8]) -> Option<(bool, usize)> {
+    let mut at = 0;
+    let durable = match payload.get(..3)? {
+        [0x00, 0x53, 0x70] => {
+            let (durable, len) = match payload.get(3..)? {
+                [0x45, ..] => (false, 1),
+                [0xc0, 0x02, 0x01, flag, ..] => (
+                    match flag {
+                        0x41 => true,
+                        0x42 | 0x40 => false,
+                        _ => return None,
+                    },
+                    4,
+                ),
+                _ => return None,
+            };
+            at = 3 + len;
+            durable
+        }
+        _ => true,
+    };
+    let (start, len) = match payload.get(at..at + 4)? {
+        [0x00, 0x53, 0x75, 0xa0] => (at + 5, usize::from(*payload.get(at + 4)?)),
+        [0x00, 0x53, 0x75, 0xb0] => (
+            at + 8,
+            u32::from_be_bytes(payload.get(at + 4..at + 8)?.try_into().ok()?) as usize,
+        ),
+        _ => return None,
+    };
+    if start.checked_add(len)? != payload.len() {
+        return None;
+    }
+    Some((durable, start))
+}
+
 impl Received {
     /// Reads the sections of a transfer's payload.
     pub fn parse(payload: &Bytes) -> Result<Received, MessageError> {
@@ -280,53 +318,39 @@ impl Received {
         Ok(m)
     }
 
-    /// The message most clients send, read without the value tree: at most
-    /// a header that sets only `durable`, then one data section. `None` for
-    /// anything else, which [`Received::parse`] reads in full (to the same
-    /// result for these).
-    fn parse_plain(payload: &Bytes) -> Option<Received> {
-        let mut at = 0;
-        let durable = match payload.get(..3)? {
-            [0x00, 0x53, 0x70] => {
-                let (durable, len) = match payload.get(3..)? {
-                    [0x45, ..] => (false, 1),
-                    [0xc0, 0x02, 0x01, flag, ..] => (
-                        match flag {
-                            0x41 => true,
-                            0x42 | 0x40 => false,
-                            _ => return None,
-                        },
-                        4,
-                    ),
-                    _ => return None,
-                };
-                at = 3 + len;
-                durable
+    /// [`Received::parse`] for a payload the caller gives up: the message
+    /// most clients send keeps the payload itself as its body, advanced past
+    /// the sections before it, rather than a second reference to count.
+    pub fn parse_owned(mut payload: Bytes) -> Result<Received, MessageError> {
+        match plain_layout(&payload) {
+            Some((durable, start)) => {
+                payload.advance(start);
+                Ok(Self::plain(durable, payload))
             }
-            _ => true,
-        };
-        let (start, len) = match payload.get(at..at + 4)? {
-            [0x00, 0x53, 0x75, 0xa0] => (at + 5, usize::from(*payload.get(at + 4)?)),
-            [0x00, 0x53, 0x75, 0xb0] => (
-                at + 8,
-                u32::from_be_bytes(payload.get(at + 4..at + 8)?.try_into().ok()?) as usize,
-            ),
-            _ => return None,
-        };
-        if start.checked_add(len)? != payload.len() {
-            return None;
+            None => Self::parse(&payload),
         }
+    }
+
+    /// The message most clients send, read without the value tree (see
+    /// [`plain_layout`]); `None` for anything else, which
+    /// [`Received::parse`] reads in full (to the same result for these).
+    fn parse_plain(payload: &Bytes) -> Option<Received> {
+        let (durable, start) = plain_layout(payload)?;
+        Some(Self::plain(durable, payload.slice(start..)))
+    }
+
+    fn plain(durable: bool, body: Bytes) -> Received {
         let mode = if durable { 2 } else { 1 };
-        Some(Received {
+        Received {
             durable,
             properties: Box::new(BasicProperties {
                 delivery_mode: Some(mode),
                 ..BasicProperties::default()
             }),
-            body: payload.slice(start..),
+            body,
             raw_properties: Some(Bytes::from_static(crate::wire::properties::delivery_mode_only(mode))),
             ..Received::default()
-        })
+        }
     }
 
     fn read_properties(&mut self, f: &[Value]) {
@@ -434,6 +458,22 @@ pub fn write_stored(
     } else {
         write_data_section(out, body);
     }
+}
+
+/// [`write_stored`] for the message most clients send: its stored
+/// properties set nothing but the delivery mode (`persistent` when 2), so
+/// the sections are written without building the properties first.
+pub fn write_plain_stored(
+    out: &mut BytesMut,
+    exchange: &str,
+    routing_key: &str,
+    persistent: bool,
+    body: &[u8],
+    redelivered: bool,
+) {
+    put_header_section(out, persistent, None, None, !redelivered, None);
+    put_routing_annotations(out, exchange, routing_key);
+    write_data_section(out, body);
 }
 
 /// The original section a stored message keeps in header `key`, when it is
@@ -612,6 +652,37 @@ pub fn write_data_section(out: &mut BytesMut, body: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn plain_stored_messages_are_written_as_the_general_writer_writes_them() {
+        for (mode, redelivered, body) in [(1, false, &b"x"[..]), (2, true, &[7u8; 300][..]), (2, false, &b""[..])] {
+            let props = BasicProperties {
+                delivery_mode: Some(mode),
+                ..BasicProperties::default()
+            };
+            let mut general = BytesMut::new();
+            write_stored(&mut general, "amq.direct", "key", &props, body, redelivered);
+            let mut plain = BytesMut::new();
+            write_plain_stored(&mut plain, "amq.direct", "key", mode == 2, body, redelivered);
+            assert_eq!(plain, general, "mode {mode}, redelivered {redelivered}");
+        }
+    }
+
+    #[test]
+    fn an_owned_payload_parses_as_a_borrowed_one() {
+        for payload in [
+            Bytes::from_static(b"\x00\x53\x75\xa0\x02hi"),
+            Bytes::from_static(b"\x00\x53\x70\xc0\x02\x01\x42\x00\x53\x75\xa0\x01z"),
+            sample(),
+        ] {
+            let owned = Received::parse_owned(payload.clone()).unwrap();
+            let borrowed = Received::parse(&payload).unwrap();
+            assert_eq!(owned.body, borrowed.body);
+            assert_eq!(owned.durable, borrowed.durable);
+            assert_eq!(owned.properties, borrowed.properties);
+            assert_eq!(owned.raw_properties, borrowed.raw_properties);
+        }
+    }
 
     fn sample() -> Bytes {
         let mut out = BytesMut::new();

@@ -258,7 +258,7 @@ impl Publisher {
             ));
         }
         self.last_message_size = payload.len() as u64;
-        let outcome = self.publish(pc, session, &payload, settled, delivery_id);
+        let outcome = self.publish(pc, session, payload, settled, delivery_id);
         match outcome {
             Ok(Some(DeliveryState::Accepted)) if !settled => session.shared.accept_incoming(delivery_id),
             Ok(Some(state)) if !settled => session.shared.settle_incoming(delivery_id, delivery_id, state),
@@ -277,14 +277,14 @@ impl Publisher {
         &mut self,
         pc: &mut PublishContext<'_>,
         session: &SessionLinks<'_>,
-        payload: &Bytes,
+        payload: Bytes,
         settled: bool,
         delivery_id: u32,
     ) -> Result<Option<DeliveryState>, AmqpError> {
         if let Target::Management(name) = &self.target {
-            return management_request(pc, session, name, payload);
+            return management_request(pc, session, name, &payload);
         }
-        let received = Received::parse(payload).map_err(|e| AmqpError::new(condition::DECODE, e.to_string()))?;
+        let received = Received::parse_owned(payload).map_err(|e| AmqpError::new(condition::DECODE, e.to_string()))?;
         let per_message;
         let (target, cache) = match &self.target {
             Target::Management(_) => return Ok(None),

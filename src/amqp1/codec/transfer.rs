@@ -90,13 +90,26 @@ impl Fields<'_> {
 /// shape; `None` when it takes the generic decoder (a delivery state,
 /// another encoding, or something invalid, which that decoder reports).
 pub fn decode(body: &Bytes) -> Option<(Transfer, Bytes)> {
-    decode_head(body).map(|(t, end)| (t, body.slice(end..)))
+    let (mut t, tag, end) = decode_fields(body)?;
+    t.delivery_tag = tag.map(|(from, to)| body.slice(from..to));
+    Some((t, body.slice(end..)))
 }
 
 /// [`decode`] for a body the caller owns: the transfer and where its
 /// payload starts, so that the body itself becomes the payload (advanced in
-/// place, without another reference to count per message).
-pub fn decode_head(body: &Bytes) -> Option<(Transfer, usize)> {
+/// place, without another reference to count per message). The delivery
+/// tag is left out: the broker never reads the tags of the messages it
+/// receives (deliveries are matched by id), so it takes no reference for it.
+pub fn decode_head(body: &[u8]) -> Option<(Transfer, usize)> {
+    decode_fields(body).map(|(t, _, end)| (t, end))
+}
+
+/// Where a transfer's delivery tag lies in its frame body, when it has one.
+type TagRange = Option<(usize, usize)>;
+
+/// The transfer's fields, where its delivery tag lies in `body`, and where
+/// its payload starts.
+fn decode_fields(body: &[u8]) -> Option<(Transfer, TagRange, usize)> {
     let rest = body.strip_prefix(&DESCRIPTOR)?;
     let (size, count, header) = match *rest.first()? {
         0xc0 => (usize::from(*rest.get(1)?), usize::from(*rest.get(2)?), 2),
@@ -148,8 +161,7 @@ pub fn decode_head(body: &Bytes) -> Option<(Transfer, usize)> {
     if f.at != end {
         return None;
     }
-    t.delivery_tag = tag.map(|(from, to)| body.slice(from..to));
-    Some((t, end))
+    Some((t, tag, end))
 }
 
 /// The size of the performative [`encode`] writes for a transfer's first
