@@ -521,7 +521,7 @@ impl Connection {
             }
             let paced_by = self.info.paced_by.borrow_mut().take();
             if let Some(queue) = paced_by {
-                queue.pace_publisher(&entry).await;
+                let _ = queue.pace_publisher(&entry).await;
             }
             if self.alarm_blocked() {
                 tokio::select! {

@@ -165,6 +165,7 @@ impl Connection {
         let idle_limit = (heartbeat > 0).then(|| Duration::from_secs(u64::from(heartbeat) * 2));
         let shutdown = self.ctx.shutdown.clone();
         let entry = self.registration.entry.clone();
+        let mut pause_mid_read = true;
         loop {
             self.batch = BatchSettings {
                 alarmed: self.alarms.borrow().any(),
@@ -173,6 +174,10 @@ impl Connection {
             loop {
                 match parse_frame(buf, MAX_FRAME_SIZE) {
                     Ok(Some(frame)) => match self.handle_frame(frame) {
+                        // A consumer's credit is often smaller than a read:
+                        // the rest waits in the buffer for that credit rather
+                        // than going through the store.
+                        Ok(true) if self.paced_by.is_some() && pause_mid_read => break,
                         Ok(true) => {}
                         Ok(false) => {
                             // The client closed: our close answers it.
@@ -197,8 +202,14 @@ impl Connection {
             }
             self.end_of_batch();
             if let Some(queue) = self.paced_by.take() {
-                queue.pace_publisher(&entry).await;
+                // Consumers that let the limit pass are not reading: the
+                // rest of this read is then published without another pause.
+                pause_mid_read &= queue.pace_publisher(&entry).await;
+                if !buf.is_empty() {
+                    continue;
+                }
             }
+            pause_mid_read = true;
             buf.reserve(64 * 1024);
             let read = async {
                 match idle_limit {

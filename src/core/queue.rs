@@ -50,12 +50,6 @@ const PUBLISHER_DELIVERY_ROUNDS: usize = 16;
 /// as soon as it seals a segment; this catches a seal made during a pass.
 const COMPACTION_CHECK_MS: i64 = 30_000;
 
-/// Ready messages above which a queue whose every consumer waits for its
-/// client to read paces its publishers (see [`Queue::deliver_or_wake`]).
-/// Small: the consumers' sockets (or link credit) already hold what keeps
-/// them busy, and a backlog sends every later message through the store
-/// (written, read back, checked) instead of straight to a consumer.
-const PACE_ABOVE: u64 = 256;
 /// The longest a publisher waits after a read batch for consumers that cannot
 /// keep up (see [`Queue::deliver_or_wake`]): it is slowed to their pace,
 /// never stopped by one that stalls.
@@ -70,8 +64,8 @@ enum Batch {
     Done,
     /// Messages are ready but no consumer could take them.
     Stuck,
-    /// As `Stuck`, with more than [`PACE_ABOVE`] messages ready and every
-    /// consumer waiting for its client to read: publishers should wait.
+    /// As `Stuck`, with every consumer waiting for its client to read:
+    /// publishers should wait.
     Backlogged,
 }
 
@@ -1040,10 +1034,13 @@ impl Queue {
     /// message sizes cost more than the deliveries themselves.
     ///
     /// Returns true when the publisher should let the consumers catch up
-    /// before it reads more (see [`Queue::pace_publisher`]): more than
-    /// [`PACE_ABOVE`] messages are ready and every consumer could take more
-    /// but waits for its client to read what it was sent. Publishing on would
-    /// only grow the backlog, and when the clients share the broker's cores
+    /// before it reads more (see [`Queue::pace_publisher`]): messages are
+    /// ready and every consumer could take more but waits for its client to
+    /// read what it was sent (its socket, or its link credit, already holds
+    /// what keeps it busy). Publishing on would send every later message
+    /// through the store (written, read back, checked) rather than straight
+    /// to a consumer, and would only grow the backlog; when the clients
+    /// share the broker's cores
     /// (a load generator, services on one host) it takes from the consumers
     /// the CPU they need to catch up. A consumer held back by its prefetch
     /// limit or its acknowledgements never paces anyone: a backlog is then
@@ -1072,16 +1069,18 @@ impl Queue {
     /// [`Queue::deliver_or_wake`] asked the publisher on connection `entry`
     /// to wait, or at most [`PACE_LIMIT`], so that a publisher is slowed,
     /// never stopped, by consumers that cannot keep up. The connection shows
-    /// as `flow` meanwhile.
-    pub async fn pace_publisher(&self, entry: &ConnectionEntry) {
+    /// as `flow` meanwhile. False when the limit ended the wait: the
+    /// consumers are not reading, and pacing the publisher again before its
+    /// next read would only stop it.
+    pub async fn pace_publisher(&self, entry: &ConnectionEntry) -> bool {
         entry.note_paced(Message::coarse_now_ms());
         let shrunk = self.backlog_shrunk.notified();
         tokio::pin!(shrunk);
         shrunk.as_mut().enable();
         if !self.state.lock().pacing {
-            return;
+            return true;
         }
-        let _ = tokio::time::timeout(PACE_LIMIT, shrunk).await;
+        tokio::time::timeout(PACE_LIMIT, shrunk).await.is_ok()
     }
 
     fn deliver_locked(&self, st: &mut QueueState, touched: &mut Touched, now: i64) -> bool {
@@ -1703,14 +1702,14 @@ impl QueueState {
         }
     }
 
-    /// True when more than [`PACE_ABOVE`] messages are ready and every
+    /// True when messages are ready and every
     /// consumer waits for its client to read (see [`Queue::deliver_or_wake`]);
     /// then remembers to wake the publishers told to wait once the backlog
     /// has drained.
     fn pace_publishers(&mut self) -> bool {
         let backlogged = !self.paused
             && !self.consumers.is_empty()
-            && self.store.ready_count() > PACE_ABOVE
+            && self.store.ready_count() > 0
             && self.consumers.iter().all(|c| c.waits_for_client());
         self.pacing |= backlogged;
         backlogged
