@@ -41,13 +41,15 @@ fn followers_forward_every_protocol_and_the_leader_sees_the_client() {
     leader.expect_log_after(mark, &format!("client={client}"), TIMEOUT);
 
     // AMQP 1.0 on the same port: the SASL layer's protocol header comes back
-    // from the leader, with its mechanisms (a 0-9-1 broker would answer
-    // with its own header, or nothing).
-    let (_, back) = exchange(follower.amqp_port(), b"AMQP\x03\x01\x00\x00");
+    // from the leader (a 0-9-1 broker would answer with its own header, or
+    // nothing), which logs the client's own address.
+    let mark = leader.log_len();
+    let (client, back) = exchange(follower.amqp_port(), b"AMQP\x03\x01\x00\x00");
     assert!(
         back.starts_with(b"AMQP\x03\x01\x00\x00"),
         "the SASL protocol header comes back: {back:?}"
     );
+    leader.expect_log_after(mark, &format!("client={client}"), TIMEOUT);
 
     // MQTT: a CONNECT (clean session, client id "fw", guest) is answered by
     // CONNACK 0.
