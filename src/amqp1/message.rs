@@ -321,11 +321,12 @@ impl Received {
     /// [`Received::parse`] for a payload the caller gives up: the message
     /// most clients send keeps the payload itself as its body, advanced past
     /// the sections before it, rather than a second reference to count.
-    pub fn parse_owned(mut payload: Bytes) -> Result<Received, MessageError> {
+    /// A `spare` box, from an earlier message, holds its properties.
+    pub fn parse_owned(mut payload: Bytes, spare: Option<Box<BasicProperties>>) -> Result<Received, MessageError> {
         match plain_layout(&payload) {
             Some((durable, start)) => {
                 payload.advance(start);
-                Ok(Self::plain(durable, payload))
+                Ok(Self::plain(durable, payload, spare))
             }
             None => Self::parse(&payload),
         }
@@ -336,17 +337,25 @@ impl Received {
     /// [`Received::parse`] reads in full (to the same result for these).
     fn parse_plain(payload: &Bytes) -> Option<Received> {
         let (durable, start) = plain_layout(payload)?;
-        Some(Self::plain(durable, payload.slice(start..)))
+        Some(Self::plain(durable, payload.slice(start..), None))
     }
 
-    fn plain(durable: bool, body: Bytes) -> Received {
+    fn plain(durable: bool, body: Bytes, spare: Option<Box<BasicProperties>>) -> Received {
         let mode = if durable { 2 } else { 1 };
+        let fresh = BasicProperties {
+            delivery_mode: Some(mode),
+            ..BasicProperties::default()
+        };
+        let properties = match spare {
+            Some(mut b) => {
+                *b = fresh;
+                b
+            }
+            None => Box::new(fresh),
+        };
         Received {
             durable,
-            properties: Box::new(BasicProperties {
-                delivery_mode: Some(mode),
-                ..BasicProperties::default()
-            }),
+            properties,
             body,
             raw_properties: Some(Bytes::from_static(crate::wire::properties::delivery_mode_only(mode))),
             ..Received::default()
@@ -610,14 +619,15 @@ fn put_header_section(
 fn put_routing_annotations(out: &mut BytesMut, exchange: &str, routing_key: &str) {
     let entry = |key: &str, value: &str| 2 + key.len() + str_len(value);
     let size = 4 + entry("x-exchange", exchange) + entry("x-routing-key", routing_key);
+    out.reserve(8 + size);
     out.put_slice(&[0x00, 0x53, section::MESSAGE_ANNOTATIONS as u8, 0xd1]);
     out.put_u32(size as u32);
     out.put_u32(4);
-    for (key, value) in [("x-exchange", exchange), ("x-routing-key", routing_key)] {
-        out.put_slice(&[0xa3, key.len() as u8]);
-        out.put_slice(key.as_bytes());
-        put_str(out, value);
-    }
+    // The keys as symbols (sym8), constructor and length included.
+    out.put_slice(b"\xa3\x0ax-exchange");
+    put_str(out, exchange);
+    out.put_slice(b"\xa3\x0dx-routing-key");
+    put_str(out, routing_key);
 }
 
 /// The encoded size of the string `s`.
@@ -675,7 +685,11 @@ mod tests {
             Bytes::from_static(b"\x00\x53\x70\xc0\x02\x01\x42\x00\x53\x75\xa0\x01z"),
             sample(),
         ] {
-            let owned = Received::parse_owned(payload.clone()).unwrap();
+            let spare = Box::new(BasicProperties {
+                message_id: Some(ShortStr::from("left from an earlier message")),
+                ..BasicProperties::default()
+            });
+            let owned = Received::parse_owned(payload.clone(), Some(spare)).unwrap();
             let borrowed = Received::parse(&payload).unwrap();
             assert_eq!(owned.body, borrowed.body);
             assert_eq!(owned.durable, borrowed.durable);

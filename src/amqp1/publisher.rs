@@ -20,7 +20,7 @@ use crate::core::permissions::{Access, Compiled};
 use crate::core::queue::Queue;
 use crate::core::route_cache::RouteCache;
 use crate::core::vhost::VHost;
-use crate::wire::ShortStr;
+use crate::wire::{BasicProperties, ShortStr};
 
 /// Most credit a publisher gets at a time (RabbitMQ grants 128): with small
 /// messages, more lets a fast sender fill whole socket reads, as each top-up
@@ -116,6 +116,9 @@ pub struct Publisher {
     scratch: BytesMut,
     /// The last route of a fixed target, as 0-9-1 channels keep theirs.
     route: RouteCache,
+    /// The properties box of the last message, for the next one: a message
+    /// otherwise allocates and frees one.
+    spare_properties: Option<Box<BasicProperties>>,
 }
 
 /// Resolves an exchange by name, checking write permission on it.
@@ -172,6 +175,7 @@ impl Publisher {
             queues: Vec::new(),
             scratch: BytesMut::new(),
             route: RouteCache::default(),
+            spare_properties: None,
         }
     }
 
@@ -284,7 +288,8 @@ impl Publisher {
         if let Target::Management(name) = &self.target {
             return management_request(pc, session, name, &payload);
         }
-        let received = Received::parse_owned(payload).map_err(|e| AmqpError::new(condition::DECODE, e.to_string()))?;
+        let received = Received::parse_owned(payload, self.spare_properties.take())
+            .map_err(|e| AmqpError::new(condition::DECODE, e.to_string()))?;
         let per_message;
         let (target, cache) = match &self.target {
             Target::Management(_) => return Ok(None),
@@ -361,6 +366,8 @@ impl Publisher {
         let routed = !queues.is_empty();
         queues.clear();
         self.queues = queues;
+        let persistent = msg.properties.is_persistent();
+        self.spare_properties = Some(msg.properties);
         if let Some(e) = failed {
             tracing::error!("publish failed: {e}");
             return Err(from_core(&e));
@@ -376,7 +383,7 @@ impl Publisher {
             return Ok(Some(DeliveryState::Released));
         }
         let sync = &pc.ctx.broker.sync;
-        if !settled && durable && msg.properties.is_persistent() && sync.enabled() {
+        if !settled && durable && persistent && sync.enabled() {
             session.shared.accept_after_sync(sync, delivery_id);
             return Ok(None);
         }
