@@ -4,10 +4,12 @@
 //! publishing outcomes and settlement (`amqp1/publish.rs`), link credit and
 //! the receiver's dispositions (`amqp1/consume.rs`), the mapping of messages
 //! between the two protocols (`amqp1/mapping.rs`) and many links and sessions
-//! on one connection (`amqp1/links.rs`). Queues and exchanges are declared
+//! on one connection (`amqp1/links.rs`); the codec against an independent
+//! one (`amqp1/codec.rs`). Queues and exchanges are declared
 //! through 0-9-1 (lapin) and counted through the HTTP API.
 
 mod addresses;
+mod codec;
 mod connection;
 mod consume;
 mod links;
