@@ -215,9 +215,15 @@ fn plain_layout(payload: &[u8]) -> Option<(bool, usize)> {
 impl Received {
     /// Reads the sections of a transfer's payload.
     pub fn parse(payload: &Bytes) -> Result<Received, MessageError> {
-        if let Some(m) = Self::parse_plain(payload) {
-            return Ok(m);
+        match Self::parse_plain(payload) {
+            Some(m) => Ok(m),
+            None => Self::parse_sections(payload),
         }
+    }
+
+    /// Reads every section through the value tree: any message the plain
+    /// layout (see [`plain_layout`]) does not cover.
+    fn parse_sections(payload: &Bytes) -> Result<Received, MessageError> {
         let mut m = Received {
             durable: true,
             ..Received::default()
@@ -328,7 +334,7 @@ impl Received {
                 payload.advance(start);
                 Ok(Self::plain(durable, payload, spare))
             }
-            None => Self::parse(&payload),
+            None => Self::parse_sections(&payload),
         }
     }
 

@@ -1040,11 +1040,10 @@ impl Queue {
     /// what keeps it busy). Publishing on would send every later message
     /// through the store (written, read back, checked) rather than straight
     /// to a consumer, and would only grow the backlog; when the clients
-    /// share the broker's cores
-    /// (a load generator, services on one host) it takes from the consumers
-    /// the CPU they need to catch up. A consumer held back by its prefetch
-    /// limit or its acknowledgements never paces anyone: a backlog is then
-    /// what a queue is for.
+    /// share the broker's cores (a load generator, services on one host) it
+    /// takes from the consumers the CPU they need to catch up. A consumer
+    /// held back by its prefetch limit or its acknowledgements never paces
+    /// anyone: a backlog is then what a queue is for.
     pub fn deliver_or_wake(&self) -> bool {
         let mut backlogged = false;
         for _ in 0..PUBLISHER_DELIVERY_ROUNDS {
@@ -1702,10 +1701,9 @@ impl QueueState {
         }
     }
 
-    /// True when messages are ready and every
-    /// consumer waits for its client to read (see [`Queue::deliver_or_wake`]);
-    /// then remembers to wake the publishers told to wait once the backlog
-    /// has drained.
+    /// True when messages are ready and every consumer waits for its client
+    /// to read (see [`Queue::deliver_or_wake`]); then remembers to wake the
+    /// publishers told to wait once the backlog has drained.
     fn pace_publishers(&mut self) -> bool {
         let backlogged = !self.paused
             && !self.consumers.is_empty()
