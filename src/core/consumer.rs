@@ -46,6 +46,22 @@ pub trait Consumer: Send + Sync {
     fn wants_offset_header(&self) -> bool {
         true
     }
+    /// True when it takes stream messages as runs (see
+    /// [`crate::core::stream_runs`]) through [`Consumer::deliver_runs`]: a
+    /// stream keeps runs only while it has such a consumer.
+    fn takes_runs(&self) -> bool {
+        false
+    }
+    /// Takes runs of stream messages, encoded when they were published, as
+    /// one delivery settled by the taking: as many of `runs` (which follow
+    /// one another without a gap) as it wants, from the first on. Returns
+    /// how many it took; 0 when it cannot now (it then gets the messages one
+    /// by one). Called under the queue lock, without `reserve()`, only when
+    /// it reads the first run's first offset next and filters nothing.
+    fn deliver_runs(&self, runs: &mut dyn Iterator<Item = &crate::core::stream_runs::EncodedRun>) -> usize {
+        let _ = runs;
+        0
+    }
     /// Hands a stored message to the consumer. Called under the queue lock, only
     /// after `reserve()` succeeded; the consumer buffers it for sending.
     /// Returns true when the message is settled by the delivery itself (no-ack

@@ -43,6 +43,7 @@ pub mod stream_clients;
 pub mod stream_compaction;
 pub mod stream_filter;
 pub mod stream_groups;
+pub mod stream_runs;
 pub mod super_stream;
 pub mod table_json;
 pub mod topic;

@@ -255,6 +255,20 @@ pub struct Published {
     pub pace: bool,
 }
 
+/// Messages for a stream that share all but their bodies (no exchange),
+/// as a stream-protocol publisher's frame of plain messages, stored
+/// without building a [`Message`] for each.
+pub struct PlainBatch<'a> {
+    /// When they were published, ms since the epoch.
+    pub timestamp: i64,
+    /// Their routing key.
+    pub routing_key: &'a str,
+    /// Their encoded properties.
+    pub properties: &'a [u8],
+    /// Their bodies, in order.
+    pub bodies: &'a [&'a [u8]],
+}
+
 /// When the message in `view` expires (ms since the epoch), if it has a TTL.
 fn expires_at(settings: &QueueSettings, view: &RecordView<'_>) -> Option<i64> {
     let per_message = raw_expiration(view.properties).and_then(|s| s.parse::<u64>().ok());
@@ -671,11 +685,6 @@ impl Queue {
     }
 
     fn append_to_stream(&self, st: &mut QueueState, msg: &Message, scratch: &mut BytesMut) -> Result<Published> {
-        let (max_len, max_bytes, max_age) = (
-            st.settings.max_length,
-            st.settings.max_length_bytes,
-            st.settings.max_age,
-        );
         let Some(s) = st.stream.as_mut() else {
             return Ok(Published::default());
         };
@@ -688,19 +697,86 @@ impl Queue {
         if self.durable {
             crate::store::group_sync::note_durable_write();
         }
-        if max_len.is_some() || max_bytes.is_some() || max_age.is_some() {
-            s.store
-                .apply_retention(max_len, max_bytes, max_age.map(|age| (msg.timestamp, age)));
-        }
-        if st.settings.stream_compaction.is_some() && s.store.compaction_due() {
-            // A segment was just sealed: compact it now rather than at the next check.
-            self.housekeeping.notify_one();
-        }
+        self.after_stream_append(st, msg.timestamp);
         // Readers at the end wait for new messages: wake them all.
         Ok(Published {
             woke: true,
             ..Published::default()
         })
+    }
+
+    /// Applies retention and schedules compaction after appending messages
+    /// stored at `timestamp`.
+    fn after_stream_append(&self, st: &mut QueueState, timestamp: i64) {
+        let (max_len, max_bytes, max_age) = (
+            st.settings.max_length,
+            st.settings.max_length_bytes,
+            st.settings.max_age,
+        );
+        let Some(s) = st.stream.as_mut() else {
+            return;
+        };
+        if max_len.is_some() || max_bytes.is_some() || max_age.is_some() {
+            s.store
+                .apply_retention(max_len, max_bytes, max_age.map(|age| (timestamp, age)));
+        }
+        if st.settings.stream_compaction.is_some() && s.store.compaction_due() {
+            // A segment was just sealed: compact it now rather than at the next check.
+            self.housekeeping.notify_one();
+        }
+    }
+
+    /// Appends a stream publisher's batch of messages that differ only in
+    /// their bodies, under one lock, and, while a consumer takes runs,
+    /// keeps `encode(first offset)` as their run (see
+    /// [`crate::core::stream_runs`]). `dedup` names the publisher and the
+    /// lowest and highest publishing ids of the batch. `None` when the
+    /// batch must go message by message instead: the queue is not an open
+    /// stream, deduplicates by header, or the batch holds a duplicate.
+    pub fn publish_run(
+        &self,
+        batch: &PlainBatch<'_>,
+        dedup: Option<(&str, u64, u64)>,
+        encode: impl FnOnce(u64) -> Bytes,
+    ) -> Result<Option<Published>> {
+        let mut guard = self.state.lock();
+        let st = &mut *guard;
+        if st.deleted || st.closed.is_some() || st.dedup.is_some() || batch.bodies.is_empty() {
+            return Ok(None);
+        }
+        let Some(s) = st.stream.as_mut() else {
+            return Ok(None);
+        };
+        if let Some((reference, lowest, _)) = dedup
+            && s.is_duplicate(reference, lowest)
+        {
+            return Ok(None);
+        }
+        let (first, seg) = (s.store.next_offset(), s.store.write_segment());
+        for body in batch.bodies {
+            s.store
+                .push(batch.timestamp, "", batch.routing_key, batch.properties, body)
+                .map_err(|e| Error::Internal(format!("cannot append to stream '{}': {e}", self.name)))?;
+            st.counts.publish += 1;
+        }
+        if self.durable {
+            crate::store::group_sync::note_durable_write();
+        }
+        if let Some((reference, _, highest)) = dedup {
+            s.track_publisher(reference, highest);
+        }
+        // A run that began a segment is not kept: readers pass from one
+        // segment to the next by reading (see `StreamStore::read`).
+        if !st.consumers.iter().any(|c| c.takes_runs()) {
+            s.recent.clear();
+        } else if s.store.write_segment() == seg {
+            s.keep_run(first, batch.bodies.len() as u32, encode(first));
+        }
+        self.after_stream_append(st, batch.timestamp);
+        Ok(Some(Published {
+            woke: true,
+            ..Published::default()
+        }))
     }
 
     /// True for a stream queue.
@@ -876,7 +952,19 @@ impl Queue {
         while progress && delivered < DELIVERY_BATCH {
             progress = false;
             for c in &st.consumers {
-                if delivered >= DELIVERY_BATCH || !c.has_capacity() || !s.has_next(c.id()) || !c.reserve() {
+                if delivered >= DELIVERY_BATCH || !c.has_capacity() || !s.has_next(c.id()) {
+                    continue;
+                }
+                if c.takes_runs()
+                    && let Some(n) = s.deliver_runs(c.as_ref())
+                {
+                    st.counts.deliver += u64::from(n);
+                    delivered += n as usize;
+                    progress = true;
+                    touched.add(c);
+                    continue;
+                }
+                if !c.reserve() {
                     continue;
                 }
                 let Some(next) = s.next_for(c.id()) else {
@@ -1567,6 +1655,8 @@ impl Queue {
         }
         if let Some(s) = st.stream.as_mut() {
             let removed = s.store.install_compacted(done);
+            // Positions changed: a run's end is found again only by a walk.
+            s.recent.clear();
             if removed > 0 {
                 tracing::info!(queue = %self.name, vhost = %self.vhost, removed, "stream compacted");
             }

@@ -18,6 +18,9 @@ use crate::store::record::RecordView;
 use crate::store::segment::ReadWindow;
 use crate::store::stream_store::{StreamCursor, StreamStore};
 
+use super::consumer::Consumer;
+use super::stream_runs::{EncodedRun, RecentRuns};
+
 /// File with the tracked offset of each consumer tag.
 const OFFSETS_FILE: &str = "consumer_offsets.json";
 /// File with the last publishing id of each named stream-protocol publisher
@@ -233,6 +236,9 @@ pub struct StreamState {
     /// Last publishing id of each named publisher (stream protocol
     /// deduplication), by publisher reference.
     publishers: PublisherSequences,
+    /// Recently published messages kept encoded for consumers that send
+    /// them as one.
+    pub recent: RecentRuns,
 }
 
 /// A message read for a consumer: its offset and where it is.
@@ -265,6 +271,7 @@ impl StreamState {
             offsets_path,
             dirty_since: None,
             publishers,
+            recent: RecentRuns::default(),
         })
     }
 
@@ -388,6 +395,50 @@ impl StreamState {
             reader.last = Some(offset);
             return Some(Next { offset, at });
         }
+    }
+
+    /// Offers consumer `c` the runs that follow one another from where it
+    /// reads, if it reads everything (no filter, nothing skipped): the
+    /// number of messages it took, its reader now past them.
+    pub fn deliver_runs(&mut self, c: &dyn Consumer) -> Option<u32> {
+        let reader = self.readers.get_mut(&c.id())?;
+        if reader.waiting || reader.filter.is_some() || reader.cursor.offset < reader.from {
+            return None;
+        }
+        let offset = reader.cursor.offset;
+        let taken = c.deliver_runs(&mut self.recent.consecutive_from(offset));
+        let mut count = 0;
+        let mut last: Option<&EncodedRun> = None;
+        for run in self.recent.consecutive_from(offset).take(taken) {
+            count += run.count;
+            last = Some(run);
+        }
+        let last = last?;
+        reader.cursor = last.end;
+        reader.last = Some(last.last_offset());
+        // Settled by the delivery: the tracked offset moves past the runs.
+        self.settle(c.id(), [], true, 0);
+        Some(count)
+    }
+
+    /// Keeps the run of the `count` messages just appended from offset
+    /// `first_offset` on, encoded as `encoded`, for consumers that take runs.
+    pub fn keep_run(&mut self, first_offset: u64, count: u32, encoded: Bytes) {
+        if let Some(oldest) = self
+            .readers
+            .values()
+            .filter(|r| !r.waiting)
+            .map(|r| r.cursor.offset)
+            .min()
+        {
+            self.recent.drop_before(oldest);
+        }
+        self.recent.push(EncodedRun {
+            first_offset,
+            count,
+            encoded,
+            end: self.store.cursor_next(),
+        });
     }
 
     /// The message at `at`, returned by [`StreamState::next_for`] for consumer `id`.

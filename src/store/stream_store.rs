@@ -220,6 +220,11 @@ impl StreamStore {
         Ok(offset)
     }
 
+    /// The number of the segment being written.
+    pub fn write_segment(&self) -> u32 {
+        self.write_seg
+    }
+
     /// A cursor at the first message kept.
     pub fn cursor_first(&self) -> StreamCursor {
         match self.first_offsets.iter().next() {

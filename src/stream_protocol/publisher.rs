@@ -14,10 +14,10 @@ use parking_lot::Mutex;
 
 use super::codec::command::Published as PublishedEntry;
 use super::codec::sub_batch::Entry;
-use super::codec::{code, reply};
+use super::codec::{chunk, code, reply};
 use crate::amqp1::message::Received;
 use crate::core::message::Message;
-use crate::core::queue::{Published, Queue};
+use crate::core::queue::{PlainBatch, Published, Queue};
 use crate::core::stream_clients::PublisherStats;
 use crate::store::{GroupSync, SyncWaiter};
 use crate::transport::outbox::Outbox;
@@ -144,8 +144,11 @@ pub struct Outcome {
 impl Publisher {
     /// Stores the messages of a publish frame on the publisher's stream.
     pub fn publish(&self, messages: Vec<PublishedEntry>, scratch: &mut BytesMut, set_timestamp: bool) -> Outcome {
-        let mut out = Outcome::default();
         self.stats.published.fetch_add(messages.len() as u64, Ordering::Relaxed);
+        if !set_timestamp && let Some(out) = self.publish_as_run(&messages) {
+            return out;
+        }
+        let mut out = Outcome::default();
         let deleted = self.queue.lock().deleted;
         for m in messages {
             let id = m.publishing_id;
@@ -193,6 +196,62 @@ impl Publisher {
         out
     }
 
+    /// Stores a frame of plain messages (each a body only, with no filter
+    /// value), the common case, as one run: under one queue lock, with the
+    /// chunk subscribers are sent made once (see
+    /// [`crate::core::stream_runs`]). `None` when the frame holds anything
+    /// else, or the queue wants it message by message.
+    fn publish_as_run(&self, messages: &[PublishedEntry]) -> Option<Outcome> {
+        if messages.is_empty() || messages.len() > usize::from(u16::MAX) {
+            return None;
+        }
+        let mut bodies = Vec::with_capacity(messages.len());
+        let mut data_len = 0;
+        let (mut lowest, mut highest) = (u64::MAX, 0);
+        for m in messages {
+            let Entry::Single(raw) = &m.entry else {
+                return None;
+            };
+            if m.filter_value.is_some() {
+                return None;
+            }
+            bodies.push(data_section_body(raw)?);
+            data_len += 4 + raw.len();
+            lowest = lowest.min(m.publishing_id);
+            highest = highest.max(m.publishing_id);
+        }
+        let batch = PlainBatch {
+            timestamp: Message::coarse_now_ms(),
+            routing_key: &self.queue.name,
+            properties: delivery_mode_only(2),
+            bodies: &bodies,
+        };
+        let dedup = self.reference.as_deref().map(|r| (r, lowest, highest));
+        let raws = messages.iter().filter_map(|m| match &m.entry {
+            Entry::Single(raw) => Some(&raw[..]),
+            _ => None,
+        });
+        let encode = |first| chunk::encode_chunk(first, batch.timestamp, raws, data_len);
+        let ids = || messages.iter().map(|m| m.publishing_id);
+        let mut out = Outcome::default();
+        match self.queue.publish_run(&batch, dedup, encode) {
+            Ok(None) => return None,
+            Ok(Some(p)) if p.rejected => out.refused = ids().map(|id| (id, code::PRECONDITION_FAILED)).collect(),
+            Ok(Some(p)) => {
+                out.woke = p.woke;
+                out.confirmed = ids().collect();
+            }
+            Err(e) => {
+                tracing::error!("publish failed: {e}");
+                out.refused = ids().map(|id| (id, code::INTERNAL_ERROR)).collect();
+            }
+        }
+        self.stats
+            .errored
+            .fetch_add(out.refused.len() as u64, Ordering::Relaxed);
+        Some(out)
+    }
+
     /// Stores the messages of publishing id `id`, deduplicated when the
     /// publisher has a name; `None` for a duplicate.
     fn store(&self, msgs: &[Message], scratch: &mut BytesMut, id: u64) -> crate::core::Result<Option<Published>> {
@@ -206,12 +265,34 @@ impl Publisher {
 /// The body of a message that is exactly one data section (what the stream
 /// clients send for a message without properties), without decoding it.
 pub fn only_data_section(m: &bytes::Bytes) -> Option<bytes::Bytes> {
+    let body = data_section_body(m)?;
+    Some(m.slice_ref(body))
+}
+
+/// [`only_data_section`] on a slice.
+fn data_section_body(m: &[u8]) -> Option<&[u8]> {
     let (start, len) = match m.get(..4)? {
         [0x00, 0x53, 0x75, 0xa0] => (5, usize::from(*m.get(4)?)),
         [0x00, 0x53, 0x75, 0xb0] => (8, u32::from_be_bytes(m.get(4..8)?.try_into().ok()?) as usize),
         _ => return None,
     };
-    (start + len == m.len()).then(|| m.slice(start..))
+    (start + len == m.len()).then(|| &m[start..])
+}
+
+/// The core message for an AMQP 1.0 message that is only `body`: durable,
+/// as an AMQP 1.0 message without a header is.
+fn plain_message(stream: &str, body: Bytes, timestamp: i64) -> Message {
+    Message {
+        timestamp,
+        exchange: ShortStr::from(""),
+        routing_key: ShortStr::from(stream),
+        properties: Box::new(crate::wire::BasicProperties {
+            delivery_mode: Some(2),
+            ..Default::default()
+        }),
+        raw_properties: Some(Bytes::from_static(delivery_mode_only(2))),
+        body,
+    }
 }
 
 /// The core message for a published AMQP 1.0 message, its filter value kept
@@ -227,18 +308,7 @@ fn to_message(
         && !set_timestamp
         && let Some(body) = only_data_section(message)
     {
-        return Ok(Message {
-            timestamp: Message::coarse_now_ms(),
-            exchange: ShortStr::from(""),
-            routing_key: ShortStr::from(stream),
-            properties: Box::new(crate::wire::BasicProperties {
-                delivery_mode: Some(2),
-                ..Default::default()
-            }),
-            // Persistent, as an AMQP 1.0 message without a header is durable.
-            raw_properties: Some(bytes::Bytes::from_static(delivery_mode_only(2))),
-            body,
-        });
+        return Ok(plain_message(stream, body, Message::coarse_now_ms()));
     }
     let received = Received::parse(message).map_err(|e| e.to_string())?;
     let mut properties = received.properties;

@@ -16,13 +16,14 @@ use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
-use super::codec::chunk::{ChunkWriter, FRAME_OVERHEAD};
+use super::codec::chunk::{ChunkWriter, FRAME_OVERHEAD, JoinedChunks, chunk_data, chunk_data_len, chunk_entries};
 use super::codec::{code, reply};
 use crate::core::consumer::Consumer;
 use crate::core::queue::Queue;
 use crate::core::stream::{ConsumerOptions, StartAt, pos_offset};
 use crate::core::stream_clients::ConsumerStats;
 use crate::core::stream_groups::GroupMember;
+use crate::core::stream_runs::EncodedRun;
 use crate::core::vhost::VHost;
 use crate::store::SegPos;
 use crate::store::record::RecordView;
@@ -401,6 +402,64 @@ impl Consumer for Subscription {
         self.stats.consumed.fetch_add(1, Ordering::Relaxed);
         self.stats.offset.store(offset, Ordering::Relaxed);
         true
+    }
+
+    fn takes_runs(&self) -> bool {
+        true
+    }
+
+    /// A run is a chunk made when its messages were published. Runs join
+    /// the chunk being filled when they follow it (no credit needed), or
+    /// go out as they are, joined into one chunk, for one credit; either
+    /// way up to the usual chunk size.
+    fn deliver_runs(&self, runs: &mut dyn Iterator<Item = &EncodedRun>) -> usize {
+        let mut runs = runs.peekable();
+        let Some(first) = runs.peek().copied() else { return 0 };
+        let limit = self.max_data.min(CHUNK_BYTES);
+        let mut guard = self.sending.lock();
+        let s = &mut *guard;
+        if s.unpaid.is_some() {
+            return 0;
+        }
+        let (mut taken, mut count) = (0, 0u64);
+        if let Sending {
+            chunk: Some(c), out, ..
+        } = s
+            && c.next_offset() == first.first_offset
+        {
+            while let Some(run) = runs.next_if(|r| {
+                c.data_len(out) + chunk_data_len(&r.encoded) <= limit
+                    && u32::from(c.entries()) + u32::from(chunk_entries(&r.encoded)) <= u32::from(u16::MAX)
+            }) {
+                c.append_entries(out, chunk_data(&run.encoded), chunk_entries(&run.encoded));
+                (taken, count) = (taken + 1, count + u64::from(run.count));
+            }
+            if taken > 0 && !self.chunk_has_room(s) {
+                Self::finish_chunk(s);
+            }
+        }
+        if taken == 0 {
+            if s.credit == 0 || chunk_data_len(&first.encoded) > self.max_data {
+                return 0;
+            }
+            Self::finish_chunk(s);
+            s.credit -= 1;
+            let mut joined = JoinedChunks::begin(&mut s.out, self.subscription_id, &first.encoded);
+            runs.next();
+            (taken, count) = (1, u64::from(first.count));
+            while let Some(run) = runs.next_if(|r| joined.fits(&r.encoded, limit)) {
+                joined.add(&mut s.out, &run.encoded);
+                (taken, count) = (taken + 1, count + u64::from(run.count));
+            }
+            joined.finish(&mut s.out);
+        }
+        self.mirror(s);
+        drop(guard);
+        self.stats.consumed.fetch_add(count, Ordering::Relaxed);
+        self.stats
+            .offset
+            .store(first.first_offset + count - 1, Ordering::Relaxed);
+        taken
     }
 
     /// Sends the chunks, all but one held back for want of credit. They

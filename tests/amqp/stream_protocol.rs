@@ -4,7 +4,8 @@
 //! subscribing from every offset specification, filtering and stored
 //! offsets (`stream_protocol/consume.rs`), deliver frames within the frame
 //! size a client tuned (`stream_protocol/frame_max.rs`), streams shared with
-//! AMQP 0-9-1 (`stream_protocol/interop.rs`), compacted streams
+//! AMQP 0-9-1 (`stream_protocol/interop.rs`), publish frames sent to
+//! subscribers as they were published (`stream_protocol/runs.rs`), compacted streams
 //! (`stream_protocol/compaction.rs`), and refusals and malformed frames
 //! (`stream_protocol/errors.rs`).
 
@@ -15,6 +16,7 @@ mod frame_max;
 mod interop;
 mod management;
 mod publish;
+mod runs;
 mod single_active;
 mod super_streams;
 

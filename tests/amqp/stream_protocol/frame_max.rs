@@ -21,7 +21,7 @@ fn bodies(first: usize, n: usize) -> Vec<String> {
 }
 
 /// One frame, without its size prefix.
-async fn read_frame(s: &mut TcpStream) -> Vec<u8> {
+pub(super) async fn read_frame(s: &mut TcpStream) -> Vec<u8> {
     let mut size = [0u8; 4];
     within("a frame", s.read_exact(&mut size)).await.unwrap();
     let mut frame = vec![0; u32::from_be_bytes(size) as usize];
@@ -29,20 +29,24 @@ async fn read_frame(s: &mut TcpStream) -> Vec<u8> {
     frame
 }
 
-async fn send_frame(s: &mut TcpStream, body: &[u8]) {
+pub(super) async fn send_frame(s: &mut TcpStream, body: &[u8]) {
     let mut out = (body.len() as u32).to_be_bytes().to_vec();
     out.extend_from_slice(body);
     s.write_all(&out).await.unwrap();
 }
 
-/// A deliver frame's first offset and entries (each an AMQP 1.0 message).
-fn chunk(frame: &[u8]) -> (u64, Vec<&[u8]>) {
+/// A deliver frame's first offset and entries (each an AMQP 1.0 message),
+/// after checking its counts and the CRC of its data.
+pub(super) fn chunk(frame: &[u8]) -> (u64, Vec<&[u8]>) {
     assert_eq!(frame[4], 1, "subscription id");
     let h = &frame[5..];
     let count = u16::from_be_bytes([h[2], h[3]]) as usize;
     let first = u64::from_be_bytes(h[24..32].try_into().unwrap());
     let mut data = &h[48..];
     assert_eq!(u32::from_be_bytes(h[36..40].try_into().unwrap()) as usize, data.len());
+    let crc = u32::from_be_bytes(h[32..36].try_into().unwrap());
+    assert_eq!(crc, crc32fast::hash(data), "the chunk's CRC");
+    assert_eq!(u32::from_be_bytes(h[4..8].try_into().unwrap()), count as u32, "records");
     let mut entries = Vec::new();
     while !data.is_empty() {
         let len = u32::from_be_bytes(data[..4].try_into().unwrap()) as usize;
