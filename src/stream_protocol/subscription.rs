@@ -2,6 +2,9 @@
 //! in chunks, one chunk per unit of credit the client granted, each message
 //! encoded as AMQP 1.0 as the stream clients expect. Deliveries are settled
 //! when sent: a subscriber acknowledges nothing, it stores its offset.
+//! Messages published in a frame of plain messages arrive already encoded,
+//! as a chunk made at publish time (see [`crate::core::stream_runs`]), and
+//! go out as they are.
 //!
 //! No deliver frame is larger than the frame size the client tuned: a chunk
 //! is closed before an entry that would take it past that size. A message
