@@ -692,7 +692,7 @@ impl Queue {
             s.store
                 .push(msg.timestamp, &msg.exchange, &msg.routing_key, props, &msg.body)
         })
-        .map_err(|e| Error::Internal(format!("cannot append to stream '{}': {e}", self.name)))?;
+        .map_err(|e| self.stream_write_failed(e))?;
         st.counts.publish += 1;
         if self.durable {
             crate::store::group_sync::note_durable_write();
@@ -703,6 +703,11 @@ impl Queue {
             woke: true,
             ..Published::default()
         })
+    }
+
+    /// The error for a failed write to this stream's store.
+    fn stream_write_failed(&self, e: std::io::Error) -> Error {
+        Error::Internal(format!("cannot append to stream '{}': {e}", self.name))
     }
 
     /// Applies retention and schedules compaction after appending messages
@@ -756,7 +761,7 @@ impl Queue {
         for body in batch.bodies {
             s.store
                 .push(batch.timestamp, "", batch.routing_key, batch.properties, body)
-                .map_err(|e| Error::Internal(format!("cannot append to stream '{}': {e}", self.name)))?;
+                .map_err(|e| self.stream_write_failed(e))?;
             st.counts.publish += 1;
         }
         if self.durable {

@@ -19,7 +19,9 @@ use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
-use super::codec::chunk::{ChunkWriter, FRAME_OVERHEAD, JoinedChunks, chunk_data, chunk_data_len, chunk_entries};
+use super::codec::chunk::{
+    ChunkWriter, FRAME_OVERHEAD, JoinedChunks, can_join, chunk_data, chunk_data_len, chunk_entries,
+};
 use super::codec::{code, reply};
 use crate::core::consumer::Consumer;
 use crate::core::queue::Queue;
@@ -430,10 +432,7 @@ impl Consumer for Subscription {
         } = s
             && c.next_offset() == first.first_offset
         {
-            while let Some(run) = runs.next_if(|r| {
-                c.data_len(out) + chunk_data_len(&r.encoded) <= limit
-                    && u32::from(c.entries()) + u32::from(chunk_entries(&r.encoded)) <= u32::from(u16::MAX)
-            }) {
+            while let Some(run) = runs.next_if(|r| can_join(c.entries(), c.data_len(out), &r.encoded, limit)) {
                 c.append_entries(out, chunk_data(&run.encoded), chunk_entries(&run.encoded));
                 (taken, count) = (taken + 1, count + u64::from(run.count));
             }

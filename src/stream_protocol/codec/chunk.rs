@@ -129,16 +129,8 @@ impl ChunkWriter {
 
     /// Completes the header and the frame of a chunk whose data ends at `end`.
     fn seal(&self, out: &mut BytesMut, end: usize) {
-        let h = self.header;
-        let data = h + HEADER_LEN;
-        let crc = crc32fast::hash(&out[data..end]);
-        let data_len = (end - data) as u32;
-        out[h + 2..h + 4].copy_from_slice(&self.entries.to_be_bytes());
-        out[h + 4..h + 8].copy_from_slice(&u32::from(self.entries).to_be_bytes());
-        out[h + 32..h + 36].copy_from_slice(&crc.to_be_bytes());
-        out[h + 36..h + 40].copy_from_slice(&data_len.to_be_bytes());
-        let size = (end - self.frame - 4) as u32;
-        out[self.frame..self.frame + 4].copy_from_slice(&size.to_be_bytes());
+        let crc = crc32fast::hash(&out[self.header + HEADER_LEN..end]);
+        complete(out, self.frame, end, self.entries, crc);
     }
 
     /// Drops a chunk that got no entry.
@@ -147,9 +139,24 @@ impl ChunkWriter {
     }
 }
 
+/// Sets the counts, CRC and data length of the chunk in the deliver frame
+/// at `frame` whose data ends at `end`, and the frame's size.
+fn complete(out: &mut [u8], frame: usize, end: usize, entries: u16, crc: u32) {
+    let h = frame + FRAME_HEAD_LEN;
+    let data_len = (end - h - HEADER_LEN) as u32;
+    out[h + 2..h + 4].copy_from_slice(&entries.to_be_bytes());
+    out[h + 4..h + 8].copy_from_slice(&u32::from(entries).to_be_bytes());
+    out[h + 32..h + 36].copy_from_slice(&crc.to_be_bytes());
+    out[h + 36..h + 40].copy_from_slice(&data_len.to_be_bytes());
+    let size = (end - frame - 4) as u32;
+    out[frame..frame + 4].copy_from_slice(&size.to_be_bytes());
+}
+
 /// A complete chunk (header and entries) for `entries`, whose first has
 /// offset `first_offset`, stored at `timestamp_ms`: made once for every
-/// subscriber, which sends it after [`put_deliver_head`]. `data_len` is the
+/// subscriber, which sends it in a deliver frame of its own
+/// ([`JoinedChunks`]) or adds its entries to one it is writing
+/// ([`ChunkWriter::append_entries`]). `data_len` is the
 /// entries' total size with their 4-byte size prefixes. At most
 /// `u16::MAX` entries.
 pub fn encode_chunk<'a>(
@@ -184,6 +191,14 @@ pub fn chunk_entries(chunk: &[u8]) -> u16 {
     chunk.get(2..4).map_or(0, |b| u16::from_be_bytes([b[0], b[1]]))
 }
 
+/// True when the entries of `next`, a chunk made by [`encode_chunk`], can
+/// join a chunk of `entries` entries and `data_len` bytes of them without
+/// passing `max_data` bytes or the count a header holds.
+pub fn can_join(entries: u16, data_len: usize, next: &[u8], max_data: usize) -> bool {
+    data_len + chunk_data_len(next) <= max_data
+        && u32::from(entries) + u32::from(chunk_entries(next)) <= u32::from(u16::MAX)
+}
+
 /// A deliver frame whose chunk joins chunks made by [`encode_chunk`] with
 /// consecutive offsets: the first one's header, with the counts, length
 /// and CRC of them all (the CRCs combined, the data not read again), then
@@ -201,10 +216,7 @@ impl JoinedChunks {
     /// Starts a frame for `subscription_id` with `first`.
     pub fn begin(out: &mut BytesMut, subscription_id: u8, first: &[u8]) -> JoinedChunks {
         let frame = out.len();
-        out.put_u32(0); // frame size, set at the end
-        out.put_u16(key::DELIVER);
-        out.put_u16(1);
-        out.put_u8(subscription_id);
+        put_frame_head(out, subscription_id);
         out.extend_from_slice(first);
         JoinedChunks {
             frame,
@@ -225,8 +237,7 @@ impl JoinedChunks {
     /// True when `next` can join without the entries passing `max_data`
     /// bytes or the count its header holds.
     pub fn fits(&self, next: &[u8], max_data: usize) -> bool {
-        self.data_len + chunk_data_len(next) <= max_data
-            && u32::from(self.entries) + u32::from(chunk_entries(next)) <= u32::from(u16::MAX)
+        can_join(self.entries, self.data_len, next, max_data)
     }
 
     /// Adds the entries of `next`, whose first offset follows the last one's.
@@ -239,24 +250,24 @@ impl JoinedChunks {
 
     /// Completes the header and the frame.
     pub fn finish(self, out: &mut BytesMut) {
-        let h = self.frame + FRAME_HEAD_LEN;
-        out[h + 2..h + 4].copy_from_slice(&self.entries.to_be_bytes());
-        out[h + 4..h + 8].copy_from_slice(&u32::from(self.entries).to_be_bytes());
-        out[h + 32..h + 36].copy_from_slice(&self.crc.finalize().to_be_bytes());
-        out[h + 36..h + 40].copy_from_slice(&(self.data_len as u32).to_be_bytes());
-        let size = (out.len() - self.frame - 4) as u32;
-        out[self.frame..self.frame + 4].copy_from_slice(&size.to_be_bytes());
+        let end = out.len();
+        complete(out, self.frame, end, self.entries, self.crc.finalize());
     }
+}
+
+/// Writes the start of a deliver frame, before its chunk (its size left 0).
+fn put_frame_head(out: &mut impl BufMut, subscription_id: u8) {
+    out.put_u32(0); // frame size, set at the end
+    out.put_u16(key::DELIVER);
+    out.put_u16(1);
+    out.put_u8(subscription_id);
 }
 
 /// Writes the start of a deliver frame (its size left 0) and of its chunk
 /// header (counts, CRC and data length left 0, set when the chunk is
 /// complete).
 fn put_start(out: &mut impl BufMut, subscription_id: u8, first_offset: u64, timestamp_ms: i64) {
-    out.put_u32(0); // frame size, set at the end
-    out.put_u16(key::DELIVER);
-    out.put_u16(1);
-    out.put_u8(subscription_id);
+    put_frame_head(out, subscription_id);
     out.put_u8(MAGIC_VERSION);
     out.put_u8(CHUNK_TYPE_USER);
     out.put_u16(0); // entries, set at the end
