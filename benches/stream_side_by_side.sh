@@ -11,8 +11,16 @@
 # and, for lavinmq only, AMQP 0-9-1 into and out of a stream queue
 # (`lavinmqperf throughput` with x-queue-type=stream) as the reference the
 # stream protocol is compared with.
+#
+# lavinmq confirms a publish once the group commit has synced it; RabbitMQ's
+# streams confirm once the chunk is written (and replicated), never fsyncing
+# it. The publisher's window of unconfirmed messages makes the sync's latency
+# part of the rate, so a second lavinmq started with --no-sync (confirm once
+# written, as RabbitMQ does) runs the same scenarios: the rows "nosync" are
+# the comparison at equal durability.
 #   DURATION  seconds per run (default 8)    ROUNDS  rounds (default 3)
 #   SPORT     lavinmq's stream port (default 5562)  RSPORT  RabbitMQ's (5563)
+#   NSPORT    the --no-sync lavinmq's (default 5564)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,15 +28,18 @@ DURATION=${DURATION:-8}
 ROUNDS=${ROUNDS:-3}
 SPORT=${SPORT:-5562}
 RSPORT=${RSPORT:-5563}
+NSPORT=${NSPORT:-5564}
 LAPORT=${LAPORT:-5692}
 RBASE=${RBASE:-/tmp/rabbitmq-stream-bench}
 RNODE=streambench@localhost
 WORK=$(mktemp -d)
 LPID=
+NPID=
 RABBIT=
 
 cleanup() {
     if [ -n "$LPID" ]; then kill "$LPID" 2>/dev/null || true; fi
+    if [ -n "$NPID" ]; then kill "$NPID" 2>/dev/null || true; fi
     if [ -n "$RABBIT" ]; then
         HOME="$RBASE/home" /usr/lib/rabbitmq/bin/rabbitmqctl -n "$RNODE" stop >/dev/null 2>&1 || true
     fi
@@ -43,6 +54,9 @@ PERF=target/release/lavinmqperf
 target/release/lavinmq -D "$WORK/data" -p "$LAPORT" --http-port 0 --metrics-http-port -1 --mqtt-port 0 \
     --stream-port "$SPORT" --control-unix-path "$WORK/ctl.sock" >"$WORK/lavinmq.log" 2>&1 &
 LPID=$!
+target/release/lavinmq -D "$WORK/nosync" -p 0 --amqps-port -1 --http-port 0 --metrics-http-port -1 --mqtt-port 0 \
+    --stream-port "$NSPORT" --no-sync --control-unix-path "$WORK/nosync.sock" >"$WORK/nosync.log" 2>&1 &
+NPID=$!
 sleep 1
 
 RPID=
@@ -93,6 +107,8 @@ for round in $(seq 1 "$ROUNDS"); do
         y=${scenario#1x}
         run "lavinmq-$scenario" "$LPID" -- stream throughput -u "rabbitmq-stream://guest:guest@127.0.0.1:$SPORT/%2f" \
             --stream "bench-$scenario" -y "$y" -s 12 >>"$results"
+        run "nosync-$scenario" "$NPID" -- stream throughput -u "rabbitmq-stream://guest:guest@127.0.0.1:$NSPORT/%2f" \
+            --stream "bench-$scenario" -y "$y" -s 12 >>"$results"
         if [ -n "$RPID" ]; then
             run "rabbitmq-$scenario" "$RPID" -- stream throughput -u "rabbitmq-stream://guest:guest@127.0.0.1:$RSPORT/%2f" \
                 --stream "bench-$scenario" -y "$y" -s 12 >>"$results"
@@ -107,13 +123,15 @@ median() { sort -n | awk '{a[NR]=$1} END {if (NR == 0) print "-"; else print a[i
 col() { awk -v n="$1" -v c="$2" '$1 == n && $c != "failed" {print $c}' "$results" | median; }
 
 printf '%-22s %14s %14s\n' scenario "msgs/s" "CPU us/msg"
-for name in lavinmq-1x1 rabbitmq-1x1 lavinmq-1x10 rabbitmq-1x10 lavinmq-amqp091-1x1; do
+for name in lavinmq-1x1 nosync-1x1 rabbitmq-1x1 lavinmq-1x10 nosync-1x10 rabbitmq-1x10 lavinmq-amqp091-1x1; do
     printf '%-22s %14s %14s\n' "$name" "$(col "$name" 2)" "$(col "$name" 3)"
 done
 if [ -n "$RPID" ]; then
     for s in 1x1 1x10; do
         l=$(col "lavinmq-$s" 2) r=$(col "rabbitmq-$s" 2) lc=$(col "lavinmq-$s" 3) rc=$(col "rabbitmq-$s" 3)
         echo "$s: rate ratio $(echo "scale=2; $l / $r" | bc), CPU per message ratio $(echo "scale=2; $lc / $rc" | bc)"
+        n=$(col "nosync-$s" 2) nc=$(col "nosync-$s" 3)
+        echo "$s, both confirming once written (--no-sync): rate ratio $(echo "scale=2; $n / $r" | bc), CPU per message ratio $(echo "scale=2; $nc / $rc" | bc)"
     done
 fi
 l=$(col lavinmq-1x1 2) a=$(col lavinmq-amqp091-1x1 2)

@@ -22,7 +22,7 @@ use crate::core::stream_clients::PublisherStats;
 use crate::store::{GroupSync, SyncWaiter};
 use crate::transport::outbox::Outbox;
 use crate::wire::properties::delivery_mode_only;
-use crate::wire::{FieldTable, FieldValue, ShortStr};
+use crate::wire::{BasicProperties, FieldTable, FieldValue, ShortStr};
 
 /// The header the filter value of a message is kept in, which the stream
 /// filters of every protocol match.
@@ -160,12 +160,8 @@ impl Publisher {
             let convert = |body| to_message(&self.queue.name, body, filter, set_timestamp);
             // A lone message is stored without collecting it into a batch.
             let stored = match &m.entry {
-                Entry::Single(body) => convert(body).map(|msg| self.store(std::slice::from_ref(&msg), scratch, id)),
-                Entry::Batch(bodies) => bodies
-                    .iter()
-                    .map(convert)
-                    .collect::<Result<Vec<_>, _>>()
-                    .map(|msgs| self.store(&msgs, scratch, id)),
+                Entry::Single(body) => Ok(self.store(std::slice::from_ref(&convert(body)), scratch, id)),
+                Entry::Batch(bodies) => Ok(self.store(&bodies.iter().map(convert).collect::<Vec<_>>(), scratch, id)),
                 Entry::Unreadable(why) => Err(why.to_string()),
             };
             let stored = match stored {
@@ -295,40 +291,91 @@ fn plain_message(stream: &str, body: Bytes, timestamp: i64) -> Message {
     }
 }
 
-/// The core message for a published AMQP 1.0 message, its filter value kept
-/// in a header.
-fn to_message(
-    stream: &str,
-    message: &Bytes,
-    filter_value: Option<&str>,
-    set_timestamp: bool,
-) -> Result<Message, String> {
+/// The header that keeps the bytes a stream publisher sent for a message
+/// that is not a lone data section, first in the table (a private header:
+/// other protocols leave it out). Stream consumers get exactly those bytes
+/// back, as RabbitMQ hands them what was published: AMQP 1.0 messages with
+/// sections the broker would encode differently (a header or annotations
+/// added, a list's trailing nulls dropped), and payloads that are not AMQP
+/// 1.0 at all, which RabbitMQ stores as well. Such a message's body is
+/// stored twice (here and as the body other protocols read); clients send
+/// most messages as a lone data section, which is stored once and sent back
+/// as it came.
+pub const PAYLOAD_HEADER: &str = "x-amqp-1.0-stream-payload";
+
+/// The payload a stream publisher sent for a message stored with `props`,
+/// when it was kept (see [`PAYLOAD_HEADER`]).
+pub fn original_payload(props: &BasicProperties) -> Option<&Bytes> {
+    match props.headers.as_ref()?.0.first()? {
+        (k, FieldValue::ByteArray(b)) if k.as_str() == PAYLOAD_HEADER => Some(b),
+        _ => None,
+    }
+}
+
+/// Whether `props` are those of a lone data section published with a filter
+/// value: such a message goes back to stream consumers as the data section
+/// it was, the filter value being no part of it.
+pub fn body_with_filter_value(props: &BasicProperties) -> bool {
+    let filter_only = props
+        .headers
+        .as_ref()
+        .is_some_and(|h| h.0.len() == 1 && h.0[0].0.as_str() == FILTER_VALUE_HEADER);
+    filter_only
+        && *props
+            == BasicProperties {
+                delivery_mode: Some(2),
+                headers: props.headers.clone(),
+                ..Default::default()
+            }
+}
+
+/// The core message for a published payload, its filter value kept in a
+/// header. An AMQP 1.0 message is read into the core's properties and body;
+/// any other payload becomes the body of a durable message, for the other
+/// protocols to read as bytes.
+fn to_message(stream: &str, message: &Bytes, filter_value: Option<&str>, set_timestamp: bool) -> Message {
     // Most messages are a body only: stored without decoding or re-encoding.
     if filter_value.is_none()
         && !set_timestamp
         && let Some(body) = only_data_section(message)
     {
-        return Ok(plain_message(stream, body, Message::coarse_now_ms()));
+        return plain_message(stream, body, Message::coarse_now_ms());
     }
-    let received = Received::parse(message).map_err(|e| e.to_string())?;
-    let mut properties = received.properties;
+    let (mut properties, body) = match Received::parse(message) {
+        Ok(received) => (received.properties, received.body),
+        Err(e) => {
+            tracing::debug!("payload kept as published (not an AMQP 1.0 message: {e})");
+            let durable = crate::wire::BasicProperties {
+                delivery_mode: Some(2),
+                ..Default::default()
+            };
+            (Box::new(durable), message.clone())
+        }
+    };
+    let headers = properties.headers.get_or_insert_with(FieldTable::new);
+    if only_data_section(message).is_none() {
+        headers.0.insert(
+            0,
+            (ShortStr::from(PAYLOAD_HEADER), FieldValue::ByteArray(message.clone())),
+        );
+    }
     if let Some(v) = filter_value {
-        properties
-            .headers
-            .get_or_insert_with(FieldTable::new)
-            .insert(FILTER_VALUE_HEADER, FieldValue::from(v));
+        headers.insert(FILTER_VALUE_HEADER, FieldValue::from(v));
+    }
+    if headers.is_empty() {
+        properties.headers = None;
     }
     if set_timestamp && properties.timestamp.is_none() {
         properties.timestamp = Some((Message::now_ms() / 1000) as u64);
     }
-    Ok(Message {
+    Message {
         timestamp: Message::coarse_now_ms(),
         exchange: ShortStr::from(""),
         routing_key: ShortStr::from(stream),
         properties,
         raw_properties: None,
-        body: received.body,
-    })
+        body,
+    }
 }
 
 #[cfg(test)]
@@ -351,5 +398,34 @@ mod tests {
         let mut enc = BytesMut::new();
         decoded.properties.encode(&mut enc).unwrap();
         assert_eq!(&enc[..], delivery_mode_only(2));
+    }
+
+    #[test]
+    fn payloads_other_than_a_lone_data_section_are_kept_as_published() {
+        // Not AMQP 1.0: the payload is the body, and is kept for stream consumers.
+        let opaque = Bytes::from_static(b"not an AMQP 1.0 message");
+        let m = to_message("s", &opaque, None, false);
+        assert_eq!(m.body, opaque);
+        assert!(m.properties.is_persistent());
+        assert_eq!(original_payload(&m.properties), Some(&opaque));
+        // Sections other than the body: read for other protocols, kept first.
+        let mut sections = BytesMut::from(&[0x00, 0x53, 0x73, 0xc0, 0x03, 0x01, 0xa1, 0x00][..]);
+        sections.extend_from_slice(&[0x00, 0x53, 0x75, 0xa0, 0x02, b'h', b'i']);
+        let sections = sections.freeze();
+        let m = to_message("s", &sections, Some("f"), false);
+        assert_eq!(&m.body[..], b"hi");
+        assert_eq!(original_payload(&m.properties), Some(&sections));
+        let headers = m.properties.headers.as_ref().unwrap();
+        assert!(crate::wire::properties::is_private_header(headers.0[0].0.as_str()));
+        assert!(headers.get(FILTER_VALUE_HEADER).is_some());
+        assert!(!body_with_filter_value(&m.properties));
+        // A lone data section is not kept twice, with or without a filter value.
+        let lone = Bytes::from_static(&[0x00, 0x53, 0x75, 0xa0, 2, b'h', b'i']);
+        let m = to_message("s", &lone, Some("f"), false);
+        assert_eq!(original_payload(&m.properties), None);
+        assert!(body_with_filter_value(&m.properties));
+        assert!(!body_with_filter_value(
+            &to_message("s", &sections, None, false).properties
+        ));
     }
 }

@@ -23,6 +23,7 @@ use super::codec::chunk::{
     ChunkWriter, FRAME_OVERHEAD, JoinedChunks, can_join, chunk_data, chunk_data_len, chunk_entries,
 };
 use super::codec::{code, reply};
+use super::publisher::{body_with_filter_value, original_payload};
 use crate::core::consumer::Consumer;
 use crate::core::queue::Queue;
 use crate::core::stream::{ConsumerOptions, StartAt, pos_offset};
@@ -350,12 +351,17 @@ impl Consumer for Subscription {
     fn deliver(&self, m: &RecordView<'_>, pos: SegPos, _redelivered: bool) -> bool {
         let offset = pos_offset(pos);
         // A message that is only a body, as stream clients publish most,
-        // goes back as they sent it: one data section, nothing decoded.
-        let plain = m.properties == delivery_mode_only(2) && m.exchange.is_empty();
+        // goes back as they sent it: one data section, nothing decoded. One
+        // they published with more sections, or not as AMQP 1.0, goes back
+        // as the bytes they sent (kept in a header, see
+        // `publisher::PAYLOAD_HEADER`); others are encoded from what is stored.
+        let mut plain = m.properties == delivery_mode_only(2) && m.exchange.is_empty();
         let props = match plain {
             true => BasicProperties::default(),
             false => BasicProperties::decode(&mut Bytes::copy_from_slice(m.properties)).unwrap_or_default(),
         };
+        let published = original_payload(&props);
+        plain |= published.is_none() && m.exchange.is_empty() && body_with_filter_value(&props);
         let mut guard = self.sending.lock();
         let s = &mut *guard;
         // A chunk holds consecutive offsets only: a gap (filtered messages)
@@ -379,7 +385,9 @@ impl Consumer for Subscription {
         } = s
         {
             c.begin_entry(out);
-            if plain {
+            if let Some(payload) = published {
+                out.extend_from_slice(payload);
+            } else if plain {
                 crate::amqp1::message::write_data_section(out, m.body);
             } else {
                 crate::amqp1::message::write_stored(out, m.exchange, m.routing_key, &props, m.body, false);

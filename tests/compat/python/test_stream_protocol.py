@@ -11,8 +11,8 @@ logins.
 
 Every behaviour asserted here was checked against RabbitMQ 3.10.8 with its
 rabbitmq_stream plugin, except filtering (RabbitMQ 3.13+; the test skips on
-older RabbitMQ). Tests marked xfail(strict=True) document where the broker
-differs (OPAQUE_PAYLOADS below says how).
+older RabbitMQ). Payloads are opaque bytes, as RabbitMQ treats them: AMQP 1.0
+or not, a stream consumer gets back exactly what was published.
 
 The stream port comes from STREAM_HOST / STREAM_PORT, the AMQP 0-9-1 port
 from AMQP_URL (see conftest.py). Every network wait is bounded (at most 10 s
@@ -61,24 +61,6 @@ USER, PASSWORD, VHOST = "guest", "guest", "/"
 # Upper bound of any single network wait, and of one whole test.
 WAIT = 10
 TEST_TIMEOUT = 60
-
-
-# --- known broker defects --------------------------------------------------
-#
-# Each test marked with one of these fails on LavinMQ for the reason given
-# (strict: the mark has to go once the broker is fixed).
-
-# Payloads are parsed into the broker's own message model: one that is not
-# an AMQP 1.0 message is refused (PublishError 17, PRECONDITION_FAILED), and
-# an AMQP 1.0 one is re-encoded on delivery (a header section and message
-# annotations x-exchange / x-routing-key are added). RabbitMQ stores and
-# delivers the published bytes unchanged.
-OPAQUE_PAYLOADS = pytest.mark.xfail(
-    strict=True,
-    reason="differs from RabbitMQ: a published payload is parsed as AMQP 1.0 and stored as the "
-    "broker's own message (src/stream_protocol/publisher.rs to_message), so other payloads are "
-    "refused and AMQP 1.0 ones come back re-encoded",
-)
 
 
 # --- helpers ---------------------------------------------------------------
@@ -353,7 +335,6 @@ def test_publish_and_consume_from_first(stream_name):
     run(main())
 
 
-@OPAQUE_PAYLOADS
 def test_non_amqp_payloads_are_stored(stream_name):
     # The stream protocol carries message payloads as opaque bytes: RabbitMQ
     # stores whatever the publisher sent (rstream's RawMessage), AMQP 1.0
@@ -371,9 +352,14 @@ def test_non_amqp_payloads_are_stored(stream_name):
             assert col.bodies() == payloads
 
     run(main())
+    # An AMQP 0-9-1 consumer gets each payload as the body, and none of the
+    # broker's private headers.
+    got = _pika_read(stream_name, len(payloads))
+    assert [b for _, b in got] == payloads
+    for props, _ in got:
+        assert not any(k.startswith("x-amqp-1.0-") for k in (props.headers or {})), props.headers
 
 
-@OPAQUE_PAYLOADS
 def test_amqp_payloads_are_delivered_verbatim(stream_name):
     # A stream consumer gets the bytes the publisher sent: no sections are
     # added, dropped or re-encoded on the way.
