@@ -83,6 +83,11 @@ run() {
     local name=$1 pid=$2
     shift 3
     local t0 t1 out consumed rate
+    # Every broker's streams share one filesystem, and a sync of it (our group
+    # commit's syncfs) writes back whatever is dirty on it: written out first,
+    # the previous run's data (RabbitMQ's streams are never fsynced) does not
+    # weigh on the next broker's syncs.
+    sync
     t0=$(cpu_ticks "$pid")
     out=$(timeout $((DURATION + 30)) "$PERF" "$@" -z "$DURATION" -q 2>&1 || true)
     t1=$(cpu_ticks "$pid")

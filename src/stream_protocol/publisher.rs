@@ -345,7 +345,7 @@ fn to_message(stream: &str, message: &Bytes, filter_value: Option<&str>, set_tim
         Ok(received) => (received.properties, received.body),
         Err(e) => {
             tracing::debug!("payload kept as published (not an AMQP 1.0 message: {e})");
-            let durable = crate::wire::BasicProperties {
+            let durable = BasicProperties {
                 delivery_mode: Some(2),
                 ..Default::default()
             };
