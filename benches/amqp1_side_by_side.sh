@@ -62,6 +62,7 @@ run() {
     local name=$1 pid=$2
     shift 3
     local t0 t1 out rate consumed
+    write_back_dirty
     t0=$(cpu_ticks "$pid")
     out=$(timeout $((DURATION + 30)) "$PERF" "$@" -z "$DURATION" -q 2>&1 || true)
     t1=$(cpu_ticks "$pid")
