@@ -10,7 +10,7 @@
 //! field names (`name`, `type`, `durable`, `auto_delete`, `internal`,
 //! `arguments`, `source`, `destination`, `destination_type`, `routing_key`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{Value, json};
 
@@ -44,7 +44,11 @@ pub fn binding(
                  "routing_key": routing_key, "arguments": arguments}})
 }
 
-fn binding_key(b: &Value) -> (String, String, String, String, String) {
+/// What identifies a binding: source, destination, destination type, routing
+/// key and arguments (as JSON text).
+type BindingKey = (String, String, String, String, String);
+
+fn binding_key(b: &Value) -> BindingKey {
     let s = |k: &str| b[k].as_str().unwrap_or_default().to_string();
     (
         s("source"),
@@ -56,14 +60,22 @@ fn binding_key(b: &Value) -> (String, String, String, String, String) {
 }
 
 /// Replays a log into the definitions that are current: exchanges, then queues,
-/// then bindings, each once. Lines of unknown shape are skipped with a warning.
+/// then bindings (in the order they were first made), each once. Lines of
+/// unknown shape are skipped with a warning.
+///
+/// Bindings are looked up by key, each key built once per line: a log of
+/// tens of thousands of binds and unbinds (a compaction's input after a
+/// binding churn) replays in linear time. A list scanned per line, building
+/// every stored binding's key on each comparison, took half a minute for
+/// 37,000 lines, and held the vhost's definition changes meanwhile.
 pub fn compact(lines: Vec<Value>, vhost: &str) -> Vec<Value> {
     let mut exchanges: BTreeMap<String, Value> = BTreeMap::new();
     let mut queues: BTreeMap<String, Value> = BTreeMap::new();
-    let mut bindings: Vec<Value> = Vec::new();
+    // Each binding with the number of the line that made it, for the order.
+    let mut bindings: HashMap<BindingKey, (usize, Value)> = HashMap::new();
     let mut policies: BTreeMap<(String, String), Value> = BTreeMap::new();
     let mut parameters: BTreeMap<(String, String), Value> = BTreeMap::new();
-    for line in lines {
+    for (number, line) in lines.into_iter().enumerate() {
         let Some((op, body)) = line.as_object().and_then(|o| o.iter().next()) else {
             tracing::warn!(vhost, "skipping definitions line that is not an object: {line}");
             continue;
@@ -78,17 +90,11 @@ pub fn compact(lines: Vec<Value>, vhost: &str) -> Vec<Value> {
             }
             ("delete_exchange", Some(n)) => {
                 exchanges.remove(n);
-                bindings.retain(|b| {
-                    let (s, d, t, _, _) = binding_key(&b["bind"]);
-                    s != n && !(d == n && t == "exchange")
-                });
+                bindings.retain(|(s, d, t, _, _), _| s != n && !(d == n && t == "exchange"));
             }
             ("delete_queue", Some(n)) => {
                 queues.remove(n);
-                bindings.retain(|b| {
-                    let (_, d, t, _, _) = binding_key(&b["bind"]);
-                    !(d == n && t == "queue")
-                });
+                bindings.retain(|(_, d, t, _, _), _| !(d == n && t == "queue"));
             }
             ("policy" | "operator_policy", Some(n)) => {
                 policies.insert((op.clone(), n.to_string()), line.clone());
@@ -108,22 +114,22 @@ pub fn compact(lines: Vec<Value>, vhost: &str) -> Vec<Value> {
                 }
             }
             ("bind", _) => {
-                let key = binding_key(body);
-                if !bindings.iter().any(|b| binding_key(&b["bind"]) == key) {
-                    bindings.push(line.clone());
-                }
+                bindings
+                    .entry(binding_key(body))
+                    .or_insert_with(|| (number, line.clone()));
             }
             ("unbind", _) => {
-                let key = binding_key(body);
-                bindings.retain(|b| binding_key(&b["bind"]) != key);
+                bindings.remove(&binding_key(body));
             }
             _ => tracing::warn!(vhost, "skipping unknown definitions line: {line}"),
         }
     }
+    let mut bindings: Vec<(usize, Value)> = bindings.into_values().collect();
+    bindings.sort_unstable_by_key(|(number, _)| *number);
     exchanges
         .into_values()
         .chain(queues.into_values())
-        .chain(bindings)
+        .chain(bindings.into_iter().map(|(_, line)| line))
         .chain(policies.into_values())
         .chain(parameters.into_values())
         .collect()
@@ -166,5 +172,32 @@ mod tests {
         assert!(out[0].get("exchange").is_some());
         assert_eq!(out[1]["queue"]["name"], "q2");
         assert_eq!(out[2]["bind"]["routing_key"], "b");
+    }
+
+    #[test]
+    fn bindings_replay_in_the_order_they_were_first_made() {
+        let bind = |op: &str, key: &str| binding(op, "e", "q", true, key, json!({}));
+        let mut lines = vec![
+            exchange("e", "direct", false, false, json!({})),
+            queue("q", false, json!({})),
+        ];
+        // A churn of binds and unbinds, then a few that stay.
+        for i in 0..20_000 {
+            lines.push(bind("bind", &format!("churn-{i}")));
+            lines.push(bind("unbind", &format!("churn-{i}")));
+        }
+        for key in ["c", "a", "b", "a"] {
+            lines.push(bind("bind", key));
+        }
+        lines.push(bind("unbind", "c"));
+        lines.push(bind("bind", "c"));
+        lines.push(binding("bind", "e", "other", true, "x", json!({})));
+        lines.push(delete("queue", "other"));
+        let out = compact(lines, "/");
+        let keys: Vec<&str> = out[2..]
+            .iter()
+            .map(|l| l["bind"]["routing_key"].as_str().unwrap())
+            .collect();
+        assert_eq!(keys, ["a", "b", "c"], "{out:?}");
     }
 }
