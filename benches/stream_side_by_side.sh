@@ -54,7 +54,7 @@ PERF=target/release/lavinmqperf
 target/release/lavinmq -D "$WORK/data" -p "$LAPORT" --http-port 0 --metrics-http-port -1 --mqtt-port 0 \
     --stream-port "$SPORT" --control-unix-path "$WORK/ctl.sock" >"$WORK/lavinmq.log" 2>&1 &
 LPID=$!
-target/release/lavinmq -D "$WORK/nosync" -p 0 --amqps-port -1 --http-port 0 --metrics-http-port -1 --mqtt-port 0 \
+target/release/lavinmq -D "$WORK/nosync" -p 0 --http-port 0 --metrics-http-port -1 --mqtt-port 0 \
     --stream-port "$NSPORT" --no-sync --control-unix-path "$WORK/nosync.sock" >"$WORK/nosync.log" 2>&1 &
 NPID=$!
 sleep 1
@@ -76,18 +76,15 @@ else
     echo "rabbitmq-server not installed: lavinmq only" >&2
 fi
 
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# shellcheck disable=SC1091 source=benches/proc_cpu.sh
+. benches/proc_cpu.sh
 
 # run NAME PID -- lavinmqperf arguments: prints "NAME rate us_per_msg".
 run() {
     local name=$1 pid=$2
     shift 3
     local t0 t1 out consumed rate
-    # Every broker's streams share one filesystem, and a sync of it (our group
-    # commit's syncfs) writes back whatever is dirty on it: written out first,
-    # the previous run's data (RabbitMQ's streams are never fsynced) does not
-    # weigh on the next broker's syncs.
-    sync
+    write_back_dirty
     t0=$(cpu_ticks "$pid")
     out=$(timeout $((DURATION + 30)) "$PERF" "$@" -z "$DURATION" -q 2>&1 || true)
     t1=$(cpu_ticks "$pid")

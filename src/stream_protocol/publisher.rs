@@ -335,9 +335,11 @@ pub fn body_with_filter_value(props: &BasicProperties) -> bool {
 /// protocols to read as bytes.
 fn to_message(stream: &str, message: &Bytes, filter_value: Option<&str>, set_timestamp: bool) -> Message {
     // Most messages are a body only: stored without decoding or re-encoding.
+    let lone_body = only_data_section(message);
+    let has_sections = lone_body.is_none();
     if filter_value.is_none()
         && !set_timestamp
-        && let Some(body) = only_data_section(message)
+        && let Some(body) = lone_body
     {
         return plain_message(stream, body, Message::coarse_now_ms());
     }
@@ -353,7 +355,7 @@ fn to_message(stream: &str, message: &Bytes, filter_value: Option<&str>, set_tim
         }
     };
     let headers = properties.headers.get_or_insert_with(FieldTable::new);
-    if only_data_section(message).is_none() {
+    if has_sections {
         headers.0.insert(
             0,
             (ShortStr::from(PAYLOAD_HEADER), FieldValue::ByteArray(message.clone())),
