@@ -3,7 +3,7 @@
 //! room in the session's window and the connection's outbox).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use bytes::Bytes;
 use tokio::sync::Notify;
@@ -83,6 +83,10 @@ pub struct LinkConsumer {
     pub session: Arc<SessionShared>,
     /// Credit and delivery count.
     pub credit: AtomicCredit,
+    /// Half of the credit the client's last flow left the link with: the
+    /// delivery that brings the credit down to it is sent at once (see
+    /// [`LinkConsumer::deliver`]).
+    half_grant: AtomicU32,
     wake: Notify,
     cancelled: AtomicBool,
     /// We detached the link (its queue was deleted).
@@ -109,6 +113,7 @@ impl LinkConsumer {
             presettled,
             session,
             credit: AtomicCredit::default(),
+            half_grant: AtomicU32::new(0),
             wake: Notify::new(),
             cancelled: AtomicBool::new(false),
             detached: AtomicBool::new(false),
@@ -148,7 +153,9 @@ impl LinkConsumer {
                 Some(Credit { credit, ..c })
             })
             .unwrap_or_default();
-        self.wake.notify_one();
+        self.half_grant.store(now.credit / 2, Ordering::Relaxed);
+        // The connection task delivers what the credit allows at the end of
+        // its read batch; the link's own task is for what is left after.
         now
     }
 
@@ -266,6 +273,14 @@ impl Consumer for LinkConsumer {
                 )
             }
         };
+        // Clients top their credit up once they have read about half of
+        // it. The deliveries up to that point go out now rather than with
+        // the rest of the batch, so that the client reads them and grants
+        // more while the rest is sent: otherwise each top-up waits for the
+        // whole credit's worth to be sent, and the link stops at each one.
+        if self.credit.load().credit == self.half_grant.load(Ordering::Relaxed) {
+            self.session.outbox.flush();
+        }
         presettled
     }
 
