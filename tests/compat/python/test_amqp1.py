@@ -1664,6 +1664,17 @@ def _api(method, path, **kw):
     return requests.request(method, base + path, auth=(parts.username or "guest", parts.password or "guest"), **kw)
 
 
+def _metric(name):
+    """A sample without labels from the Prometheus endpoint."""
+    r = _api("GET", "/metrics")
+    assert r.status_code == 200, r.text
+    for line in r.text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] == name:
+            return float(parts[1])
+    raise AssertionError(f"{name} missing from /metrics")
+
+
 def make_vhost(cleanup):
     """A fresh vhost the AMQP user may use; deleted at teardown."""
     name = uniq("a1-vh")
@@ -1683,6 +1694,7 @@ def test_http_api_lists_amqp1_connection(cleanup):
     if not MGMT_URL:
         pytest.skip("MGMT_URL not set")
     vhost = make_vhost(cleanup)
+    opened_before = _metric("lavinmq_connections_opened_total")
     pc = proton_connect(vhost=vhost)
     try:
         deadline = time.monotonic() + 15
@@ -1702,6 +1714,9 @@ def test_http_api_lists_amqp1_connection(cleanup):
         r = _api("GET", f"/api/connections/{quote(c['name'], safe='')}")
         assert r.status_code == 200, r.text
         assert r.json()["protocol"] == "AMQP 1.0"
+        # The Prometheus endpoint counts it as 0-9-1 connections are counted.
+        assert _metric("lavinmq_connections") >= 1
+        assert _metric("lavinmq_connections_opened_total") >= opened_before + 1
     finally:
         pc.close()
     # Closing it removes it from the list.
