@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 import pika
 import pika.exceptions
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 AMQP_URL = os.environ.get("AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
 
@@ -151,3 +152,19 @@ def drain(ch, queue, n, timeout=5, auto_ack=True):
             continue
         out.append((m, p, b))
     return out
+
+
+def families(text):
+    """{family name: Metric}, failing on anything the parser refuses."""
+    out = {}
+    for family in text_string_to_metric_families(text):
+        assert family.name not in out, f"family {family.name} twice"
+        out[family.name] = family
+    return out
+
+
+def sample_value(family, **labels):
+    for s in family.samples:
+        if all(s.labels.get(k) == v for k, v in labels.items()):
+            return s.value
+    return None

@@ -76,7 +76,7 @@ from rabbitmq_amqp_python_client import (
 )
 from rabbitmq_amqp_python_client.qpid.proton.utils import SendException as RmqSendException
 
-from conftest import AMQP_URL, connect, drain, uniq
+from conftest import AMQP_URL, connect, drain, families, sample_value, uniq
 
 MGMT_URL = os.environ.get("MGMT_URL")
 MQTT_URL = os.environ.get("MQTT_URL", "mqtt://127.0.0.1:1883")
@@ -1664,15 +1664,11 @@ def _api(method, path, **kw):
     return requests.request(method, base + path, auth=(parts.username or "guest", parts.password or "guest"), **kw)
 
 
-def _metric(name):
-    """A sample without labels from the Prometheus endpoint."""
+def _metric(family):
+    """The value of a metric family without labels, from the Prometheus endpoint."""
     r = _api("GET", "/metrics")
     assert r.status_code == 200, r.text
-    for line in r.text.splitlines():
-        parts = line.split()
-        if len(parts) == 2 and parts[0] == name:
-            return float(parts[1])
-    raise AssertionError(f"{name} missing from /metrics")
+    return sample_value(families(r.text)[family])
 
 
 def make_vhost(cleanup):
@@ -1694,7 +1690,7 @@ def test_http_api_lists_amqp1_connection(cleanup):
     if not MGMT_URL:
         pytest.skip("MGMT_URL not set")
     vhost = make_vhost(cleanup)
-    opened_before = _metric("lavinmq_connections_opened_total")
+    opened_before = _metric("lavinmq_connections_opened")
     pc = proton_connect(vhost=vhost)
     try:
         deadline = time.monotonic() + 15
@@ -1716,7 +1712,7 @@ def test_http_api_lists_amqp1_connection(cleanup):
         assert r.json()["protocol"] == "AMQP 1.0"
         # The Prometheus endpoint counts it as 0-9-1 connections are counted.
         assert _metric("lavinmq_connections") >= 1
-        assert _metric("lavinmq_connections_opened_total") >= opened_before + 1
+        assert _metric("lavinmq_connections_opened") >= opened_before + 1
     finally:
         pc.close()
     # Closing it removes it from the list.

@@ -12,9 +12,8 @@ from urllib.parse import urlsplit
 import pika
 import pytest
 import requests
-from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import connect, uniq
+from conftest import connect, families, sample_value, uniq
 
 MGMT_URL = os.environ.get("MGMT_URL")
 pytestmark = pytest.mark.skipif(not MGMT_URL, reason="MGMT_URL not set")
@@ -72,22 +71,6 @@ def get(path, params=None):
     assert r.status_code == 200, (path, r.status_code, r.text)
     assert r.headers["content-type"].startswith("text/plain"), r.headers["content-type"]
     return r.text
-
-
-def families(text):
-    """{family name: Metric}, failing on anything the parser refuses."""
-    out = {}
-    for family in text_string_to_metric_families(text):
-        assert family.name not in out, f"family {family.name} twice"
-        out[family.name] = family
-    return out
-
-
-def sample_value(family, **labels):
-    for s in family.samples:
-        if all(s.labels.get(k) == v for k, v in labels.items()):
-            return s.value
-    return None
 
 
 @pytest.fixture
