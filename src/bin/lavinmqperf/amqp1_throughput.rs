@@ -32,8 +32,9 @@ use crate::uri::{self, AmqpUri};
 const MAX_FRAME: u32 = 1 << 20;
 /// The session window the tool grants (transfers in flight to it).
 const SESSION_WINDOW: u32 = 1 << 20;
-/// Transfers written per socket write at most.
-const WRITE_BATCH: u64 = 256;
+/// Bytes of transfers written per socket write at most (the AMQP 0-9-1
+/// mode's batch), so that both modes hand the broker reads of one size.
+const WRITE_BATCH_BYTES: usize = 64 * 1024;
 
 /// Flags of the AMQP 1.0 throughput mode.
 #[derive(Parser, Debug, Clone)]
@@ -499,9 +500,11 @@ async fn sender(cfg: &Settings, shared: &Shared, mut go: watch::Receiver<bool>, 
     let mut pacer = Pacer::new(cfg.args.run.rate);
     let mut sent = 0u64;
     let limit = cfg.args.run.pmessages;
-    let mut out = BytesMut::new();
+    let transfer_len = 8 + 25 + message.len();
+    let write_batch = (WRITE_BATCH_BYTES / transfer_len).max(1) as u64;
+    let mut out = BytesMut::with_capacity(WRITE_BATCH_BYTES + transfer_len);
     loop {
-        let mut count = WRITE_BATCH.min(pacer.wait().await);
+        let mut count = write_batch.min(pacer.wait().await);
         loop {
             let credit = state.credit_limit.load(Ordering::Acquire).saturating_sub(sent);
             let window = state.window_limit.load(Ordering::Acquire).saturating_sub(sent);
