@@ -14,6 +14,7 @@ bench:
 	benches/amqp1_side_by_side.sh
 	benches/cluster.sh
 	benches/metrics_scrape.sh
+	cargo test --release --test binary slow_disk -- --ignored --nocapture
 
 # The soak test for SOAK_SECS seconds (an hour by default; the test command
 # runs it for one minute): mixed load against the real binary, failing when

@@ -47,12 +47,14 @@ pub fn replicated() -> bool {
     crate::store::replication::sink().is_some()
 }
 
-/// Sends `method` on `channel` once `sync` has covered everything written so far.
+/// Sends `method` on `channel` once `sync` has covered the definitions log
+/// as written so far (a sync of that file alone, unless a confirm or another
+/// waiter needs the whole data directory synced meanwhile).
 pub fn send_when_durable(sync: &GroupSync, outbox: &Arc<Outbox>, channel: u16, method: Method) {
     let waiter: Arc<dyn SyncWaiter> = Arc::new(HeldReply {
         outbox: outbox.clone(),
         channel,
         method: Mutex::new(Some(method)),
     });
-    sync.register(&waiter, 0);
+    sync.register_for_files(&waiter, 0);
 }

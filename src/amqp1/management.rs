@@ -573,11 +573,12 @@ impl crate::store::SyncWaiter for HeldAnswer {
     }
 }
 
-/// Sends `answer` on `link` once everything written so far is durable.
+/// Sends `answer` on `link` once the definitions log as written so far is
+/// durable (see [`crate::amqp::durable_reply::send_when_durable`]).
 pub fn answer_when_durable(sync: &crate::store::GroupSync, link: Arc<ReplyLink>, answer: Bytes) {
     let waiter: Arc<dyn crate::store::SyncWaiter> = Arc::new(HeldAnswer {
         link,
         answer: Mutex::new(Some(answer)),
     });
-    sync.register(&waiter, 0);
+    sync.register_for_files(&waiter, 0);
 }

@@ -12,7 +12,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
@@ -41,8 +41,38 @@ pub fn syncs_so_far() -> u64 {
 /// what a power loss can take of unconfirmed persistent messages.
 const BACKGROUND_INTERVAL: Duration = Duration::from_secs(1);
 
+/// How long a files-only commit (see [`GroupSync::register_for_files`]) may
+/// be held to gather more waiters, when the last one had several: a file
+/// being synced often takes no writes meanwhile (FUSE holds its inode lock),
+/// so the changes of many channels would otherwise reach the sync one or
+/// two at a time.
+const GATHER_LIMIT: Duration = Duration::from_millis(1);
+
+/// How often the gathering looks whether more waiters came; it stops when
+/// none did.
+const GATHER_STEP: Duration = Duration::from_micros(100);
+
 /// Set when [`note_durable_write`] was called since the last sync started.
 static UNSYNCED: AtomicBool = AtomicBool::new(false);
+
+/// Files written since the last sync started whose writes must reach the
+/// disk though nobody may wait for them (see [`note_durable_file`]).
+static DIRTY_FILES: Mutex<Vec<Arc<File>>> = Mutex::new(Vec::new());
+
+/// Notes that `file` was written and must be synced, as
+/// [`note_durable_write`] does for the whole data directory: the background
+/// sync covers it within [`BACKGROUND_INTERVAL`], and a waiter registered
+/// with [`GroupSync::register_for_files`] after this call is told only once
+/// it is synced. The definitions log notes its appends this way, so that a
+/// definition change's reply waits for a sync of that one file rather than
+/// of the whole data directory (with `sync_method = fsync`, every file and
+/// directory in it).
+pub fn note_durable_file(file: &Arc<File>) {
+    let mut dirty = DIRTY_FILES.lock();
+    if !dirty.iter().any(|f| Arc::ptr_eq(f, file)) {
+        dirty.push(file.clone());
+    }
+}
 
 /// Notes that data which must reach the disk though nobody waits for it was
 /// written: a persistent message in a durable queue, published without
@@ -60,13 +90,21 @@ pub fn note_durable_write() {
     }
 }
 
+/// A waiter, the newest token it registered, and whether the files noted
+/// with [`note_durable_file`] are all it waits for.
+struct Pending {
+    waiter: Arc<dyn SyncWaiter>,
+    token: u64,
+    files_only: bool,
+}
+
 struct Inner {
     dir: File,
     path: PathBuf,
     /// `None` with `sync = false`: waiters are then told without a sync (but,
     /// clustered, still only once the followers hold the data).
     method: Option<SyncMethod>,
-    pending: Mutex<Vec<(Arc<dyn SyncWaiter>, u64)>>,
+    pending: Mutex<Vec<Pending>>,
     wake: Condvar,
     stop: AtomicBool,
 }
@@ -115,14 +153,33 @@ impl GroupSync {
     /// Asks to be told once everything written so far is on disk. Successive
     /// registrations of the same waiter collapse into the newest token.
     pub fn register(&self, waiter: &Arc<dyn SyncWaiter>, token: u64) {
+        self.enqueue(waiter, token, false);
+    }
+
+    /// As [`GroupSync::register`], for a waiter whose data is all in files
+    /// noted with [`note_durable_file`] before this call (a definition
+    /// change's reply): unless something else needs the whole data
+    /// directory synced, the next sync covers just those files.
+    pub fn register_for_files(&self, waiter: &Arc<dyn SyncWaiter>, token: u64) {
+        self.enqueue(waiter, token, true);
+    }
+
+    fn enqueue(&self, waiter: &Arc<dyn SyncWaiter>, token: u64, files_only: bool) {
         let Some(inner) = &self.inner else {
             waiter.synced(token, true);
             return;
         };
         let mut pending = inner.pending.lock();
         match pending.last_mut() {
-            Some((w, t)) if Arc::ptr_eq(w, waiter) => *t = token,
-            _ => pending.push((waiter.clone(), token)),
+            Some(p) if Arc::ptr_eq(&p.waiter, waiter) => {
+                p.token = token;
+                p.files_only &= files_only;
+            }
+            _ => pending.push(Pending {
+                waiter: waiter.clone(),
+                token,
+                files_only,
+            }),
         }
         drop(pending);
         inner.wake.notify_one();
@@ -132,7 +189,7 @@ impl GroupSync {
     pub fn sync_now(&self) -> std::io::Result<()> {
         match &self.inner {
             Some(inner) => {
-                if sync_and_replicate(inner) {
+                if sync_and_replicate(inner, Scope::All) {
                     Ok(())
                 } else {
                     Err(std::io::Error::other("the data could not be synced or replicated"))
@@ -160,20 +217,35 @@ impl Drop for GroupSync {
     }
 }
 
-/// Syncs the data directory and, clustered, waits until the in-sync followers
+/// What one sync covers.
+enum Scope {
+    /// The whole data directory (which covers the noted files too).
+    All,
+    /// Only these files, noted with [`note_durable_file`].
+    Files(Vec<Arc<File>>),
+}
+
+/// Syncs what `scope` says and, clustered, waits until the in-sync followers
 /// hold everything written before the sync. False if either failed.
-fn sync_and_replicate(inner: &Inner) -> bool {
+fn sync_and_replicate(inner: &Inner, scope: Scope) -> bool {
     let sink = super::replication::sink();
     let mark = sink.map(|s| s.mark());
-    let synced = match inner.method {
-        Some(method) => match method.sync(&inner.dir, &inner.path) {
+    let synced = match (inner.method, scope) {
+        (Some(method), Scope::All) => match method.sync(&inner.dir, &inner.path) {
             Ok(()) => true,
             Err(e) => {
                 tracing::error!("syncing the data directory failed: {e}");
                 false
             }
         },
-        None => true,
+        (Some(_), Scope::Files(files)) => files.iter().all(|f| match f.sync_data() {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::error!("syncing a file of the data directory failed: {e}");
+                false
+            }
+        }),
+        (None, _) => true,
     };
     match (sink, mark) {
         (Some(sink), Some(mark)) => synced && sink.wait_replicated(mark),
@@ -182,7 +254,8 @@ fn sync_and_replicate(inner: &Inner) -> bool {
 }
 
 fn run(inner: &Inner) {
-    let mut batch: Vec<(Arc<dyn SyncWaiter>, u64)> = Vec::new();
+    let mut batch: Vec<Pending> = Vec::new();
+    let mut last_batch = 0;
     loop {
         {
             let mut pending = inner.pending.lock();
@@ -191,26 +264,51 @@ fn run(inner: &Inner) {
             }
             std::mem::swap(&mut *pending, &mut batch);
         }
+        if last_batch > 1 && !batch.is_empty() && batch.iter().all(|p| p.files_only) {
+            gather(inner, &mut batch);
+        }
+        last_batch = batch.len();
         // Cleared before the sync starts: what is noted from here on waits for the next.
         let unsynced = UNSYNCED.swap(false, Ordering::Relaxed);
-        if batch.is_empty() && !unsynced && !inner.stop.load(Ordering::Acquire) {
+        let dirty = std::mem::take(&mut *DIRTY_FILES.lock());
+        let stopping = inner.stop.load(Ordering::Acquire);
+        if batch.is_empty() && !unsynced && dirty.is_empty() && !stopping {
             continue;
         }
-        let ok = sync_and_replicate(inner);
+        let scope = if unsynced || stopping || batch.iter().any(|p| !p.files_only) {
+            Scope::All
+        } else {
+            Scope::Files(dirty)
+        };
+        let ok = sync_and_replicate(inner, scope);
         SYNCS.fetch_add(1, Ordering::Relaxed);
         // Answer each waiter once, with its newest token (the last one
         // registered), in the order of those last registrations: a reply held
         // for a definition change goes out before a confirm registered after it.
         for i in 0..batch.len() {
-            let (w, token) = &batch[i];
-            if !batch[i + 1..].iter().any(|(other, _)| Arc::ptr_eq(other, w)) {
-                w.synced(*token, ok);
+            let p = &batch[i];
+            if !batch[i + 1..].iter().any(|other| Arc::ptr_eq(&other.waiter, &p.waiter)) {
+                p.waiter.synced(p.token, ok);
             }
         }
         batch.clear();
         if inner.stop.load(Ordering::Acquire) && inner.pending.lock().is_empty() {
             return;
         }
+    }
+}
+
+/// Adds to `batch` the waiters that keep coming, for at most
+/// [`GATHER_LIMIT`]; stops at the first [`GATHER_STEP`] that brings none.
+fn gather(inner: &Inner, batch: &mut Vec<Pending>) {
+    let deadline = Instant::now() + GATHER_LIMIT;
+    while Instant::now() < deadline {
+        std::thread::sleep(GATHER_STEP);
+        let mut pending = inner.pending.lock();
+        if pending.is_empty() {
+            return;
+        }
+        batch.append(&mut pending);
     }
 }
 

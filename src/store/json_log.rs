@@ -7,13 +7,16 @@
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::replication::{self, FileRef};
 
 /// An open log file.
 pub struct JsonLog {
     path: PathBuf,
-    file: File,
+    /// Shared with the group commit, which syncs it when an append noted it
+    /// (see [`super::group_sync::note_durable_file`]).
+    file: Arc<File>,
     /// Sync each append before it returns.
     sync: bool,
     /// Sync rewrites (compactions), which replace the whole file, before the
@@ -37,7 +40,7 @@ impl JsonLog {
         let (file, len) = rewrite(path, &compact(lines), sync)?;
         Ok(JsonLog {
             path: path.to_path_buf(),
-            file,
+            file: Arc::new(file),
             sync,
             durable: sync,
             len,
@@ -57,7 +60,10 @@ impl JsonLog {
         let kept = compact(lines);
         let after = kept.len();
         let (file, len) = rewrite(&self.path, &kept, self.durable)?;
-        self.file = file;
+        // A sync of the old file that an append noted still runs; the new
+        // file holds the same lines and was synced (when durable) before it
+        // took the old one's place.
+        self.file = Arc::new(file);
         self.len = len;
         Ok(before.saturating_sub(after))
     }
@@ -66,13 +72,13 @@ impl JsonLog {
     pub fn append(&mut self, value: &serde_json::Value) -> io::Result<()> {
         let mut line = serde_json::to_vec(value).map_err(io::Error::other)?;
         line.push(b'\n');
-        self.file.write_all(&line)?;
+        (&*self.file).write_all(&line)?;
         replication::wrote(self.replicated, self.len, &[&line]);
         self.len += line.len() as u64;
         if self.sync {
             self.file.sync_data()?;
         } else {
-            super::group_sync::note_durable_write();
+            super::group_sync::note_durable_file(&self.file);
         }
         Ok(())
     }
