@@ -4,6 +4,11 @@
 //! ride on the next one, so under load thousands of confirms share one sync, and
 //! a lone publisher waits for exactly one sync, never for a timer.
 //!
+//! Replies to definition changes wait only for the definitions log: when
+//! nothing else is pending, a sync covers just the files noted with
+//! [`note_durable_file`], one `fdatasync` each, rather than the whole data
+//! directory.
+//!
 //! Clustered, "on disk" also means "held by every in-sync follower": after the
 //! sync, the thread waits for the replication sink (see
 //! [`super::replication`]) before it tells anyone.
@@ -337,5 +342,26 @@ mod tests {
         }
         sync.stop();
         assert_eq!(r.0.load(Ordering::Acquire), 100);
+    }
+
+    #[test]
+    fn waiters_for_noted_files_are_told_once_they_are_synced() {
+        let dir = tempfile::tempdir().unwrap();
+        let sync = GroupSync::start(dir.path(), Some(SyncMethod::EachFile)).unwrap();
+        let file = Arc::new(File::create(dir.path().join("definitions.log")).unwrap());
+        let files_only = Arc::new(Recorder(AtomicU64::new(0)));
+        let general = Arc::new(Recorder(AtomicU64::new(0)));
+        let (f, g): (Arc<dyn SyncWaiter>, Arc<dyn SyncWaiter>) = (files_only.clone(), general.clone());
+        for t in 1..=50 {
+            std::io::Write::write_all(&mut &*file, b"{}\n").unwrap();
+            note_durable_file(&file);
+            sync.register_for_files(&f, t);
+            if t % 10 == 0 {
+                sync.register(&g, t);
+            }
+        }
+        sync.stop();
+        assert_eq!(files_only.0.load(Ordering::Acquire), 50);
+        assert_eq!(general.0.load(Ordering::Acquire), 50);
     }
 }
