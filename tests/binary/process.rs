@@ -234,6 +234,14 @@ impl Drop for BrokerProcess {
 }
 
 /// Awaits `fut`, failing the test if it takes longer than [`TIMEOUT`].
+/// A free TCP port on loopback (bound, then released for a broker to bind).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
 pub async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
     match tokio::time::timeout(TIMEOUT, fut).await {
         Ok(v) => v,

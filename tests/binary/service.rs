@@ -13,15 +13,7 @@ use lapin::BasicProperties;
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions};
 use lapin::types::FieldTable;
 
-use crate::process::{BIN, BrokerProcess, TIMEOUT, send_signal, within};
-
-/// A free TCP port on loopback (bound, then released for the broker).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
+use crate::process::{BIN, BrokerProcess, TIMEOUT, free_port, send_signal, within};
 
 /// Reads notifications from `socket` until one contains `wanted`, returning
 /// every message seen (the last one holds `wanted`).

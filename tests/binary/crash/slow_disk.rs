@@ -192,14 +192,6 @@ async fn definition_changes_on_many_channels_share_syncs() {
 /// Where Debian's RabbitMQ keeps its scripts.
 const RABBITMQ_BIN: &str = "/usr/lib/rabbitmq/bin";
 
-/// A free TCP port on loopback.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
-
 /// The same changes against RabbitMQ with its whole data directory on a
 /// slow disk of the same kind, and against ours, one after the other.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
