@@ -169,6 +169,9 @@ pub struct Channel {
     /// routing key published to it is checked.
     pub(super) topic_restricted: bool,
     pub(super) scratch: BytesMut,
+    /// The properties box of the last message published, for the next one
+    /// that has no property: a publish otherwise allocates and frees one.
+    pub(super) spare_properties: Option<Box<crate::wire::properties::BasicProperties>>,
 }
 
 fn generated_tag(prefix: &str) -> String {
@@ -218,6 +221,7 @@ impl Channel {
             write_allowed: None,
             topic_restricted: false,
             scratch: BytesMut::new(),
+            spare_properties: None,
         }
     }
 

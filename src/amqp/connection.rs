@@ -714,7 +714,7 @@ impl Connection {
         if ch.closing || ch.publish.is_some() {
             return Ok(None);
         }
-        let publish = WholePublish::split_off(buf, &p)?;
+        let publish = WholePublish::split_off_reusing(buf, &p, ch.spare_properties.take())?;
         self.published = true;
         Ok(Some(match ch.publish_whole(&self.info, publish) {
             Err(e) if e.scope == Scope::Channel => {

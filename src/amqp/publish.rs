@@ -208,6 +208,7 @@ impl Channel {
     /// [`Channel::start_publish`], [`Channel::on_header`] and
     /// [`Channel::on_body`] do together, without the pending state between
     /// them. The caller checked that no other publish is pending.
+    #[inline(always)]
     pub(super) fn publish_whole(&mut self, info: &ConnInfo, p: WholePublish) -> AmqpResult {
         check_size(info, p.body.len() as u64)?;
         let msg = Message {
@@ -229,9 +230,10 @@ impl Channel {
             tx.publishes.push((msg, mandatory, immediate));
             return Ok(());
         }
-        self.publish_message(info, msg, mandatory, immediate)
-            .map(|_| ())
-            .map_err(|e| e.on(60, 40))
+        let outcome = self.publish_message(info, &mut msg, mandatory, immediate);
+        // The properties box serves the next message (see `spare_properties`).
+        self.spare_properties = Some(msg.properties);
+        outcome.map(|_| ()).map_err(|e| e.on(60, 40))
     }
 
     fn validate(&self, info: &ConnInfo, msg: &mut Message) -> AmqpResult {
@@ -272,7 +274,7 @@ impl Channel {
     pub(super) fn publish_message(
         &mut self,
         info: &ConnInfo,
-        msg: Message,
+        msg: &mut Message,
         mandatory: bool,
         immediate: bool,
     ) -> AmqpResult<bool> {
@@ -300,7 +302,7 @@ impl Channel {
         &mut self,
         info: &ConnInfo,
         exchange: &Arc<Exchange>,
-        mut msg: Message,
+        msg: &mut Message,
         mandatory: bool,
         immediate: bool,
     ) -> AmqpResult<bool> {
@@ -326,30 +328,30 @@ impl Channel {
         if self.confirm {
             self.confirm_seq += 1;
         }
-        let extra = take_cc_bcc(&mut msg)?;
+        let extra = take_cc_bcc(msg)?;
         let extra_refs: SmallVec<[&str; 4]> = extra.iter().map(String::as_str).collect();
         let mut durable = false;
         let mut rejected = false;
         let delay = exchange.hold_for(msg.properties.headers.as_ref());
         let (routed, had_route) = if exchange.name.is_empty() && msg.routing_key.starts_with(REPLY_TO_PREFIX) {
-            let ok = self.deliver_direct_reply(info, &msg);
+            let ok = self.deliver_direct_reply(info, msg);
             (ok, ok)
         } else if let Some((held, ms)) = delay {
             // Routed when released; until then it counts as routed, as in RabbitMQ.
-            held.push(&msg, ms, &mut self.scratch)?;
+            held.push(msg, ms, &mut self.scratch)?;
             durable = exchange.durable;
             (true, true)
         } else {
             let mut queues = std::mem::take(&mut self.route_buf);
             let cache = self.route_cache.get_or_insert_default();
-            vhost.route_cached(exchange, &msg, &extra_refs, &mut queues, Some(cache));
+            vhost.route_cached(exchange, msg, &extra_refs, &mut queues, Some(cache));
             let had_route = !queues.is_empty();
             if immediate {
                 queues.retain(|q| q.has_ready_consumer());
             }
             let mut result = Ok(());
             for q in &queues {
-                match q.publish(&msg, &mut self.scratch) {
+                match q.publish(msg, &mut self.scratch) {
                     Ok(p) => {
                         durable |= q.durable;
                         rejected |= p.rejected;
@@ -389,9 +391,9 @@ impl Channel {
         if returned {
             counters.return_unroutable.incr();
             if had_route {
-                self.send_return(&msg, code::NO_CONSUMERS, "NO_CONSUMERS");
+                self.send_return(msg, code::NO_CONSUMERS, "NO_CONSUMERS");
             } else {
-                self.send_return(&msg, code::NO_ROUTE, "NO_ROUTE");
+                self.send_return(msg, code::NO_ROUTE, "NO_ROUTE");
             }
         }
         let needs_sync = durable && msg.properties.is_persistent() && info.ctx.broker.sync.enabled();
@@ -446,8 +448,8 @@ impl Channel {
             settle_entries(&self.shared, entries, how);
         }
         let mut needs_sync = false;
-        for (msg, mandatory, immediate) in publishes {
-            needs_sync |= self.publish_message(info, msg, mandatory, immediate)?;
+        for (mut msg, mandatory, immediate) in publishes {
+            needs_sync |= self.publish_message(info, &mut msg, mandatory, immediate)?;
         }
         if needs_sync {
             // commit-ok promises the messages are safe: one sync, on this thread.

@@ -74,10 +74,25 @@ pub enum Frame {
 /// Decodes a content header's properties (flags and fields), which must
 /// take all of `raw`.
 pub fn decode_properties(raw: &Bytes) -> Result<Box<BasicProperties>, CodecError> {
+    decode_properties_into(raw, None)
+}
+
+/// [`decode_properties`], reusing `spare` (the box of an earlier message)
+/// when the message has no property, so that it allocates nothing.
+pub fn decode_properties_into(
+    raw: &Bytes,
+    spare: Option<Box<BasicProperties>>,
+) -> Result<Box<BasicProperties>, CodecError> {
     if raw[..] == [0, 0] {
         // No property: most load generators and many applications send
         // none, and a cursor over the shared buffer costs a count on it.
-        return Ok(Box::default());
+        return Ok(match spare {
+            Some(mut b) => {
+                *b = BasicProperties::default();
+                b
+            }
+            None => Box::default(),
+        });
     }
     let mut cursor = raw.clone();
     let properties = BasicProperties::decode_boxed(&mut cursor)?;
