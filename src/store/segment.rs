@@ -4,7 +4,9 @@
 //! A segment's space is reserved with `fallocate` when it is created, so writing
 //! into its memory map can never hit a full disk (which would kill the process
 //! with SIGBUS); a full disk is an error at creation instead. Appending a message
-//! is a `memcpy` into the map. A sealed segment is unmapped and truncated to its
+//! is a `memcpy` into the map; a batch appended under one lock (a stream
+//! publisher's frame) is staged in a buffer and written with one `pwrite`
+//! instead (see [`Segment::stage`]). A sealed segment is unmapped and truncated to its
 //! data, and mapped again only when a reader reaches it, so messages at rest cost
 //! neither heap nor resident memory. The ack log holds the `u32` positions of
 //! removed messages; an ack is a store into memory that survives a killed process
