@@ -758,21 +758,11 @@ impl Queue {
             return Ok(None);
         }
         let (first, seg) = (s.store.next_offset(), s.store.write_segment());
-        let mut staged = Ok(());
-        for body in batch.bodies {
-            staged = s
-                .store
-                .stage(batch.timestamp, "", batch.routing_key, batch.properties, body)
-                .map(|_| ());
-            if staged.is_err() {
-                break;
-            }
-            st.counts.publish += 1;
-        }
-        // Written before anything reads the stream, also when a record
-        // failed: those staged before it are kept.
-        let written = s.store.write_staged();
-        staged.and(written).map_err(|e| self.stream_write_failed(e))?;
+        let stored = s
+            .store
+            .push_batch(batch.timestamp, "", batch.routing_key, batch.properties, batch.bodies);
+        st.counts.publish += s.store.next_offset() - first;
+        stored.map_err(|e| self.stream_write_failed(e))?;
         if self.durable {
             crate::store::group_sync::note_durable_write();
         }

@@ -199,28 +199,38 @@ impl StreamStore {
         self.append(timestamp, exchange, routing_key, properties, body, false)
     }
 
-    /// [`StreamStore::push`] for one of a batch: the record is staged (see
-    /// [`Segment::stage`]) until [`StreamStore::write_staged`], which must
-    /// come before anything reads the stream.
-    pub fn stage(
+    /// Appends messages that differ only in their bodies (a stream
+    /// publisher's frame), staged (see [`Segment::stage`]) and written to
+    /// the file in one go before it returns. On an error, the messages
+    /// before the failing one are kept when they could be written; the next
+    /// offset says how many were stored.
+    pub fn push_batch(
         &mut self,
         timestamp: i64,
         exchange: &str,
         routing_key: &str,
         properties: &[u8],
-        body: &[u8],
-    ) -> io::Result<u64> {
-        self.append(timestamp, exchange, routing_key, properties, body, true)
-    }
-
-    /// Writes the records staged by [`StreamStore::stage`]; on an error they
-    /// are dropped, their offsets with them.
-    pub fn write_staged(&mut self) -> io::Result<()> {
-        let Some(seg) = self.segments.get_mut(&self.write_seg) else {
-            return Ok(());
+        bodies: &[&[u8]],
+    ) -> io::Result<()> {
+        let mut staged = Ok(());
+        for body in bodies {
+            staged = self
+                .append(timestamp, exchange, routing_key, properties, body, true)
+                .map(|_| ());
+            if staged.is_err() {
+                break;
+            }
+        }
+        // A seal wrote what earlier segments staged; the write segment's
+        // records are written here, also after a failure.
+        let written = match self.segments.get_mut(&self.write_seg) {
+            Some(seg) => {
+                let count = u64::from(seg.staged_msgs());
+                seg.write_staged().inspect_err(|_| self.next_offset -= count)
+            }
+            None => Ok(()),
         };
-        let staged = u64::from(seg.staged_msgs());
-        seg.write_staged().inspect_err(|_| self.next_offset -= staged)
+        staged.and(written)
     }
 
     fn append(
@@ -644,18 +654,14 @@ mod tests {
         // Batches of 50 staged records, each written in one go; small
         // segments make batches straddle segment ends (the seal writes what
         // the old segment staged).
-        for batch in 0..6 {
-            for i in 0..50 {
-                let n = batch * 50 + i;
-                assert_eq!(
-                    s.stage(1000 + n, "", "s", &[0, 0], format!("m{n}").as_bytes()).unwrap(),
-                    n as u64
-                );
-            }
-            s.write_staged().unwrap();
-            let mut c = s.cursor_at(batch as u64 * 50);
+        for batch in 0..6u64 {
+            let bodies: Vec<String> = (0..50).map(|i| format!("m{}", batch * 50 + i)).collect();
+            let bodies: Vec<&[u8]> = bodies.iter().map(|b| b.as_bytes()).collect();
+            s.push_batch(1000 + batch as i64, "", "s", &[0, 0], &bodies).unwrap();
+            assert_eq!(s.next_offset(), (batch + 1) * 50);
+            let mut c = s.cursor_at(batch * 50);
             let (o, _, at) = s.read(&mut c).unwrap();
-            assert_eq!((o, body(&s, at)), (batch as u64 * 50, format!("m{}", batch * 50)));
+            assert_eq!((o, body(&s, at)), (batch * 50, format!("m{}", batch * 50)));
         }
         assert!(s.segment_count() > 2);
         drop(s);
